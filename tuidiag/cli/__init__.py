@@ -1,0 +1,1 @@
+"""The ``tuidiag`` command line: one module per subcommand, wired up in ``main``."""

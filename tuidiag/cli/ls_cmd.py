@@ -1,0 +1,82 @@
+"""``tuidiag ls DIR``: a table of the runs under DIR with status, steps and last loss."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from tuidiag.format import LOSS
+from tuidiag.store import Run, find_runs, open_run
+from tuidiag.textsafe import literal
+
+STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "red", "unknown": "yellow"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the ``ls`` arguments."""
+    parser.add_argument("path", nargs="?", default="runs", help="a run or a directory of runs (default: ./runs)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """List the runs; exit 2 when the path does not exist."""
+    console = Console(highlight=False)
+    root = Path(args.path)
+    if not root.exists():
+        console.print(literal(f"tuidiag ls: {root} does not exist"), style="red")
+        return 2
+    runs = [open_run(path) for path in find_runs(root)]
+    if not runs:
+        console.print(literal(f"no runs under {root} (a run is a directory with run.json or metrics/)"))
+        return 0
+    console.print(runs_table(runs, root))
+    for run_ in runs:
+        for warning in run_.warnings:
+            console.print(literal(f"warning: {run_.path}: {warning}"), style="yellow")
+    return 0
+
+
+def runs_table(runs: list[Run], root: Path) -> Table:
+    """A Rich table of runs; every cell taken from run files is literal text."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("run", "status", "steps", "last loss", "updated", "path"):
+        table.add_column(column, justify="right" if column in ("steps", "last loss") else "left")
+    for run_ in runs:
+        loss = run_.series(LOSS).last
+        status = run_.status
+        table.add_row(
+            literal(run_.name, max_len=40),
+            literal(status, style=STATUS_STYLE.get(status, "")),
+            literal("-" if run_.last_step is None else f"{run_.last_step + 1:,}"),
+            literal(_fmt_loss(loss)),
+            literal(_age(run_.manifest.get("heartbeat"))),
+            literal(_relative(run_.path, root)),
+        )
+    return table
+
+
+def _fmt_loss(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if math.isfinite(value) else str(value)
+
+
+def _age(timestamp: object) -> str:
+    if not isinstance(timestamp, (int, float)):
+        return "-"
+    seconds = max(0.0, time.time() - timestamp)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit} ago"
+    return f"{seconds:.0f}s ago"
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root)) or "."
+    except ValueError:
+        return str(path)

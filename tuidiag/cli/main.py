@@ -1,0 +1,52 @@
+"""Entry point of the ``tuidiag`` command: parses arguments and dispatches to a subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+from tuidiag import __version__
+from tuidiag.cli import demo_cmd, ls_cmd
+
+Subcommand = tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
+
+SUBCOMMANDS: list[Subcommand] = [
+    ("ls", "list runs with status, steps and last loss", ls_cmd.add_arguments, ls_cmd.run),
+    ("demo", "write demo runs from real small CPU trainings", demo_cmd.add_arguments, demo_cmd.run),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="tuidiag",
+        description="Record a PyTorch training's health and find out why it is failing.",
+        epilog="Start with: tuidiag demo demo_runs && tuidiag ls demo_runs",
+    )
+    parser.add_argument("--version", action="version", version=f"tuidiag {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text, add_arguments, handler in SUBCOMMANDS:
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        add_arguments(command)
+        command.set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

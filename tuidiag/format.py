@@ -1,0 +1,134 @@
+"""The on-disk contract of a tuidiag run directory: schemas, names and versions.
+
+Everything that writes or reads a run goes through the constants here, so the
+format is defined in exactly one place. ``docs/format.md`` describes the same
+contract for people and for other tools (pandas, DuckDB, Polars).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+FORMAT_VERSION = 1
+"""Bumped on any change a reader of the previous version could misread."""
+
+FORMAT_VERSION_KEY = b"tuidiag.format_version"
+TABLE_KIND_KEY = b"tuidiag.table"
+
+MANIFEST_NAME = "run.json"
+METRICS_DIR = "metrics"
+EVENTS_DIR = "events"
+CAPTURES_DIR = "captures"
+SHARD_SUFFIX = ".parquet"
+TEMP_PREFIX = "."
+
+STATUS_RUNNING = "running"
+STATUS_FINISHED = "finished"
+STATUS_FAILED = "failed"
+STATUS_CRASHED = "crashed"
+
+
+def _schema(fields: list[pa.Field], table: str) -> pa.Schema:
+    """Attach the format version and table kind to a schema's metadata."""
+    meta = {FORMAT_VERSION_KEY: str(FORMAT_VERSION).encode(), TABLE_KIND_KEY: table.encode()}
+    return pa.schema(fields, metadata=meta)
+
+
+METRICS_SCHEMA = _schema(
+    [
+        pa.field("step", pa.int64(), nullable=False),
+        pa.field("wall_time", pa.float64(), nullable=False),
+        pa.field("metric", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+        pa.field("value", pa.float64(), nullable=True),
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("seq", pa.int64(), nullable=False),
+    ],
+    "metrics",
+)
+"""Long-form metric rows. ``seq`` is the flush that produced the row; it
+survives compaction so a tailing reader neither misses nor double-counts."""
+
+EVENTS_SCHEMA = _schema(
+    [
+        pa.field("step", pa.int64(), nullable=False),
+        pa.field("wall_time", pa.float64(), nullable=False),
+        pa.field("kind", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+        pa.field("severity", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+        pa.field("message", pa.string(), nullable=False),
+        pa.field("data", pa.string(), nullable=True),
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("seq", pa.int64(), nullable=False),
+    ],
+    "events",
+)
+"""One row per event; ``data`` holds a JSON object with event-specific details."""
+
+SCHEMAS = {METRICS_DIR: METRICS_SCHEMA, EVENTS_DIR: EVENTS_SCHEMA}
+
+_SHARD_RE = re.compile(r"^r(\d+)-(\d{9,})-(\d{9,})\.parquet$")
+
+
+@dataclass(frozen=True, order=True)
+class ShardName:
+    """A shard's identity, parsed from its file name ``r<rank>-<first>-<last>.parquet``.
+
+    ``first`` and ``last`` are the inclusive range of flush sequence numbers whose
+    rows the shard holds: a fresh shard has ``first == last``; a compacted one spans
+    the shards it replaced.
+    """
+
+    rank: int
+    first: int
+    last: int
+
+    @property
+    def filename(self) -> str:
+        """The file name this shard is stored under."""
+        return f"r{self.rank}-{self.first:09d}-{self.last:09d}{SHARD_SUFFIX}"
+
+    @classmethod
+    def parse(cls, filename: str) -> "ShardName | None":
+        """Parse a shard file name; ``None`` for anything else (temp files, foreign files)."""
+        match = _SHARD_RE.match(filename)
+        if match is None:
+            return None
+        rank, first, last = (int(g) for g in match.groups())
+        if last < first:
+            return None
+        return cls(rank, first, last)
+
+
+# Metric naming conventions (docs/format.md lists them for users).
+LOSS = "train/loss"
+GRAD_NORM_TOTAL = "grad_norm/total"
+GRAD_NORM_PREFIX = "grad_norm/"
+GRAD_CLIPPED = "grad/clipped"
+GRAD_MAX_NORM = "grad/max_norm"
+GRAD_NONE_COUNT = "grad/none_count"
+WEIGHT_NORM_PREFIX = "weight_norm/"
+UPDATE_RATIO_PREFIX = "update_ratio/"
+LR_PREFIX = "lr/group"
+MODEL_TRAINING = "model/training"
+TIME_STEP = "time/step"
+TIME_DATA_WAIT = "time/data_wait"
+TIME_COMPUTE = "time/compute"
+ACT_DEAD_PREFIX = "act/dead_frac/"
+ACT_SATURATED_PREFIX = "act/saturated_frac/"
+ACT_MEAN_PREFIX = "act/mean/"
+ACT_STD_PREFIX = "act/std/"
+INPUT_PREFIX = "input/"
+TARGET_PREFIX = "target/"
+SYS_PREFIX = "sys/"
+RECORDER_DROPPED = "recorder/dropped_rows"
+RECORDER_ERRORS = "recorder/errors"
+
+# Event kinds.
+EVENT_NONFINITE = "nonfinite"
+EVENT_NO_GRAD = "no_grad"
+EVENT_RECORDER_ERROR = "recorder_error"
+EVENT_CAPTURE = "nan_capture"
+EVENT_DROPPED = "dropped_rows"
+EVENT_WRITE_ERROR = "write_error"

@@ -1,0 +1,5 @@
+"""The training side: ``Recorder`` and the writer thread behind it (no UI imports)."""
+
+from tuidiag.recorder.recorder import Recorder
+
+__all__ = ["Recorder"]

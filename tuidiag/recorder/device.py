@@ -1,0 +1,96 @@
+"""Moving device values to the host without a host-device synchronisation.
+
+On CUDA a metric vector is copied with ``non_blocking=True`` into pinned host
+memory and a CUDA event is recorded after the copy; the *writer thread* waits on
+that event, so the training thread never does. On CPU the tensor is already on
+the host and is used as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+
+class AsyncHostCopy:
+    """A device tensor on its way to host memory; ``resolve()`` returns it as numpy."""
+
+    __slots__ = ("_host", "_event")
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        tensor = tensor.detach()
+        if tensor.device.type == "cuda":
+            self._host = tensor.to("cpu", non_blocking=True)
+            self._event: Any = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._host = tensor
+            self._event = None
+
+    def resolve(self) -> np.ndarray:
+        """Wait for the copy (writer thread only) and return a float64 array."""
+        if self._event is not None:
+            self._event.synchronize()
+        return self._host.to(torch.float64).numpy()
+
+
+def norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """L2 norm of each tensor, on its device, in as few kernel launches as possible.
+
+    ``torch._foreach_norm`` is what ``torch.nn.utils.clip_grad_norm_`` itself uses; it
+    is not in the public API, so fall back to one ``vector_norm`` per tensor.
+    """
+    foreach_norm = getattr(torch, "_foreach_norm", None)
+    if foreach_norm is not None and tensors:
+        try:
+            return list(foreach_norm(tensors))
+        except (RuntimeError, TypeError):
+            pass
+    return [torch.linalg.vector_norm(t) for t in tensors]
+
+
+def stack_scalars(parts: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """Concatenate 0-d and 1-d tensors into one float32 vector on ``device``."""
+    flat = [p.detach().reshape(-1).to(device=device, dtype=torch.float32) for p in parts]
+    return torch.cat(flat) if flat else torch.empty(0, device=device)
+
+
+def memory_stats(device: torch.device | None) -> dict[str, float]:
+    """Allocator counters (host-side, no synchronisation) for a CUDA device, else ``{}``."""
+    if device is None or device.type != "cuda" or not torch.cuda.is_available():
+        return {}
+    return {
+        "sys/mem_allocated": float(torch.cuda.memory_allocated(device)),
+        "sys/mem_reserved": float(torch.cuda.memory_reserved(device)),
+        "sys/mem_peak": float(torch.cuda.max_memory_allocated(device)),
+    }
+
+
+class NvmlProbe:
+    """GPU utilisation through NVML when ``pynvml`` is installed; silent otherwise."""
+
+    def __init__(self, device: torch.device | None) -> None:
+        self._handle: Any = None
+        if device is None or device.type != "cuda":
+            return
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self._nvml = pynvml
+        except Exception:
+            self._handle = None
+
+    def sample(self) -> dict[str, float]:
+        """Current GPU and memory-controller utilisation in percent, or ``{}``."""
+        if self._handle is None:
+            return {}
+        try:
+            util = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
+        except Exception:
+            return {}
+        return {"sys/gpu_util": float(util.gpu), "sys/gpu_mem_util": float(util.memory)}

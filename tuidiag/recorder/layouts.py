@@ -1,0 +1,73 @@
+"""Row layouts of the per-step vectors, built once per distinct set of names.
+
+A device layout also derives rows on the writer thread, once the values are on
+the host: whether the step was clipped, and the first non-finite loss or
+gradient (which becomes a ``nonfinite`` event naming the parameters).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from tuidiag.format import EVENT_NONFINITE, GRAD_CLIPPED, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS
+from tuidiag.recorder.writer import EventRow, Layout
+
+
+class LayoutCache:
+    """Layouts keyed by their names; owned by one recorder."""
+
+    def __init__(self, recorder: Any) -> None:
+        self._recorder = recorder
+        self._host: dict[tuple[str, ...], Layout] = {}
+        self._device: dict[tuple[str, ...], Layout] = {}
+        self.nonfinite_step: int | None = None
+        """Set on the writer thread at the first non-finite loss or gradient norm."""
+
+    def host(self, names: list[str]) -> Layout:
+        """A plain layout: the values are written as they are."""
+        key = tuple(names)
+        layout = self._host.get(key)
+        if layout is None:
+            layout = self._host[key] = Layout(list(names))
+        return layout
+
+    def device(self, names: list[str]) -> Layout:
+        """A layout for the per-step device vector, with clipping and non-finite checks."""
+        key = tuple(names)
+        layout = self._device.get(key)
+        if layout is None:
+            check = [i for i, n in enumerate(names) if n in (LOSS, GRAD_NORM_TOTAL)]
+            layout = self._device[key] = Layout(list(names), self._make_derive(list(names), check), check)
+        return layout
+
+    def _make_derive(self, names: list[str], check: list[int]) -> Any:
+        total_at = names.index(GRAD_NORM_TOTAL) if GRAD_NORM_TOTAL in names else None
+        params = [(i, n[len(GRAD_NORM_PREFIX):]) for i, n in enumerate(names) if n.startswith(GRAD_NORM_PREFIX) and i != total_at]
+
+        def derive(step: int, values: np.ndarray) -> tuple[list[str], list[float]]:
+            extra_names: list[str] = []
+            extra_values: list[float] = []
+            max_norm = self._recorder._max_grad_norm
+            if total_at is not None and max_norm is not None and math.isfinite(values[total_at]):
+                extra_names.append(GRAD_CLIPPED)
+                extra_values.append(1.0 if values[total_at] > max_norm else 0.0)
+            if self.nonfinite_step is None and check and not np.isfinite(values[check]).all():
+                self._report_nonfinite(step, names, values, params)
+            return extra_names, extra_values
+
+        return derive
+
+    def _report_nonfinite(self, step: int, names: list[str], values: np.ndarray, params: list[tuple[int, str]]) -> None:
+        """Writer thread: emit the one ``nonfinite`` event of the run."""
+        self.nonfinite_step = step
+        bad = [name for i, name in params if not math.isfinite(values[i])]
+        loss = float(values[names.index(LOSS)]) if LOSS in names else None
+        what = "loss" if loss is not None and not math.isfinite(loss) else "gradient"
+        shown = ", ".join(bad[:10]) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
+        message = f"first non-finite {what} at step {step}" + (f"; non-finite gradients in {shown}" if bad else "")
+        data = {"loss": repr(loss), "params": bad}
+        self._recorder._writer.add_event(EventRow(step, time.time(), EVENT_NONFINITE, "critical", message, data))

@@ -1,0 +1,384 @@
+"""``tuidiag.Recorder``: the few lines a training loop calls to record its health.
+
+The public API is ``Recorder``, ``watch``, ``batch``, ``step``, ``log``, ``event``,
+``flush`` and ``close`` (plus the context manager). Every public method swallows
+and reports its own errors: the recorder never raises into the training loop and
+never blocks it. torch is optional: without it ``log`` and ``step(float)`` work.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Mapping
+
+import numpy as np
+
+from tuidiag.format import (
+    EVENT_CAPTURE,
+    EVENT_NO_GRAD,
+    GRAD_MAX_NORM,
+    GRAD_NONE_COUNT,
+    LOSS,
+    LR_PREFIX,
+    MODEL_TRAINING,
+    RECORDER_ERRORS,
+    STATUS_FAILED,
+    STATUS_FINISHED,
+    TIME_COMPUTE,
+    TIME_DATA_WAIT,
+    TIME_STEP,
+)
+from tuidiag.recorder.errors import ErrorReporter, guarded
+from tuidiag.recorder.layouts import LayoutCache
+from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
+from tuidiag.store.manifest import new_manifest, read_manifest, write_manifest
+
+CAPTURE_MAX_BYTES = 1 << 30
+
+
+def _import_torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _detect_rank(torch: Any) -> tuple[int, int]:
+    """(rank, world size) from torch.distributed when initialised, else the launcher's env."""
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+class Recorder:
+    """Records a training run into Parquet shards under ``run_dir``.
+
+    Args:
+        run_dir: the run directory (created if needed; an existing run is resumed).
+        config: hyperparameters to store in the manifest.
+        name: display name (default: the directory name).
+        flush_interval: seconds between shard writes.
+        grads_every / weights_every / activations_every / inputs_every: record
+            that part every N steps; 0 switches it off.
+        capture_nonfinite: save batch and state at the first non-finite step.
+        factory: ``"module:function"`` that rebuilds model, optimizer, loss and data
+            for jobs run after the training has ended.
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        config: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        flush_interval: float = 1.0,
+        grads_every: int = 1,
+        weights_every: int = 10,
+        activations_every: int = 50,
+        inputs_every: int = 1,
+        capture_nonfinite: bool = True,
+        capture_max_bytes: int = CAPTURE_MAX_BYTES,
+        max_queue: int = 10_000,
+        factory: str | None = None,
+    ) -> None:
+        self.errors = ErrorReporter()
+        self.run_dir = Path(run_dir)
+        self.grads_every, self.weights_every = grads_every, weights_every
+        self.activations_every, self.inputs_every = activations_every, inputs_every
+        self.capture_nonfinite, self.capture_max_bytes = capture_nonfinite, capture_max_bytes
+        self._torch = _import_torch()
+        self.rank, self.world_size = _detect_rank(self._torch)
+        self._closed = False
+        self._watch: Any = None
+        self._max_grad_norm: float | None = None
+        self._next_step, self._current_step = 0, -1
+        self._t_step: float | None = None
+        self._t_batch: float | None = None
+        self._last_batch: Any = None
+        self._input_parts: tuple[list[str], list[Any]] = ([], [])
+        self._missing_grads: list[str] | None = None
+        self._captured = False
+        self._layouts = LayoutCache(self)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._manifest = self._start_manifest(name, dict(config or {}), flush_interval, factory)
+        self._writer = ShardWriter(self.run_dir, self.rank, flush_interval, max_queue, self._on_flush, self.errors.report)
+        self.errors.sink = self._error_event
+        _install_excepthook()
+        atexit.register(self._close_at_exit)
+
+    # ---- public API ------------------------------------------------------------
+    @guarded
+    def watch(self, model: Any, optimizer: Any = None, max_grad_norm: float | None = None, loss_fn: Any = None) -> None:
+        """Record gradients, weights, updates and activations of ``model`` (and ``optimizer``)."""
+        if self._torch is None:
+            raise RuntimeError("torch is not installed: watch() needs it; log() still works")
+        from tuidiag.recorder.torch_watch import TorchWatch
+
+        if self._watch is not None:
+            self._watch.close()
+        self._max_grad_norm = float(max_grad_norm) if max_grad_norm is not None else None
+        self.loss_fn = loss_fn
+        self._watch = TorchWatch(model, optimizer, self.weights_every, self.activations_every, self._submit_weights, lambda: self._current_step)
+        self._watch.arm_activations(self._next_step)
+
+    @guarded
+    def batch(self, x: Any, y: Any = None) -> None:
+        """Mark the start of a step's compute and record input health of ``x`` (and ``y``)."""
+        self._t_batch = time.perf_counter()
+        if self.capture_nonfinite and not self._captured:
+            self._last_batch = (x, y)
+        if self._torch is not None and self.inputs_every > 0 and self._next_step % self.inputs_every == 0:
+            from tuidiag.recorder.inputs import input_parts
+
+            self._input_parts = input_parts(x, y)
+
+    @guarded
+    def step(self, loss: Any = None, step: int | None = None) -> int:
+        """Record one training step; call after ``backward()`` and before clipping."""
+        now = time.perf_counter()
+        s = self._next_step if step is None else int(step)
+        self._current_step, self._next_step = s, s + 1
+        host_names, host_values = self._timing(now)
+        dev_names, dev_values = self._input_parts
+        self._input_parts = ([], [])
+        if self._is_tensor(loss):
+            dev_names.append(LOSS)
+            dev_values.append(loss)
+        elif loss is not None:
+            host_names.append(LOSS)
+            host_values.append(float(loss))
+        if self._watch is not None:
+            self._watch_parts(s, host_names, host_values, dev_names, dev_values)
+        wall = time.time()
+        if host_names:
+            self._writer.submit(MetricBatch(s, wall, self._layouts.host(host_names), np.asarray(host_values)), len(host_names))
+        if dev_names:
+            self._submit_device(s, wall, dev_names, dev_values)
+        if self._watch is not None:
+            self._watch.arm_activations(s + 1)
+        self._t_step, self._t_batch = now, None
+        return s
+
+    @guarded
+    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        """Record any scalars (numbers or 0-d tensors) under the names given, verbatim."""
+        s = max(self._current_step, 0) if step is None else int(step)
+        host_names, host_values, dev_names, dev_values = [], [], [], []
+        for key, value in metrics.items():
+            if self._is_tensor(value):
+                dev_names.append(str(key))
+                dev_values.append(value)
+            elif (number := _as_float(value)) is not None:
+                host_names.append(str(key))
+                host_values.append(number)
+            else:
+                self.errors.report("log", ValueError(f"value of {str(key)[:80]!r} is not a number ({type(value).__name__}); skipped"))
+        wall = time.time()
+        if host_names:
+            self._writer.submit(MetricBatch(s, wall, self._layouts.host(host_names), np.asarray(host_values, np.float64)), len(host_names))
+        if dev_names:
+            self._submit_device(s, wall, dev_names, dev_values, derive=False)
+
+    @guarded
+    def event(self, kind: str, message: str, severity: str = "info", data: Mapping[str, Any] | None = None, step: int | None = None) -> None:
+        """Record an event (shown in the monitor's events panel)."""
+        s = max(self._current_step, 0) if step is None else int(step)
+        self._writer.submit(EventRow(s, time.time(), str(kind), str(severity), str(message), dict(data or {})))
+
+    @guarded
+    def flush(self, timeout: float = 10.0) -> None:
+        """Write everything recorded so far to disk now (blocks up to ``timeout`` seconds)."""
+        self._writer.flush(timeout)
+
+    def close(self, status: str | None = None) -> None:
+        """Flush, compact and mark the run finished (or ``status``); safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._watch is not None:
+                self._watch.close()
+            self._writer.close()
+            if self.rank == 0:
+                self._manifest.update(status=status or STATUS_FINISHED, ended=time.time())
+                self._heartbeat()
+        except Exception as exc:
+            self.errors.report("close", exc)
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close(STATUS_FAILED if exc_type is not None else STATUS_FINISHED)
+
+    @property
+    def step_index(self) -> int:
+        """The index of the last recorded step (-1 before the first)."""
+        return self._current_step
+
+    @property
+    def dropped_rows(self) -> int:
+        """Rows dropped because the queue was full (training is never blocked)."""
+        return self._writer.dropped_rows
+
+    # ---- internals --------------------------------------------------------------
+    def _is_tensor(self, value: Any) -> bool:
+        return self._torch is not None and isinstance(value, self._torch.Tensor)
+
+    def _timing(self, now: float) -> tuple[list[str], list[float]]:
+        if self._t_step is None:
+            return [], []
+        names, values = [TIME_STEP], [now - self._t_step]
+        if self._t_batch is not None and self._t_batch >= self._t_step:
+            names += [TIME_DATA_WAIT, TIME_COMPUTE]
+            values += [self._t_batch - self._t_step, now - self._t_batch]
+        return names, values
+
+    def _watch_parts(self, s: int, host_names: list[str], host_values: list[Any], dev_names: list[str], dev_values: list[Any]) -> None:
+        watch = self._watch
+        for i, group in enumerate(getattr(watch.optimizer, "param_groups", [])):
+            lr = group.get("lr")
+            if self._is_tensor(lr):
+                dev_names.append(f"{LR_PREFIX}{i}")
+                dev_values.append(lr)
+            elif lr is not None:
+                host_names.append(f"{LR_PREFIX}{i}")
+                host_values.append(float(lr))
+        host_names.append(MODEL_TRAINING)
+        host_values.append(1.0 if watch.model.training else 0.0)
+        if self._max_grad_norm is not None:
+            host_names.append(GRAD_MAX_NORM)
+            host_values.append(self._max_grad_norm)
+        if self.grads_every > 0 and s % self.grads_every == 0:
+            names, tensors, missing = watch.grad_parts()
+            dev_names.extend(names)
+            dev_values.extend(tensors)
+            host_names.append(GRAD_NONE_COUNT)
+            host_values.append(float(len(missing)))
+            self._note_missing_grads(s, missing)
+        names, tensors = watch.activation_parts()
+        dev_names.extend(names)
+        dev_values.extend(tensors)
+
+    def _note_missing_grads(self, s: int, missing: list[str]) -> None:
+        if missing == self._missing_grads:
+            return
+        self._missing_grads = missing
+        if missing:
+            shown = ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")
+            message = f"{len(missing)} parameters got no gradient: {shown}"
+            self._writer.submit(EventRow(s, time.time(), EVENT_NO_GRAD, "warning", message, {"params": missing}))
+
+    def _submit_device(self, s: int, wall: float, names: list[str], values: list[Any], derive: bool = True) -> None:
+        from tuidiag.recorder.device import AsyncHostCopy, stack_scalars
+
+        device = self._watch.device if self._watch is not None else values[0].device
+        vector = stack_scalars(values, device)
+        layout = self._layouts.device(names) if derive else self._layouts.host(names)
+        self._writer.submit(MetricBatch(s, wall, layout, AsyncHostCopy(vector)), len(names))
+        if derive and self.capture_nonfinite and not self._captured:
+            self._maybe_capture(s, layout, vector)
+
+    def _maybe_capture(self, s: int, layout: Any, vector: Any) -> None:
+        """On CPU check now (pre-step state); on CUDA act on what the writer found (post-step)."""
+        if vector.device.type == "cpu":
+            if layout.check and not bool(self._torch.isfinite(vector[layout.check]).all()):
+                self._capture(s, pre_step=True)
+        elif self._layouts.nonfinite_step is not None:
+            self._capture(self._layouts.nonfinite_step, pre_step=False)
+
+    def _capture(self, s: int, pre_step: bool) -> None:
+        from tuidiag.recorder.capture import save_capture
+
+        self._captured = True
+        watch = self._watch
+        path, note = save_capture(
+            self.run_dir, s, self.rank, watch.model if watch else None, watch.optimizer if watch else None,
+            self._last_batch, pre_step, self.capture_max_bytes,
+        )
+        self._last_batch = None
+        data = {"path": str(path.relative_to(self.run_dir)) if path else None, "pre_step": pre_step}
+        self._writer.submit(EventRow(s, time.time(), EVENT_CAPTURE, "info" if path else "warning", note, data))
+
+    def _submit_weights(self, names: list[str], vector: Any) -> None:
+        try:
+            self._submit_device(self._current_step, time.time(), names, [vector], derive=False)
+        except Exception as exc:
+            self.errors.report("optimizer_hook", exc)
+
+    def _error_event(self, kind: str, message: str, data: dict[str, Any]) -> None:
+        self._writer.submit(EventRow(max(self._current_step, 0), time.time(), kind, "error", message, data))
+
+    def _start_manifest(self, name: str | None, config: dict[str, Any], flush_interval: float, factory: str | None) -> dict[str, Any]:
+        manifest = new_manifest(name or self.run_dir.name, config, self.world_size, flush_interval)
+        manifest["factory"] = factory
+        if self.rank == 0:
+            try:
+                previous = read_manifest(self.run_dir)
+                manifest.update(run_id=previous.get("run_id", manifest["run_id"]), created=previous.get("created", manifest["created"]))
+                manifest["resumed"] = int(previous.get("resumed", 0)) + 1
+            except (OSError, ValueError):
+                pass
+            write_manifest(self.run_dir, manifest)
+        return manifest
+
+    def _on_flush(self, writer: ShardWriter) -> None:
+        """Writer thread, each flush: system stats, error count, heartbeat."""
+        from tuidiag.recorder.system import system_rows
+
+        step = max(writer.last_step, 0)
+        names, values = system_rows(self._watch)
+        if self.errors.count:
+            names.append(RECORDER_ERRORS)
+            values.append(float(self.errors.count))
+        if names and writer.last_step >= 0:
+            writer.add_rows(step, time.time(), names, np.asarray(values, np.float64))
+        if self.rank == 0:
+            self._heartbeat()
+
+    def _heartbeat(self) -> None:
+        writer = self._writer
+        self._manifest.update(
+            heartbeat=time.time(),
+            last_step=writer.last_step if writer.last_step >= 0 else None,
+            stats={"rows_written": writer.rows_written, "dropped_rows": writer.dropped_rows, "errors": self.errors.count},
+        )
+        write_manifest(self.run_dir, self._manifest)
+
+    def _close_at_exit(self) -> None:
+        self.close(STATUS_FAILED if _UNCAUGHT else STATUS_FINISHED)
+
+
+def _as_float(value: Any) -> float | None:
+    """``float(value)``, or ``None`` when the value is not a number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+_UNCAUGHT = False
+_HOOK_INSTALLED = False
+
+
+def _install_excepthook() -> None:
+    """Remember an uncaught exception so a run closed at exit reads as failed."""
+    global _HOOK_INSTALLED
+    if _HOOK_INSTALLED:
+        return
+    _HOOK_INSTALLED = True
+    previous = sys.excepthook
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        global _UNCAUGHT
+        _UNCAUGHT = True
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook

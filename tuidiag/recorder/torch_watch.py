@@ -1,0 +1,100 @@
+"""What ``Recorder.watch`` sets up: per-step gradient statistics and optimizer hooks.
+
+Everything is computed on the parameters' device and gathered into one vector
+per step, so a step costs a few kernel launches and one asynchronous copy, and
+never a host-device synchronisation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, UPDATE_RATIO_PREFIX, WEIGHT_NORM_PREFIX
+from tuidiag.recorder.activations import ActivationProbe
+from tuidiag.recorder.device import norms
+
+
+class TorchWatch:
+    """Gradient, weight and update statistics of one model and optimizer."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer | None,
+        weights_every: int,
+        activations_every: int,
+        on_weights: Callable[[list[str], torch.Tensor], None],
+        current_step: Callable[[], int],
+    ) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.named_params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        self.device = self.named_params[0][1].device if self.named_params else torch.device("cpu")
+        self.weights_every = weights_every
+        self.probe = ActivationProbe(model) if activations_every > 0 else None
+        self.activations_every = activations_every
+        self._on_weights = on_weights
+        self._current_step = current_step
+        self._snapshot: list[tuple[str, torch.Tensor, torch.Tensor]] = []
+        self._handles: list[Any] = []
+        if optimizer is not None and weights_every > 0:
+            self._handles.append(optimizer.register_step_pre_hook(self._before_optimizer_step))
+            self._handles.append(optimizer.register_step_post_hook(self._after_optimizer_step))
+
+    def grad_parts(self) -> tuple[list[str], list[torch.Tensor], list[str]]:
+        """Metric names and device tensors for total and per-parameter gradient norms.
+
+        Returns ``(names, tensors, params_without_grad)``; the total norm comes first.
+        """
+        with_grad = [(n, p.grad) for n, p in self.named_params if p.grad is not None]
+        missing = [n for n, p in self.named_params if p.grad is None]
+        if not with_grad:
+            return [], [], missing
+        per_param = torch.stack(norms([g.detach() for _, g in with_grad]))
+        total = torch.linalg.vector_norm(per_param)
+        names = [GRAD_NORM_TOTAL] + [GRAD_NORM_PREFIX + n for n, _ in with_grad]
+        return names, [total, per_param], missing
+
+    def arm_activations(self, next_step: int) -> None:
+        """Install activation hooks when ``next_step`` is a sampled step."""
+        if self.probe is not None and next_step % self.activations_every == 0:
+            self.probe.arm()
+
+    def activation_parts(self) -> tuple[list[str], list[torch.Tensor]]:
+        """Collect (and remove) the activation hooks' results, if any were armed."""
+        if self.probe is None or not self.probe.armed:
+            return [], []
+        return self.probe.collect()
+
+    def close(self) -> None:
+        """Remove every hook this watch installed."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        if self.probe is not None:
+            self.probe.collect()
+
+    def _before_optimizer_step(self, *_: Any) -> None:
+        if self._current_step() % self.weights_every != 0:
+            self._snapshot = []
+            return
+        with torch.no_grad():
+            self._snapshot = [(n, p, p.detach().clone()) for n, p in self.named_params if p.grad is not None]
+
+    def _after_optimizer_step(self, *_: Any) -> None:
+        if not self._snapshot:
+            return
+        with torch.no_grad():
+            params = [p.detach() for _, p, _ in self._snapshot]
+            weights = torch.stack(norms(params))
+            updates = torch.stack(norms([p - before for p, (_, _, before) in zip(params, self._snapshot)]))
+            ratios = updates / weights.clamp_min(1e-12)
+        names = [n for n, _, _ in self._snapshot]
+        self._snapshot = []
+        self._on_weights(
+            [WEIGHT_NORM_PREFIX + n for n in names] + [UPDATE_RATIO_PREFIX + n for n in names],
+            torch.cat([weights, ratios]),
+        )

@@ -1,0 +1,305 @@
+"""The background writer: a bounded queue, a daemon thread, timed flushes to Parquet.
+
+Like TensorBoard's ``EventFileWriter`` but without its faults: ``submit`` never
+blocks the training loop (a full queue drops the rows and counts them), flushes
+happen every second or so rather than every two minutes, and a failing disk is
+reported once while the newest rows wait in bounded memory for the next try.
+This module knows nothing about torch: values arrive as numpy arrays or as
+objects with a ``resolve()`` method that returns one (an async device copy).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from tuidiag.format import (
+    EVENT_DROPPED,
+    EVENT_WRITE_ERROR,
+    EVENTS_DIR,
+    EVENTS_SCHEMA,
+    METRICS_DIR,
+    METRICS_SCHEMA,
+    RECORDER_DROPPED,
+    ShardName,
+)
+from tuidiag.store.shards import compact, list_shards, plan_compaction, write_table_atomic
+
+MAX_BUFFERED_ROWS = 2_000_000
+"""Rows kept in memory while the disk refuses writes; the oldest go beyond this."""
+
+
+class Resolvable(Protocol):
+    """A value computed on a device and copied to the host asynchronously."""
+
+    def resolve(self) -> Any: ...
+
+
+@dataclass
+class Layout:
+    """The metric names of a fixed-shape row vector, plus optional derived rows."""
+
+    names: list[str]
+    derive: Callable[[int, np.ndarray], tuple[list[str], list[float]]] | None = None
+    check: list[int] = field(default_factory=list)
+    """Indices of the loss and total gradient norm, checked for non-finite values."""
+
+
+@dataclass
+class MetricBatch:
+    """Values for the metrics of ``layout`` at one step."""
+
+    step: int
+    wall_time: float
+    layout: Layout
+    values: Any
+
+
+@dataclass
+class EventRow:
+    """One event to write to the events table."""
+
+    step: int
+    wall_time: float
+    kind: str
+    severity: str
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+_STOP = object()
+_FLUSH = object()
+
+
+class ShardWriter:
+    """Owns the writer thread of one rank of one run directory."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        rank: int,
+        flush_interval: float = 1.0,
+        max_queue: int = 10_000,
+        on_flush: Callable[["ShardWriter"], None] | None = None,
+        report_error: Callable[[str, BaseException], None] | None = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.rank = rank
+        self.flush_interval = flush_interval
+        self.on_flush = on_flush
+        self.report_error = report_error or _stderr_report
+        self.dropped_rows = 0
+        self.rows_written = 0
+        self.last_step = -1
+        self._reported_drops = 0
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
+        self._names: dict[str, int] = {}
+        self._rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._events: list[EventRow] = []
+        self._flushed = threading.Event()
+        for sub in (METRICS_DIR, EVENTS_DIR):
+            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+        self._seq = self._next_seq()
+        self._thread = threading.Thread(target=self._loop, name=f"tuidiag-writer-r{rank}", daemon=True)
+        self._thread.start()
+
+    # ---- training-thread side -------------------------------------------------
+    def submit(self, item: MetricBatch | EventRow, rows: int = 1) -> bool:
+        """Queue an item without ever blocking; a full queue drops it and counts ``rows``."""
+        try:
+            self._queue.put_nowait(item)
+            return True
+        except queue.Full:
+            self.dropped_rows += rows
+            return False
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Ask the thread to write everything queued so far; wait up to ``timeout`` seconds."""
+        self._flushed.clear()
+        try:
+            self._queue.put(_FLUSH, timeout=timeout)
+        except queue.Full:
+            return False
+        return self._flushed.wait(timeout)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write what is queued, compact this rank's shards and stop the thread."""
+        if not self._thread.is_alive():
+            return
+        try:
+            self._queue.put(_STOP, timeout=timeout)
+        except queue.Full:
+            pass
+        self._thread.join(timeout)
+
+    # ---- writer-thread side ----------------------------------------------------
+    def _loop(self) -> None:
+        deadline = time.monotonic() + self.flush_interval
+        while True:
+            try:
+                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                item = _FLUSH
+            if item is _STOP:
+                self._drain()
+                self._guard(self._write_pending)
+                self._guard(self._compact_all)
+                return
+            if item is _FLUSH:
+                self._guard(self._write_pending)
+                deadline = time.monotonic() + self.flush_interval
+                self._flushed.set()
+                continue
+            self._guard(self._accept, item)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item not in (_STOP, _FLUSH):
+                self._guard(self._accept, item)
+
+    def _guard(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as exc:  # the writer thread must survive anything
+            self.report_error(f"writer.{getattr(fn, '__name__', 'call')}", exc)
+
+    def _accept(self, item: MetricBatch | EventRow) -> None:
+        if isinstance(item, EventRow):
+            self._events.append(item)
+            return
+        values = item.values.resolve() if hasattr(item.values, "resolve") else item.values
+        values = np.asarray(values, dtype=np.float64).reshape(-1)
+        names = item.layout.names
+        if item.layout.derive is not None:
+            extra_names, extra_values = item.layout.derive(item.step, values)
+            names = names + extra_names
+            values = np.concatenate([values, np.asarray(extra_values, dtype=np.float64)])
+        self.add_rows(item.step, item.wall_time, names, values)
+
+    def add_rows(self, step: int, wall_time: float, names: list[str], values: np.ndarray) -> None:
+        """Buffer rows directly (writer thread only: ``on_flush`` callbacks use it)."""
+        codes = np.fromiter((self._code(n) for n in names), dtype=np.int32, count=len(names))
+        n = len(codes)
+        self._rows.append((np.full(n, step, np.int64), np.full(n, wall_time), codes, values))
+        self.last_step = max(self.last_step, step)
+
+    def add_event(self, event: EventRow) -> None:
+        """Buffer an event directly (writer thread only)."""
+        self._events.append(event)
+
+    def _code(self, name: str) -> int:
+        code = self._names.get(name)
+        if code is None:
+            code = self._names[name] = len(self._names)
+        return code
+
+    def _write_pending(self) -> None:
+        if self.on_flush is not None:
+            self._guard(self.on_flush, self)
+        self._note_drops()
+        if not self._rows and not self._events:
+            return
+        seq, wrote = self._seq, False
+        name = ShardName(self.rank, seq, seq).filename
+        try:
+            if self._rows:
+                metrics = self._metrics_table(seq)
+                write_table_atomic(self.run_dir / METRICS_DIR / name, metrics)
+                wrote = True
+                self.rows_written += metrics.num_rows
+                self._rows.clear()
+            if self._events:
+                write_table_atomic(self.run_dir / EVENTS_DIR / name, self._events_table(seq))
+                wrote = True
+                self._events.clear()
+        except OSError as exc:
+            self._keep_for_retry(exc)
+        finally:
+            # a sequence number is never reused once any file carries it
+            self._seq += 1 if wrote else 0
+        if wrote:
+            self._guard(self._compact_some)
+
+    def _keep_for_retry(self, exc: OSError) -> None:
+        """Disk full or read-only: report once, keep the newest rows (bounded) for the next flush."""
+        self.report_error("writer.write", exc)
+        total = sum(len(r[0]) for r in self._rows)
+        while total > MAX_BUFFERED_ROWS and len(self._rows) > 1:
+            total -= len(self._rows[0][0])
+            self.dropped_rows += len(self._rows.pop(0)[0])
+        del self._events[:-10_000]
+
+    def _note_drops(self) -> None:
+        if self.dropped_rows == self._reported_drops:
+            return
+        step = max(self.last_step, 0)
+        now = time.time()
+        self.add_rows(step, now, [RECORDER_DROPPED], np.array([float(self.dropped_rows)]))
+        message = f"recorder queue full: {self.dropped_rows - self._reported_drops} rows dropped (training was not blocked)"
+        self._events.append(EventRow(step, now, EVENT_DROPPED, "warning", message, {"total": self.dropped_rows}))
+        self._reported_drops = self.dropped_rows
+
+    def _metrics_table(self, seq: int) -> pa.Table:
+        steps, walls, codes, values = (np.concatenate(parts) for parts in zip(*self._rows))
+        dictionary = pa.array(list(self._names), pa.string())
+        n = len(steps)
+        return pa.Table.from_arrays(
+            [
+                pa.array(steps, pa.int64()),
+                pa.array(walls, pa.float64()),
+                pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), dictionary),
+                pa.array(values, pa.float64(), from_pandas=False),
+                pa.array(np.full(n, self.rank, np.int32)),
+                pa.array(np.full(n, seq, np.int64)),
+            ],
+            schema=METRICS_SCHEMA,
+        )
+
+    def _events_table(self, seq: int) -> pa.Table:
+        rows = self._events
+        n = len(rows)
+        return pa.Table.from_arrays(
+            [
+                pa.array([e.step for e in rows], pa.int64()),
+                pa.array([e.wall_time for e in rows], pa.float64()),
+                pa.array([e.kind for e in rows], pa.string()).dictionary_encode(),
+                pa.array([e.severity for e in rows], pa.string()).dictionary_encode(),
+                pa.array([e.message for e in rows], pa.string()),
+                pa.array([json.dumps(e.data, default=repr) for e in rows], pa.string()),
+                pa.array(np.full(n, self.rank, np.int32)),
+                pa.array(np.full(n, seq, np.int64)),
+            ],
+            schema=EVENTS_SCHEMA,
+        )
+
+    def _compact_some(self, min_files: int | None = None) -> None:
+        for sub, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
+            directory = self.run_dir / sub
+            kwargs = {} if min_files is None else {"min_files": min_files}
+            group = plan_compaction(list_shards(directory), self.rank, **kwargs)
+            compact(directory, group, schema)
+
+    def _compact_all(self) -> None:
+        self._compact_some(min_files=2)
+
+    def _next_seq(self) -> int:
+        """Continue after the highest sequence number already on disk (a resumed run)."""
+        last = [s.last for sub in (METRICS_DIR, EVENTS_DIR) for s, _ in list_shards(self.run_dir / sub) if s.rank == self.rank]
+        return max(last, default=-1) + 1
+
+
+def _stderr_report(where: str, exc: BaseException) -> None:
+    print(f"tuidiag: error in {where}: {exc!r}", file=sys.stderr)

@@ -1,0 +1,110 @@
+"""Writing, listing and compacting Parquet shards, with atomic renames.
+
+A shard is written under a hidden temporary name in its final directory and then
+``os.replace``-d into place, so a reader sees either the whole file or nothing.
+Compaction writes the merged shard the same way *before* deleting the shards it
+replaces; every row keeps the ``seq`` of the flush that produced it, which lets a
+tailing reader de-duplicate exactly (see :mod:`tuidiag.store.reader`).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tuidiag.format import SHARD_SUFFIX, TEMP_PREFIX, ShardName
+
+COMPRESSION = "zstd"
+COMPACT_MIN_FILES = 32
+"""Compact once this many small shards of one rank have piled up."""
+COMPACT_SMALL_BYTES = 4 * 1024 * 1024
+"""Shards smaller than this are candidates for compaction."""
+
+
+def write_table_atomic(path: Path, table: pa.Table, fsync: bool = False) -> None:
+    """Write ``table`` to ``path`` through a temporary file and an atomic rename."""
+    tmp = path.with_name(f"{TEMP_PREFIX}{path.name}.{uuid.uuid4().hex[:8]}.partial")
+    try:
+        pq.write_table(table, tmp, compression=COMPRESSION, use_dictionary=True)
+        if fsync:
+            with open(tmp, "rb") as handle:
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink(missing_ok=True)
+
+
+def list_shards(directory: Path) -> list[tuple[ShardName, Path]]:
+    """All well-named shards in ``directory``, sorted by rank and sequence range."""
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    shards = []
+    for name in names:
+        parsed = ShardName.parse(name)
+        if parsed is not None:
+            shards.append((parsed, directory / name))
+    shards.sort()
+    return shards
+
+
+def plan_compaction(
+    shards: list[tuple[ShardName, Path]],
+    rank: int,
+    min_files: int = COMPACT_MIN_FILES,
+    small_bytes: int = COMPACT_SMALL_BYTES,
+) -> list[tuple[ShardName, Path]]:
+    """Choose the longest run of consecutive small shards of ``rank`` worth merging.
+
+    Returns an empty list when fewer than ``min_files`` small shards are contiguous.
+    With ``min_files <= 2`` every pair of contiguous shards merges (used on close).
+    """
+    best: list[tuple[ShardName, Path]] = []
+    current: list[tuple[ShardName, Path]] = []
+    for shard, path in shards:
+        if shard.rank != rank or not _is_small(path, small_bytes):
+            current = []
+            continue
+        if current and shard.first != current[-1][0].last + 1:
+            current = []
+        current.append((shard, path))
+        if len(current) > len(best):
+            best = list(current)
+    return best if len(best) >= max(min_files, 2) else []
+
+
+def _is_small(path: Path, small_bytes: int) -> bool:
+    try:
+        return path.stat().st_size < small_bytes
+    except OSError:
+        return False
+
+
+def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Schema) -> ShardName | None:
+    """Merge ``group`` (contiguous shards of one rank) into one shard; delete the originals.
+
+    The merged shard is in place before any original is removed, so a concurrent
+    reader always finds every row in at least one file.
+    """
+    if len(group) < 2:
+        return None
+    tables = [pq.read_table(path, schema=schema) for _, path in group]
+    merged = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+    merged = merged.replace_schema_metadata(schema.metadata)
+    first, last = group[0][0], group[-1][0]
+    name = ShardName(first.rank, first.first, last.last)
+    write_table_atomic(directory / name.filename, merged)
+    for _, path in group:
+        path.unlink(missing_ok=True)
+    return name
+
+
+def is_shard_file(name: str) -> bool:
+    """True for a finished shard's file name (not a temporary or foreign file)."""
+    return name.endswith(SHARD_SUFFIX) and not name.startswith(TEMP_PREFIX)

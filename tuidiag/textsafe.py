@@ -1,0 +1,34 @@
+"""Showing text that comes from run files literally: no Rich markup, no terminal escapes.
+
+Run names, metric names, config values and messages are written by other
+programs. Before anything shows them, they pass through :func:`clean`, which
+removes escape sequences and control characters, and are wrapped in a Rich
+``Text`` (never parsed as markup) by :func:`literal`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.text import Text
+
+_ESCAPES = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL or ST
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC
+    r"|\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
+    r"|\x1b[@-_]"  # other two-byte escapes
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(value: object, max_len: int = 500) -> str:
+    """``str(value)`` without escape sequences or control characters, cut to ``max_len``."""
+    text = _CONTROLS.sub("\N{REPLACEMENT CHARACTER}", _ESCAPES.sub("", str(value)))
+    text = text.replace("\t", " ").replace("\n", " ")
+    return text if len(text) <= max_len else text[: max_len - 1] + "\N{HORIZONTAL ELLIPSIS}"
+
+
+def literal(value: object, style: str = "", max_len: int = 500) -> Text:
+    """A Rich ``Text`` that shows ``value`` exactly, whatever brackets it contains."""
+    return Text(clean(value, max_len), style=style)
