@@ -52,9 +52,18 @@ def norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def stack_scalars(parts: list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    """Concatenate 0-d and 1-d tensors into one float32 vector on ``device``."""
-    flat = [p.detach().reshape(-1).to(device=device, dtype=torch.float32) for p in parts]
-    return torch.cat(flat) if flat else torch.empty(0, device=device)
+    """Gather 0-d (and 1-d) tensors into one float32 vector on ``device``.
+
+    The common case, all parts 0-d on ``device``, is a single ``torch.stack``.
+    """
+    if not parts:
+        return torch.empty(0, device=device)
+    try:
+        return torch.stack(parts).to(torch.float32)
+    except RuntimeError:  # mixed shapes or devices
+        pass
+    flat = [p.detach().to(device=device, dtype=torch.float32).reshape(-1) for p in parts]
+    return torch.cat(flat)
 
 
 def memory_stats(device: torch.device | None) -> dict[str, float]:

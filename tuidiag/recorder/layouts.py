@@ -36,38 +36,45 @@ class LayoutCache:
         return layout
 
     def device(self, names: list[str]) -> Layout:
-        """A layout for the per-step device vector, with clipping and non-finite checks."""
+        """A layout for the per-step device vector, with total norm, clipping and non-finite checks."""
         key = tuple(names)
         layout = self._device.get(key)
         if layout is None:
-            check = [i for i, n in enumerate(names) if n in (LOSS, GRAD_NORM_TOTAL)]
-            layout = self._device[key] = Layout(list(names), self._make_derive(list(names), check), check)
+            params = [i for i, n in enumerate(names) if n.startswith(GRAD_NORM_PREFIX)]
+            check = [i for i, n in enumerate(names) if n == LOSS] + params
+            layout = self._device[key] = Layout(list(names), self._make_derive(list(names), params), check)
         return layout
 
-    def _make_derive(self, names: list[str], check: list[int]) -> Any:
-        total_at = names.index(GRAD_NORM_TOTAL) if GRAD_NORM_TOTAL in names else None
-        params = [(i, n[len(GRAD_NORM_PREFIX):]) for i, n in enumerate(names) if n.startswith(GRAD_NORM_PREFIX) and i != total_at]
+    def _make_derive(self, names: list[str], params: list[int]) -> Any:
+        loss_at = names.index(LOSS) if LOSS in names else None
+        param_names = [(i, names[i][len(GRAD_NORM_PREFIX):]) for i in params]
 
         def derive(step: int, values: np.ndarray) -> tuple[list[str], list[float]]:
             extra_names: list[str] = []
             extra_values: list[float] = []
-            max_norm = self._recorder._max_grad_norm
-            if total_at is not None and max_norm is not None and math.isfinite(values[total_at]):
-                extra_names.append(GRAD_CLIPPED)
-                extra_values.append(1.0 if values[total_at] > max_norm else 0.0)
-            if self.nonfinite_step is None and check and not np.isfinite(values[check]).all():
-                self._report_nonfinite(step, names, values, params)
+            if params:
+                total = float(np.sqrt(np.sum(np.square(values[params]))))
+                extra_names.append(GRAD_NORM_TOTAL)
+                extra_values.append(total)
+                max_norm = self._recorder._max_grad_norm
+                if max_norm is not None and math.isfinite(total):
+                    extra_names.append(GRAD_CLIPPED)
+                    extra_values.append(1.0 if total > max_norm else 0.0)
+            else:
+                total = 0.0
+            loss = float(values[loss_at]) if loss_at is not None else None
+            if self.nonfinite_step is None and not (math.isfinite(total) and (loss is None or math.isfinite(loss))):
+                self._report_nonfinite(step, loss, values, param_names)
             return extra_names, extra_values
 
         return derive
 
-    def _report_nonfinite(self, step: int, names: list[str], values: np.ndarray, params: list[tuple[int, str]]) -> None:
+    def _report_nonfinite(self, step: int, loss: float | None, values: np.ndarray, params: list[tuple[int, str]]) -> None:
         """Writer thread: emit the one ``nonfinite`` event of the run."""
         self.nonfinite_step = step
         bad = [name for i, name in params if not math.isfinite(values[i])]
-        loss = float(values[names.index(LOSS)]) if LOSS in names else None
         what = "loss" if loss is not None and not math.isfinite(loss) else "gradient"
         shown = ", ".join(bad[:10]) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
         message = f"first non-finite {what} at step {step}" + (f"; non-finite gradients in {shown}" if bad else "")
-        data = {"loss": repr(loss), "params": bad}
+        data = {"loss": None if loss is None else repr(loss), "params": bad}
         self._recorder._writer.add_event(EventRow(step, time.time(), EVENT_NONFINITE, "critical", message, data))

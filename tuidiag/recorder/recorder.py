@@ -9,9 +9,11 @@ never blocks it. torch is optional: without it ``log`` and ``step(float)`` work.
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Mapping
@@ -39,6 +41,8 @@ from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
 from tuidiag.store.manifest import new_manifest, read_manifest, write_manifest
 
 CAPTURE_MAX_BYTES = 1 << 30
+RECENT_BATCHES = 4
+"""Batches kept by reference so an asynchronously detected NaN step can still be captured."""
 
 
 def _import_torch() -> Any:
@@ -80,7 +84,7 @@ class Recorder:
         name: str | None = None,
         flush_interval: float = 1.0,
         grads_every: int = 1,
-        weights_every: int = 10,
+        weights_every: int = 25,
         activations_every: int = 50,
         inputs_every: int = 1,
         capture_nonfinite: bool = True,
@@ -101,10 +105,12 @@ class Recorder:
         self._next_step, self._current_step = 0, -1
         self._t_step: float | None = None
         self._t_batch: float | None = None
-        self._last_batch: Any = None
+        self._recent_batches: deque[tuple[int, Any]] = deque(maxlen=RECENT_BATCHES)
+        self._uses_batch = False
         self._input_parts: tuple[list[str], list[Any]] = ([], [])
         self._missing_grads: list[str] | None = None
         self._captured = False
+        self._last_flushed_step = -1
         self._layouts = LayoutCache(self)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._manifest = self._start_manifest(name, dict(config or {}), flush_interval, factory)
@@ -126,14 +132,18 @@ class Recorder:
         self._max_grad_norm = float(max_grad_norm) if max_grad_norm is not None else None
         self.loss_fn = loss_fn
         self._watch = TorchWatch(model, optimizer, self.weights_every, self.activations_every, self._submit_weights, lambda: self._current_step)
-        self._watch.arm_activations(self._next_step)
+        if not self._uses_batch:
+            self._watch.arm_activations(self._next_step)
 
     @guarded
     def batch(self, x: Any, y: Any = None) -> None:
         """Mark the start of a step's compute and record input health of ``x`` (and ``y``)."""
         self._t_batch = time.perf_counter()
+        self._uses_batch = True
         if self.capture_nonfinite and not self._captured:
-            self._last_batch = (x, y)
+            self._recent_batches.append((self._next_step, (x, y)))
+        if self._watch is not None:
+            self._watch.arm_activations(self._next_step)  # armed here, validation passes stay unhooked
         if self._torch is not None and self.inputs_every > 0 and self._next_step % self.inputs_every == 0:
             from tuidiag.recorder.inputs import input_parts
 
@@ -150,18 +160,20 @@ class Recorder:
         self._input_parts = ([], [])
         if self._is_tensor(loss):
             dev_names.append(LOSS)
-            dev_values.append(loss)
+            dev_values.append(loss.detach())
         elif loss is not None:
             host_names.append(LOSS)
             host_values.append(float(loss))
+            if not math.isfinite(host_values[-1]) and self.capture_nonfinite and not self._captured:
+                self._capture(s, pre_step=True)
         if self._watch is not None:
             self._watch_parts(s, host_names, host_values, dev_names, dev_values)
         wall = time.time()
         if host_names:
-            self._writer.submit(MetricBatch(s, wall, self._layouts.host(host_names), np.asarray(host_values)), len(host_names))
+            self._writer.submit(MetricBatch(s, wall, self._layouts.host(host_names), host_values), len(host_names))
         if dev_names:
             self._submit_device(s, wall, dev_names, dev_values)
-        if self._watch is not None:
+        if self._watch is not None and not self._uses_batch:
             self._watch.arm_activations(s + 1)
         self._t_step, self._t_batch = now, None
         return s
@@ -289,7 +301,7 @@ class Recorder:
     def _maybe_capture(self, s: int, layout: Any, vector: Any) -> None:
         """On CPU check now (pre-step state); on CUDA act on what the writer found (post-step)."""
         if vector.device.type == "cpu":
-            if layout.check and not bool(self._torch.isfinite(vector[layout.check]).all()):
+            if not math.isfinite(vector.numpy()[layout.check].sum()):
                 self._capture(s, pre_step=True)
         elif self._layouts.nonfinite_step is not None:
             self._capture(self._layouts.nonfinite_step, pre_step=False)
@@ -301,11 +313,15 @@ class Recorder:
         watch = self._watch
         path, note = save_capture(
             self.run_dir, s, self.rank, watch.model if watch else None, watch.optimizer if watch else None,
-            self._last_batch, pre_step, self.capture_max_bytes,
+            self._batch_of(s), pre_step, self.capture_max_bytes,
         )
-        self._last_batch = None
+        self._recent_batches.clear()
         data = {"path": str(path.relative_to(self.run_dir)) if path else None, "pre_step": pre_step}
         self._writer.submit(EventRow(s, time.time(), EVENT_CAPTURE, "info" if path else "warning", note, data))
+
+    def _batch_of(self, s: int) -> Any:
+        """The batch passed to ``batch()`` for step ``s``, if still among the recent ones."""
+        return next((batch for step, batch in self._recent_batches if step == s), None)
 
     def _submit_weights(self, names: list[str], vector: Any) -> None:
         try:
@@ -324,6 +340,8 @@ class Recorder:
                 previous = read_manifest(self.run_dir)
                 manifest.update(run_id=previous.get("run_id", manifest["run_id"]), created=previous.get("created", manifest["created"]))
                 manifest["resumed"] = int(previous.get("resumed", 0)) + 1
+                if isinstance(previous.get("last_step"), int):
+                    self._next_step = previous["last_step"] + 1  # a resumed run continues its step count
             except (OSError, ValueError):
                 pass
             write_manifest(self.run_dir, manifest)
@@ -333,13 +351,15 @@ class Recorder:
         """Writer thread, each flush: system stats, error count, heartbeat."""
         from tuidiag.recorder.system import system_rows
 
-        step = max(writer.last_step, 0)
-        names, values = system_rows(self._watch)
-        if self.errors.count:
-            names.append(RECORDER_ERRORS)
-            values.append(float(self.errors.count))
-        if names and writer.last_step >= 0:
-            writer.add_rows(step, time.time(), names, np.asarray(values, np.float64))
+        step = writer.last_step
+        if step > self._last_flushed_step:  # nothing new while idle: write nothing
+            self._last_flushed_step = step
+            names, values = system_rows(self._watch)
+            if self.errors.count:
+                names.append(RECORDER_ERRORS)
+                values.append(float(self.errors.count))
+            if names:
+                writer.add_rows(step, time.time(), names, np.asarray(values, np.float64))
         if self.rank == 0:
             self._heartbeat()
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, UPDATE_RATIO_PREFIX, WEIGHT_NORM_PREFIX
+from tuidiag.format import GRAD_NORM_PREFIX, UPDATE_RATIO_PREFIX, WEIGHT_NORM_PREFIX
 from tuidiag.recorder.activations import ActivationProbe
 from tuidiag.recorder.device import norms
 
@@ -45,18 +45,19 @@ class TorchWatch:
             self._handles.append(optimizer.register_step_post_hook(self._after_optimizer_step))
 
     def grad_parts(self) -> tuple[list[str], list[torch.Tensor], list[str]]:
-        """Metric names and device tensors for total and per-parameter gradient norms.
+        """Metric names and 0-d device tensors of per-parameter gradient norms.
 
-        Returns ``(names, tensors, params_without_grad)``; the total norm comes first.
+        Returns ``(names, norms, params_without_grad)``. The total norm is derived
+        from these on the writer thread, which saves a kernel launch per step.
         """
-        with_grad = [(n, p.grad) for n, p in self.named_params if p.grad is not None]
-        missing = [n for n, p in self.named_params if p.grad is None]
-        if not with_grad:
-            return [], [], missing
-        per_param = torch.stack(norms([g.detach() for _, g in with_grad]))
-        total = torch.linalg.vector_norm(per_param)
-        names = [GRAD_NORM_TOTAL] + [GRAD_NORM_PREFIX + n for n, _ in with_grad]
-        return names, [total, per_param], missing
+        names, grads, missing = [], [], []
+        for name, param in self.named_params:
+            if param.grad is None:
+                missing.append(name)
+            else:
+                names.append(GRAD_NORM_PREFIX + name)
+                grads.append(param.grad)
+        return names, norms(grads) if grads else [], missing
 
     def arm_activations(self, next_step: int) -> None:
         """Install activation hooks when ``next_step`` is a sampled step."""
@@ -89,8 +90,9 @@ class TorchWatch:
             return
         with torch.no_grad():
             params = [p.detach() for _, p, _ in self._snapshot]
+            deltas = [before.sub_(p) for p, (_, _, before) in zip(params, self._snapshot)]
             weights = torch.stack(norms(params))
-            updates = torch.stack(norms([p - before for p, (_, _, before) in zip(params, self._snapshot)]))
+            updates = torch.stack(norms(deltas))
             ratios = updates / weights.clamp_min(1e-12)
         names = [n for n, _, _ in self._snapshot]
         self._snapshot = []

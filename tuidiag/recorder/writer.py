@@ -11,10 +11,10 @@ objects with a ``resolve()`` method that returns one (an async device copy).
 from __future__ import annotations
 
 import json
-import queue
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -32,7 +32,7 @@ from tuidiag.format import (
     RECORDER_DROPPED,
     ShardName,
 )
-from tuidiag.store.shards import compact, list_shards, plan_compaction, write_table_atomic
+from tuidiag.store.shards import COMPACT_MIN_FILES, compact, list_shards, plan_compaction, write_table_atomic
 
 MAX_BUFFERED_ROWS = 2_000_000
 """Rows kept in memory while the disk refuses writes; the oldest go beyond this."""
@@ -76,12 +76,14 @@ class EventRow:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-_STOP = object()
-_FLUSH = object()
-
-
 class ShardWriter:
-    """Owns the writer thread of one rank of one run directory."""
+    """Owns the writer thread of one rank of one run directory.
+
+    The queue is a ``deque`` that the training thread appends to without taking a
+    lock or waking anyone; the writer thread wakes once per flush interval (or when
+    asked to flush) and drains it in one go. Waking per item would make the two
+    threads fight for the GIL on every step.
+    """
 
     def __init__(
         self,
@@ -91,21 +93,28 @@ class ShardWriter:
         max_queue: int = 10_000,
         on_flush: Callable[["ShardWriter"], None] | None = None,
         report_error: Callable[[str, BaseException], None] | None = None,
+        compact_min_files: int = COMPACT_MIN_FILES,
     ) -> None:
         self.run_dir = run_dir
+        self.compact_min_files = compact_min_files
         self.rank = rank
         self.flush_interval = flush_interval
+        self.max_queue = max_queue
         self.on_flush = on_flush
         self.report_error = report_error or _stderr_report
         self.dropped_rows = 0
         self.rows_written = 0
         self.last_step = -1
         self._reported_drops = 0
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
+        self._items: deque[Any] = deque()
+        self._wake = threading.Event()
+        self._flush_requested = threading.Event()
+        self._flushed = threading.Event()
+        self._stopping = False
         self._names: dict[str, int] = {}
+        self._layout_codes: dict[int, tuple[Layout, np.ndarray]] = {}
         self._rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._events: list[EventRow] = []
-        self._flushed = threading.Event()
         for sub in (METRICS_DIR, EVENTS_DIR):
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
         self._seq = self._next_seq()
@@ -115,60 +124,53 @@ class ShardWriter:
     # ---- training-thread side -------------------------------------------------
     def submit(self, item: MetricBatch | EventRow, rows: int = 1) -> bool:
         """Queue an item without ever blocking; a full queue drops it and counts ``rows``."""
-        try:
-            self._queue.put_nowait(item)
-            return True
-        except queue.Full:
+        if len(self._items) >= self.max_queue or self._stopping:
             self.dropped_rows += rows
             return False
+        self._items.append(item)
+        if len(self._items) == self.max_queue // 2:
+            self._wake.set()  # drain early rather than drop under a fast loop
+        return True
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Ask the thread to write everything queued so far; wait up to ``timeout`` seconds."""
-        self._flushed.clear()
-        try:
-            self._queue.put(_FLUSH, timeout=timeout)
-        except queue.Full:
+        if not self._thread.is_alive():
             return False
+        self._flushed.clear()
+        self._flush_requested.set()
+        self._wake.set()
         return self._flushed.wait(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
         """Write what is queued, compact this rank's shards and stop the thread."""
         if not self._thread.is_alive():
             return
-        try:
-            self._queue.put(_STOP, timeout=timeout)
-        except queue.Full:
-            pass
+        self._stopping = True
+        self._wake.set()
         self._thread.join(timeout)
 
     # ---- writer-thread side ----------------------------------------------------
     def _loop(self) -> None:
         deadline = time.monotonic() + self.flush_interval
         while True:
-            try:
-                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                item = _FLUSH
-            if item is _STOP:
-                self._drain()
+            self._wake.wait(max(0.0, deadline - time.monotonic()))
+            self._wake.clear()
+            stopping = self._stopping
+            self._drain()
+            if stopping:
                 self._guard(self._write_pending)
                 self._guard(self._compact_all)
+                self._flushed.set()
                 return
-            if item is _FLUSH:
+            if self._flush_requested.is_set() or time.monotonic() >= deadline or len(self._rows) > self.max_queue:
+                self._flush_requested.clear()
                 self._guard(self._write_pending)
                 deadline = time.monotonic() + self.flush_interval
                 self._flushed.set()
-                continue
-            self._guard(self._accept, item)
 
     def _drain(self) -> None:
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            if item not in (_STOP, _FLUSH):
-                self._guard(self._accept, item)
+        while self._items:
+            self._guard(self._accept, self._items.popleft())
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:
@@ -182,16 +184,25 @@ class ShardWriter:
             return
         values = item.values.resolve() if hasattr(item.values, "resolve") else item.values
         values = np.asarray(values, dtype=np.float64).reshape(-1)
-        names = item.layout.names
-        if item.layout.derive is not None:
-            extra_names, extra_values = item.layout.derive(item.step, values)
-            names = names + extra_names
-            values = np.concatenate([values, np.asarray(extra_values, dtype=np.float64)])
-        self.add_rows(item.step, item.wall_time, names, values)
+        layout = item.layout
+        self.add_rows(item.step, item.wall_time, layout.names, values, self._codes_of(layout))
+        if layout.derive is not None:
+            extra_names, extra_values = layout.derive(item.step, values)
+            if extra_names:
+                self.add_rows(item.step, item.wall_time, extra_names, np.asarray(extra_values, dtype=np.float64))
 
-    def add_rows(self, step: int, wall_time: float, names: list[str], values: np.ndarray) -> None:
+    def _codes_of(self, layout: Layout) -> np.ndarray:
+        """Dictionary codes of a layout's names, computed once per layout."""
+        cached = self._layout_codes.get(id(layout))
+        if cached is None or cached[0] is not layout:
+            codes = np.fromiter((self._code(n) for n in layout.names), dtype=np.int32, count=len(layout.names))
+            cached = self._layout_codes[id(layout)] = (layout, codes)
+        return cached[1]
+
+    def add_rows(self, step: int, wall_time: float, names: list[str], values: np.ndarray, codes: np.ndarray | None = None) -> None:
         """Buffer rows directly (writer thread only: ``on_flush`` callbacks use it)."""
-        codes = np.fromiter((self._code(n) for n in names), dtype=np.int32, count=len(names))
+        if codes is None:
+            codes = np.fromiter((self._code(n) for n in names), dtype=np.int32, count=len(names))
         n = len(codes)
         self._rows.append((np.full(n, step, np.int64), np.full(n, wall_time), codes, values))
         self.last_step = max(self.last_step, step)
@@ -288,12 +299,16 @@ class ShardWriter:
     def _compact_some(self, min_files: int | None = None) -> None:
         for sub, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
             directory = self.run_dir / sub
-            kwargs = {} if min_files is None else {"min_files": min_files}
-            group = plan_compaction(list_shards(directory), self.rank, **kwargs)
+            group = plan_compaction(list_shards(directory), self.rank, min_files or self.compact_min_files)
             compact(directory, group, schema)
 
     def _compact_all(self) -> None:
-        self._compact_some(min_files=2)
+        """On close: merge every run of small shards, until none is left to merge."""
+        for sub, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
+            directory = self.run_dir / sub
+            while group := plan_compaction(list_shards(directory), self.rank, 2):
+                if compact(directory, group, schema) is None:
+                    break
 
     def _next_seq(self) -> int:
         """Continue after the highest sequence number already on disk (a resumed run)."""

@@ -94,8 +94,11 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     """Write ``run.json`` atomically (temporary file, then rename)."""
     path = run_dir / MANIFEST_NAME
     tmp = run_dir / f".{MANIFEST_NAME}.{os.getpid()}.partial"
-    tmp.write_text(json.dumps(manifest, indent=1, allow_nan=False), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(manifest, indent=1, allow_nan=False), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:

@@ -87,6 +87,7 @@ class Run:
         self._seen: dict[tuple[str, int], SeqSet] = {}
         self._bad_files: dict[Path, tuple[int, int]] = {}
         self.rows_read = 0
+        """Metric rows read so far."""
         self.refresh()
 
     @property
@@ -141,6 +142,7 @@ class Run:
         for shard, path in self._unread(METRICS_DIR):
             table = self._load(shard, path, METRICS_SCHEMA, METRICS_DIR)
             if table is not None:
+                self.rows_read += table.num_rows
                 for name, chunk in split_metrics(table).items():
                     self._metrics.setdefault((shard.rank, name), _MetricBuffer()).append(chunk)
         for shard, path in self._unread(EVENTS_DIR):
@@ -202,7 +204,6 @@ class Run:
             seqs = seqs[keep]
         seen.add_values(seqs)
         seen.add_range(shard.first, shard.last)
-        self.rows_read += table.num_rows
         return table
 
     def _known_bad(self, path: Path) -> bool:

@@ -62,8 +62,10 @@ def plan_compaction(
 ) -> list[tuple[ShardName, Path]]:
     """Choose the longest run of consecutive small shards of ``rank`` worth merging.
 
-    Returns an empty list when fewer than ``min_files`` small shards are contiguous.
-    With ``min_files <= 2`` every pair of contiguous shards merges (used on close).
+    Consecutive means adjacent in sequence order; gaps are fine (a flush with no
+    events writes no events shard), overlaps are not (a compaction cut short by a
+    crash can leave a merged shard beside some of its originals). Returns an empty
+    list when fewer than ``min_files`` (at least 2) shards qualify.
     """
     best: list[tuple[ShardName, Path]] = []
     current: list[tuple[ShardName, Path]] = []
@@ -71,7 +73,7 @@ def plan_compaction(
         if shard.rank != rank or not _is_small(path, small_bytes):
             current = []
             continue
-        if current and shard.first != current[-1][0].last + 1:
+        if current and shard.first <= current[-1][0].last:
             current = []
         current.append((shard, path))
         if len(current) > len(best):
@@ -87,7 +89,7 @@ def _is_small(path: Path, small_bytes: int) -> bool:
 
 
 def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Schema) -> ShardName | None:
-    """Merge ``group`` (contiguous shards of one rank) into one shard; delete the originals.
+    """Merge ``group`` (consecutive shards of one rank) into one shard; delete the originals.
 
     The merged shard is in place before any original is removed, so a concurrent
     reader always finds every row in at least one file.

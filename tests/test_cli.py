@@ -1,0 +1,45 @@
+"""The command line as a user types it: --help, ls, demo."""
+
+from __future__ import annotations
+
+import subprocess
+
+from tuidiag.cli.main import main
+
+
+def _tuidiag(python: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([python, "-m", "tuidiag", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_help_lists_the_subcommands(python) -> None:
+    result = _tuidiag(python, "--help")
+    assert result.returncode == 0
+    assert "ls" in result.stdout and "demo" in result.stdout
+
+
+def test_demo_then_ls_shows_the_runs(tmp_path, python) -> None:
+    result = _tuidiag(python, "demo", str(tmp_path), "--only", "healthy", "--only", "lr-too-high", "--steps", "300")
+    assert result.returncode == 0, result.stderr
+    assert "stopped as intended" in result.stdout  # lr-too-high diverges to NaN
+    listing = _tuidiag(python, "ls", str(tmp_path))
+    assert listing.returncode == 0
+    lines = listing.stdout.splitlines()
+    healthy = next(line for line in lines if line.startswith("healthy"))
+    assert "finished" in healthy and "300" in healthy
+    too_high = next(line for line in lines if line.startswith("lr-too-high"))
+    assert "failed" in too_high and "nan" in too_high
+
+
+def test_ls_prints_markup_in_run_names_literally(tmp_path, capsys) -> None:
+    import tuidiag
+
+    with tuidiag.Recorder(tmp_path / "odd", name="[red]evil[/red]\x1b]0;title\x07") as rec:
+        rec.step(1.0)
+    assert main(["ls", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "[red]evil[/red]" in out and "\x1b]0;" not in out
+
+
+def test_ls_of_a_missing_directory_fails_clearly(tmp_path, capsys) -> None:
+    assert main(["ls", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().out

@@ -1,0 +1,28 @@
+"""The README's quickstart runs as written and records what it promises."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from tests.conftest import ROOT
+
+import tuidiag
+
+
+def _python_blocks() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    return re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+
+
+def test_readme_quickstart_runs_as_written(tmp_path, python) -> None:
+    quickstart = next(block for block in _python_blocks() if "tuidiag.Recorder(" in block)
+    subprocess.run([python, "-c", quickstart], cwd=tmp_path, check=True, timeout=600)
+    run = tuidiag.open_run(tmp_path / "runs" / "resnet-lr3e-4")
+    assert run.status == "finished"
+    assert run.manifest["config"] == {"lr": 3e-4, "batch_size": 128}
+    assert len(run.series("train/loss")) == 1001
+    assert run.series("val/loss").steps.tolist() == [0, 500, 1000]
+    assert run.series("grad/max_norm").last == 1.0
+    reading = next(block for block in _python_blocks() if "open_run" in block)
+    subprocess.run([python, "-c", "import tuidiag\n" + reading], cwd=tmp_path, check=True)
