@@ -105,6 +105,7 @@ class Recorder:
         self._next_step, self._current_step = 0, -1
         self._t_step: float | None = None
         self._t_batch: float | None = None
+        self._t_optimizer: float | None = None
         self._recent_batches: deque[tuple[int, Any]] = deque(maxlen=RECENT_BATCHES)
         self._uses_batch = False
         self._input_parts: tuple[list[str], list[Any]] = ([], [])
@@ -131,9 +132,24 @@ class Recorder:
             self._watch.close()
         self._max_grad_norm = float(max_grad_norm) if max_grad_norm is not None else None
         self.loss_fn = loss_fn
-        self._watch = TorchWatch(model, optimizer, self.weights_every, self.activations_every, self._submit_weights, lambda: self._current_step)
+        self._watch = TorchWatch(
+            model, optimizer, self.weights_every, self.activations_every, self._submit_weights,
+            lambda: self._current_step, self._mark_optimizer_step,
+        )
+        self._describe(model, optimizer)
         if not self._uses_batch:
             self._watch.arm_activations(self._next_step)
+
+    def _describe(self, model: Any, optimizer: Any) -> None:
+        """Put the model summary and optimizer settings in the manifest (next heartbeat writes it)."""
+        from tuidiag.recorder.model_summary import summarize
+        from tuidiag.store.manifest import jsonable
+
+        self._manifest["model"] = summarize(model)
+        if optimizer is not None:
+            groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+            self._manifest["optimizer"] = {"class": type(optimizer).__name__, "param_groups": jsonable(groups)}
+        self._manifest["max_grad_norm"] = self._max_grad_norm
 
     @guarded
     def batch(self, x: Any, y: Any = None) -> None:
@@ -244,13 +260,24 @@ class Recorder:
     def _is_tensor(self, value: Any) -> bool:
         return self._torch is not None and isinstance(value, self._torch.Tensor)
 
+    def _mark_optimizer_step(self) -> None:
+        self._t_optimizer = time.perf_counter()
+
     def _timing(self, now: float) -> tuple[list[str], list[float]]:
+        """Step time, split into waiting for data and compute.
+
+        Data wait is the time from the end of the previous iteration (its
+        ``optimizer.step()`` when watched, else its ``rec.step()``) to ``rec.batch()``.
+        """
         if self._t_step is None:
             return [], []
-        names, values = [TIME_STEP], [now - self._t_step]
+        step_time = now - self._t_step
+        names, values = [TIME_STEP], [step_time]
         if self._t_batch is not None and self._t_batch >= self._t_step:
+            start = self._t_optimizer if self._t_optimizer is not None and self._t_optimizer >= self._t_step else self._t_step
+            wait = max(0.0, self._t_batch - start)
             names += [TIME_DATA_WAIT, TIME_COMPUTE]
-            values += [self._t_batch - self._t_step, now - self._t_batch]
+            values += [wait, step_time - wait]
         return names, values
 
     def _watch_parts(self, s: int, host_names: list[str], host_values: list[Any], dev_names: list[str], dev_values: list[Any]) -> None:

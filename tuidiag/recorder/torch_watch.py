@@ -28,6 +28,7 @@ class TorchWatch:
         activations_every: int,
         on_weights: Callable[[list[str], torch.Tensor], None],
         current_step: Callable[[], int],
+        on_optimizer_step: Callable[[], None] | None = None,
     ) -> None:
         self.model = model
         self.optimizer = optimizer
@@ -43,6 +44,8 @@ class TorchWatch:
         if optimizer is not None and weights_every > 0:
             self._handles.append(optimizer.register_step_pre_hook(self._before_optimizer_step))
             self._handles.append(optimizer.register_step_post_hook(self._after_optimizer_step))
+        if optimizer is not None and on_optimizer_step is not None:
+            self._handles.append(optimizer.register_step_post_hook(lambda *_: on_optimizer_step()))
 
     def grad_parts(self) -> tuple[list[str], list[torch.Tensor], list[str]]:
         """Metric names and 0-d device tensors of per-parameter gradient norms.

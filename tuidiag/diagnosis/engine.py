@@ -1,0 +1,34 @@
+"""``diagnose(run, at=None)``: run every rule over a run and rank what they found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuidiag.diagnosis.combine import combine, healthy
+from tuidiag.diagnosis.finding import Diagnosis, Finding
+from tuidiag.diagnosis.rules import RULES
+from tuidiag.diagnosis.view import RunView
+from tuidiag.store import Run, open_run
+
+
+def diagnose(run: Run | str | Path, at: int | None = None) -> Diagnosis:
+    """Ranked findings for ``run`` as of step ``at`` (default: everything recorded).
+
+    Pure function of the run's data: cheap enough to call after every refresh. A
+    rule that fails on odd data is skipped and named in ``Diagnosis.skipped``.
+    """
+    run = run if isinstance(run, Run) else open_run(run)
+    view = RunView(run, at)
+    found: list[Finding] = []
+    skipped = list(run.warnings)
+    for rule in RULES:
+        try:
+            finding = rule(view)
+        except Exception as exc:  # a rule must never take the diagnosis down
+            skipped.append(f"rule {rule.__name__} failed: {type(exc).__name__}: {exc}")
+            continue
+        if finding is not None:
+            found.append(finding)
+    alarms = combine([f for f in found if f.severity != "info"])
+    notes = sorted((f for f in found if f.severity == "info"), key=lambda f: -f.confidence)
+    return Diagnosis(run.name, view.last_step, alarms or [healthy(view)], notes, skipped)

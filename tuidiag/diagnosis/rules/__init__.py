@@ -1,0 +1,15 @@
+"""The diagnosis rules: small pure functions ``rule(view) -> Finding | None``, one code each."""
+
+from tuidiag.diagnosis.rules import activations, data, generalization, gradients, loss, review, system
+
+RULES = [
+    *loss.RULES,
+    *gradients.RULES,
+    *generalization.RULES,
+    *activations.RULES,
+    *data.RULES,
+    *system.RULES,
+    *review.RULES,
+]
+
+__all__ = ["RULES"]

@@ -1,0 +1,116 @@
+"""A run as the rules see it: series cut at a step, layers in model order, config lookups."""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS
+from tuidiag.store import Event, Run
+
+VAL_LOSS_NAMES = ("val/loss", "val_loss", "valid/loss", "validation/loss", "eval/loss")
+VAL_ACC_NAMES = ("val/acc", "val/accuracy", "val_accuracy", "val_acc", "eval/accuracy", "valid/acc")
+TRAIN_ACC_NAMES = ("train/acc", "train/accuracy", "accuracy", "acc")
+
+
+def natural_key(name: str) -> list[Any]:
+    """Sort key that puts ``layer.2`` before ``layer.10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+class RunView:
+    """Read-only access to a run's series as of step ``at`` (inclusive; ``None``: all)."""
+
+    def __init__(self, run: Run, at: int | None = None) -> None:
+        self.run = run
+        self.at = at
+        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def series(self, name: str, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of a metric, up to ``at``."""
+        key = f"{rank}:{name}"
+        if key not in self._cache:
+            s = self.run.series(name, rank)
+            steps, values = s.steps, s.values
+            if self.at is not None and len(steps) and steps[-1] > self.at:
+                cut = int(np.searchsorted(steps, self.at, side="right"))
+                steps, values = steps[:cut], values[:cut]
+            self._cache[key] = (steps, values)
+        return self._cache[key]
+
+    def first_present(self, names: tuple[str, ...]) -> str | None:
+        """The first of ``names`` that the run recorded, if any."""
+        return next((n for n in names if self.run.has(n) and len(self.series(n)[0])), None)
+
+    @cached_property
+    def loss(self) -> tuple[np.ndarray, np.ndarray]:
+        """Training loss."""
+        return self.series(LOSS)
+
+    @cached_property
+    def val_loss(self) -> tuple[np.ndarray, np.ndarray]:
+        """Validation loss (empty when never logged)."""
+        name = self.first_present(VAL_LOSS_NAMES)
+        return self.series(name) if name else (np.empty(0, np.int64), np.empty(0))
+
+    @cached_property
+    def grad_total(self) -> tuple[np.ndarray, np.ndarray]:
+        """Total gradient norm before clipping."""
+        return self.series(GRAD_NORM_TOTAL)
+
+    @cached_property
+    def last_step(self) -> int | None:
+        """The newest step considered."""
+        step = self.run.last_step
+        return step if self.at is None or step is None else min(step, self.at)
+
+    @cached_property
+    def n_steps(self) -> int:
+        """Number of training steps with a recorded loss."""
+        return len(self.loss[0])
+
+    @cached_property
+    def param_order(self) -> list[str]:
+        """Parameter names in model order (manifest), else in natural order."""
+        recorded = [m[len(GRAD_NORM_PREFIX):] for m in self.run.metric_names if m.startswith(GRAD_NORM_PREFIX) and m != GRAD_NORM_TOTAL]
+        declared = [p.get("name") for p in self.model.get("params", []) if isinstance(p, dict)]
+        ordered = [n for n in declared if n in set(recorded)]
+        return ordered + sorted(set(recorded) - set(ordered), key=natural_key)
+
+    @cached_property
+    def weight_params(self) -> list[str]:
+        """Parameters that are matrices or kernels (not biases or norm scales), in model order."""
+        shapes = {p.get("name"): p.get("shape") for p in self.model.get("params", []) if isinstance(p, dict)}
+        result = [n for n in self.param_order if len(shapes.get(n) or []) >= 2]
+        return result or [n for n in self.param_order if n.endswith("weight")]
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The run's manifest."""
+        return self.run.manifest
+
+    @cached_property
+    def model(self) -> dict[str, Any]:
+        """The model summary the recorder stored, or ``{}``."""
+        model = self.manifest.get("model")
+        return model if isinstance(model, dict) else {}
+
+    @cached_property
+    def lr_now(self) -> float | None:
+        """The newest learning rate of group 0 (recorded, else from the config)."""
+        steps, values = self.series("lr/group0")
+        if len(values):
+            return float(values[-1])
+        lr = self.manifest.get("config", {}).get("lr") if isinstance(self.manifest.get("config"), dict) else None
+        return float(lr) if isinstance(lr, (int, float)) else None
+
+    def events(self, kind: str | None = None) -> list[Event]:
+        """Events up to ``at``, optionally of one kind."""
+        return [e for e in self.run.events if (kind is None or e.kind == kind) and (self.at is None or e.step <= self.at)]
+
+    def quiet_steps(self) -> int:
+        """Steps at the start of a run in which rules stay quiet (loss legitimately falls fast)."""
+        return max(20, min(500, self.n_steps // 20))
