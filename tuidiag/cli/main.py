@@ -7,12 +7,13 @@ import sys
 from typing import Callable, Sequence
 
 from tuidiag import __version__
-from tuidiag.cli import demo_cmd, ls_cmd
+from tuidiag.cli import demo_cmd, diagnose_cmd, ls_cmd
 
 Subcommand = tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
 
 SUBCOMMANDS: list[Subcommand] = [
     ("ls", "list runs with status, steps and last loss", ls_cmd.add_arguments, ls_cmd.run),
+    ("diagnose", "ranked causes of a run's problems, with evidence and fixes", diagnose_cmd.add_arguments, diagnose_cmd.run),
     ("demo", "write demo runs from real small CPU trainings", demo_cmd.add_arguments, demo_cmd.run),
 ]
 

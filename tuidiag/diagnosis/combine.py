@@ -41,7 +41,7 @@ def combine(findings: list[Finding]) -> list[Finding]:
             parent.related.append(code)
             parent.confidence = min(0.97, parent.confidence + CAUSE_BOOST)
             child.confidence = min(child.confidence, parent.confidence) * SYMPTOM_DISCOUNT
-            parent.evidence.append(f"also seen: {child.title.lower()} (listed below)")
+            parent.evidence.append(f"also seen: {child.title} (listed below)")
             if parent.first_step is None:
                 parent.first_step = child.first_step
     return sorted(findings, key=lambda f: -f.confidence)

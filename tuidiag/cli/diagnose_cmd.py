@@ -1,0 +1,78 @@
+"""``tuidiag diagnose RUN [--json] [--at STEP]``: ranked causes with evidence and fixes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+from rich.text import Text
+
+from tuidiag.cli.common import RunNotReadable, fail, load_run
+from tuidiag.diagnosis import Diagnosis, Finding, diagnose
+from tuidiag.textsafe import literal
+
+RANK_LABELS = ("Most likely", "Alternative", "Also consider")
+SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the ``diagnose`` arguments."""
+    parser.add_argument("run", help="a run directory")
+    parser.add_argument("--json", action="store_true", help="print the JSON contract (docs: shared diagnosis codes)")
+    parser.add_argument("--at", type=int, metavar="STEP", help="diagnose as of this step (what was known then)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the diagnosis; exit 0 whatever is found, 2 when the run cannot be read."""
+    try:
+        run_ = load_run(args.run)
+    except RunNotReadable as exc:
+        return fail("diagnose", str(exc))
+    result = diagnose(run_, at=args.at)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, default=str))
+    else:
+        Console(highlight=False).print(render(result, run_.status))
+    return 0
+
+
+def render(result: Diagnosis, status: str) -> Text:
+    """The diagnosis as plain, literal text in the seeds' ranked-hypothesis format."""
+    out = Text()
+    heading = f"Diagnosis of {result.run} at step {result.step} ({status})"
+    out.append_text(literal(heading, "bold", max_len=200))
+    out.append("\n" + "=" * min(len(heading), 78) + "\n")
+    for i, finding in enumerate(result.findings):
+        out.append("\n")
+        out.append_text(render_finding(finding, RANK_LABELS[min(i, 2)]))
+    if result.notes:
+        out.append("\nNotes (review of the setup, not alarms):\n", style="bold")
+        for note in result.notes:
+            out.append_text(literal(f"  - {note.title}: {'; '.join(note.evidence)}. {note.fix}", max_len=400))
+            out.append("\n")
+    if result.skipped:
+        out.append("\nSkipped:\n", style="bold")
+        for item in result.skipped:
+            out.append_text(literal(f"  - {item}"))
+            out.append("\n")
+    return out
+
+
+def render_finding(finding: Finding, label: str) -> Text:
+    """One hypothesis: label, confidence, title, evidence lines and the fix."""
+    out = Text()
+    out.append(f"{label} ({finding.confidence:.0%}): ", style="bold")
+    out.append_text(literal(finding.title, SEVERITY_STYLE.get(finding.severity, "")))
+    since = f", since step {finding.first_step}" if finding.first_step is not None else ""
+    out.append(f"  [{finding.severity}{since}]\n", style="dim")
+    if finding.code != "healthy" or finding.evidence:
+        out.append("  Evidence:\n")
+        for line in finding.evidence:
+            out.append_text(literal(f"    - {line}", max_len=400))
+            out.append("\n")
+    if finding.code != "healthy":
+        out.append("  Fix: ", style="bold")
+        out.append_text(literal(finding.fix, max_len=600))
+        out.append("\n")
+    return out
