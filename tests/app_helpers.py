@@ -1,0 +1,36 @@
+"""Helpers for app tests: a fixed clock and bounded waits (never an endless loop)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from tests.conftest import ROOT
+
+DEMO_RUNS = ROOT / "demo_runs"
+FIXED_NOW = 1_900_000_000.0
+"""A clock for deterministic snapshots: ages of demo data are shown relative to this."""
+
+
+def fixed_clock() -> float:
+    return FIXED_NOW
+
+
+async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 15.0, step: float = 0.1) -> bool:
+    """Let the app run until ``condition()`` holds or ``timeout`` seconds pass; return whether it held."""
+    for _ in range(int(timeout / step)):
+        if condition():
+            return True
+        await pilot.pause(step)
+    return condition()
+
+
+def run_keys(app) -> list[str]:
+    """Keys (paths) of the rows in the overview table."""
+    from textual.widgets import DataTable
+
+    from tuidiag.app.screens.overview import OverviewScreen
+
+    screen = next(s for s in app.screen_stack if isinstance(s, OverviewScreen))
+    table = screen.query_one("#runs", DataTable)
+    return [Path(str(key.value)).name for key in table.rows]

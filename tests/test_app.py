@@ -1,0 +1,132 @@
+"""Pilot tests of the monitor: keys, screens, live appends through the real watcher, replay."""
+
+from __future__ import annotations
+
+import numpy as np
+from textual.widgets import DataTable, Static
+
+import tuidiag
+from tests.app_helpers import DEMO_RUNS, fixed_clock, run_keys, wait_for
+from tuidiag.app.app import TuidiagApp
+from tuidiag.app.screens.compare import CompareScreen
+from tuidiag.app.screens.help import HelpScreen
+from tuidiag.app.screens.overview import OverviewScreen
+from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
+
+
+def _diagnosis_text(app) -> str:
+    panel = app.screen.query_one(DiagnosisPanel)
+    return str(panel.query_one("#diagnosis-text", Static).render())
+
+
+async def test_overview_lists_runs_with_health_and_opens_one() -> None:
+    app = TuidiagApp(DEMO_RUNS, clock=fixed_clock)
+    async with app.run_test(size=(120, 30)) as pilot:
+        assert await wait_for(pilot, lambda: len(run_keys(app)) == 5)
+        healths = {s.name: s.health for s in app.summaries}
+        assert healths["lr-too-high"] == "lr_too_high" and healths["healthy"] == "healthy"
+        table = app.screen.query_one("#runs", DataTable)
+        table.move_cursor(row=run_keys(app).index("lr-too-high"))
+        await pilot.press("enter")
+        assert isinstance(app.screen, RunScreen)
+        assert await wait_for(pilot, lambda: app.screen.detail is not None)
+        assert "Learning rate too high" in _diagnosis_text(app)
+        await pilot.press("2", "g", "5", "6")
+        await pilot.press("escape")
+        assert isinstance(app.screen, OverviewScreen)
+
+
+async def test_filter_sort_and_help() -> None:
+    app = TuidiagApp(DEMO_RUNS, clock=fixed_clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert await wait_for(pilot, lambda: len(run_keys(app)) == 5)
+        await pilot.press("slash", *"over", "enter")
+        assert run_keys(app) == ["overfitting"]
+        await pilot.press("escape")
+        assert len(run_keys(app)) == 5
+        await pilot.press("s", "s", "s", "s")  # health: worst first
+        assert run_keys(app)[0] == "lr-too-high"
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, OverviewScreen)
+
+
+async def test_compare_selected_runs() -> None:
+    app = TuidiagApp(DEMO_RUNS, clock=fixed_clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert await wait_for(pilot, lambda: len(run_keys(app)) == 5)
+        await pilot.press("space", "down", "space", "c")
+        assert isinstance(app.screen, CompareScreen)
+        assert len(app.screen.keys) == 2
+
+
+async def test_live_appends_arrive_through_the_watcher(tmp_path) -> None:
+    rec = tuidiag.Recorder(tmp_path / "live", flush_interval=0.1)
+    for _ in range(5):
+        rec.step(1.0)
+    rec.flush()
+    app = TuidiagApp(tmp_path)
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            assert await wait_for(pilot, lambda: [s.step for s in app.summaries] == [4])
+            assert app.watching
+            for _ in range(20):
+                rec.step(0.5)
+            rec.flush()
+            assert await wait_for(pilot, lambda: [s.step for s in app.summaries] == [24])
+            assert app.summaries[0].last_loss == 0.5 and app.summaries[0].status == "running"
+    finally:
+        rec.close()
+
+
+async def test_polling_mode_sees_new_runs(tmp_path) -> None:
+    app = TuidiagApp(tmp_path, poll=True, clock=fixed_clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.3)
+        assert not app.watching and app.summaries == []
+        with tuidiag.Recorder(tmp_path / "late") as rec:
+            rec.step(2.0)
+        assert await wait_for(pilot, lambda: [s.name for s in app.summaries] == ["late"])
+
+
+async def test_replay_cursor_shows_what_was_known_then() -> None:
+    run = DEMO_RUNS / "lr-too-high"
+    app = TuidiagApp(run, replay=True, clock=fixed_clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        screen = app.screen
+        await pilot.press("home")
+        assert await wait_for(pilot, lambda: screen.detail.at == 0)
+        await pilot.press(*["right"] * 40)
+        assert await wait_for(pilot, lambda: screen.detail.at is not None and 80 <= screen.detail.at <= 120)
+        assert "non-finite" not in _diagnosis_text(app)  # at ~step 100 the NaN had not happened
+        await pilot.press("right_square_bracket")  # next event or finding
+        assert await wait_for(pilot, lambda: screen.detail.at is not None and screen.detail.at > 120)
+        await pilot.press("end")
+        assert await wait_for(pilot, lambda: screen.detail.at == 254)
+        assert "Loss became NaN" in _diagnosis_text(app)
+
+
+async def test_hostile_names_render_literally(tmp_path) -> None:
+    hostile = "[bold red]pwn[/] \x1b]0;title\x07\x1b[31mred"
+    with tuidiag.Recorder(tmp_path / "hostile", name=hostile) as rec:
+        rec.log({"[link=x]metric[/link]": 1.0})
+        rec.step(1.0)
+    app = TuidiagApp(tmp_path, clock=fixed_clock)
+    async with app.run_test(size=(120, 30)) as pilot:
+        assert await wait_for(pilot, lambda: len(app.summaries) == 1)
+        table = app.screen.query_one("#runs", DataTable)
+        cell = table.get_row_at(0)[1]
+        assert "[bold red]pwn[/]" in cell.plain and "\x1b" not in cell.plain
+
+
+def test_layer_grid_keeps_a_single_spike_visible(tmp_path) -> None:
+    from tuidiag.live.downsample import downsample
+
+    steps = np.arange(1_000_000)
+    values = np.ones(1_000_000)
+    values[654_321] = 1e6
+    x, y = downsample(steps, values, 200)
+    assert len(x) <= 200 and y.max() == 1e6 and 654_321 in x.tolist()

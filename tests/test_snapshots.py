@@ -1,0 +1,62 @@
+"""SVG snapshots of the monitor at 80x24 and 160x48 (pytest-textual-snapshot).
+
+Update after an intended change with ``pytest tests/test_snapshots.py --snapshot-update``
+and look at the new SVGs before committing them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tuidiag
+from tests.app_helpers import DEMO_RUNS, fixed_clock, wait_for
+from tuidiag.app.app import TuidiagApp
+
+
+def _loaded(app: TuidiagApp, detail: bool = False):
+    async def run_before(pilot) -> None:
+        await wait_for(pilot, lambda: bool(app.summaries))
+        if detail:
+            await wait_for(pilot, lambda: getattr(app.screen, "detail", None) is not None)
+        await pilot.pause(0.3)
+
+    return run_before
+
+
+@pytest.fixture
+def demo_root(monkeypatch) -> Path:
+    monkeypatch.chdir(DEMO_RUNS.parent)
+    return Path("demo_runs")
+
+
+def test_overview_80x24(snap_compare, demo_root) -> None:
+    app = TuidiagApp(demo_root, clock=fixed_clock)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_loaded(app))
+
+
+def test_run_view_80x24(snap_compare, demo_root) -> None:
+    app = TuidiagApp(demo_root / "lr-too-high", clock=fixed_clock)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_loaded(app, detail=True))
+
+
+def test_run_view_layers_160x48(snap_compare, demo_root) -> None:
+    app = TuidiagApp(demo_root / "vanishing-gradients", clock=fixed_clock)
+
+    async def run_before(pilot) -> None:
+        await _loaded(app, detail=True)(pilot)
+        await pilot.press("5")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)
+
+
+def test_hostile_text_80x24(snap_compare, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    hostile = "[bold red]pwn[/] \x1b]0;title\x07\x1b[31mred \u6f22\u5b57 " + "x" * 60
+    with tuidiag.Recorder(Path("runs") / "evil", name=hostile, config={"[i]": "\x1b[2J"}) as rec:
+        rec.log({"[link=x]m[/link]": 1.0}, step=0)
+        rec.event("note", "[blink]message[/blink] \x1b[5m")
+    app = TuidiagApp(Path("runs"), clock=fixed_clock)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_loaded(app))

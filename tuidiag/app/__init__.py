@@ -1,0 +1,1 @@
+"""The monitor: a Textual app over ``tuidiag.live`` snapshots. Never imports torch."""

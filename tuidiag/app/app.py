@@ -1,0 +1,208 @@
+"""``TuidiagApp``: screens, keys and the data path (watcher -> worker -> message -> screen).
+
+Disk work happens only in thread workers, which report back with ``post_message``;
+handlers on the UI thread hand the frozen snapshots to the screens.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.message import Message
+
+from tuidiag.app.screens.compare import CompareScreen
+from tuidiag.app.screens.help import HelpScreen
+from tuidiag.app.screens.overview import OverviewScreen
+from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.live.model import RunsModel
+from tuidiag.live.snapshot import Chart, RunDetail, RunSummary
+from tuidiag.live.watcher import RunWatcher
+from tuidiag.store.discovery import is_run_dir
+
+FAST_POLL = 1.0
+SLOW_POLL = 5.0
+COALESCE = 0.25
+"""Seconds to gather file events before one refresh (no redraw storms on a slow link)."""
+
+CSS = """
+#run-title, #overview-title, #compare-title { height: 1; background: $boost; }
+#system-strip { height: 1; color: $text-muted; }
+#overview-hint { height: auto; color: $text-muted; }
+#run-main { height: 1fr; }
+#charts { width: 3fr; }
+#diagnosis { width: 2fr; min-width: 40; }
+RunScreen.narrow #run-main { layout: vertical; }
+RunScreen.narrow #charts { width: 1fr; height: 1fr; }
+RunScreen.narrow #diagnosis { width: 1fr; height: 50%; min-width: 0; }
+#cursor-bar { height: 1; }
+TabPane { padding: 0; }
+LayerHeatmap { height: 1fr; }
+"""
+
+
+class TuidiagApp(App):
+    """The monitor over the runs at or below ``root``."""
+
+    TITLE = "tuidiag"
+    CSS = CSS
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("r", "reload", "Reload", show=False),
+    ]
+
+    @dataclass
+    class FilesChanged(Message):
+        """Files of these runs changed (posted from the watchdog thread); bursts merge."""
+
+        dirs: set[Path] = field(default_factory=set)
+
+        def can_replace(self, message: Message) -> bool:
+            if isinstance(message, TuidiagApp.FilesChanged):
+                self.dirs |= message.dirs
+                return True
+            return False
+
+    @dataclass
+    class RunsRefreshed(Message):
+        """A refresh finished: new summaries, and the open run's detail if any."""
+
+        summaries: list[RunSummary]
+        detail: RunDetail | None
+        grew: set[str]
+
+    @dataclass
+    class DetailReady(Message):
+        """The run view's data as of a replay cursor."""
+
+        detail: RunDetail
+
+    @dataclass
+    class CompareReady(Message):
+        """Overlay charts for the compare screen."""
+
+        charts: dict[str, Chart]
+
+    def __init__(self, root: Path, replay: bool = False, poll: bool = False, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.root = root
+        self.replay = replay
+        self.force_poll = poll
+        self.model = RunsModel(root, clock)
+        self.watcher = RunWatcher(root, lambda dirs: self.post_message(self.FilesChanged(set(dirs))))
+        self.watching = False
+        self.summaries: list[RunSummary] = []
+        self._pending: set[Path] = set()
+        self._flush_timer = None
+        self._poll_timer = None
+        self._steps: dict[str, int | None] = {}
+        self._recent_events: set[str] = set()
+
+    def on_mount(self) -> None:
+        self.push_screen(OverviewScreen())
+        if is_run_dir(self.root):
+            self.push_screen(RunScreen(str(self.root), replay=self.replay))
+        if not self.force_poll and not self.replay:
+            self.watching = self.watcher.start()
+            if not self.watching:
+                self.notify(self.watcher.error or "file watching unavailable; polling", severity="warning")
+        self._set_poll(SLOW_POLL if self.watching else FAST_POLL)
+        self.refresh_runs(None)
+
+    def on_unmount(self) -> None:
+        self.watcher.stop()
+
+    def _set_poll(self, seconds: float) -> None:
+        if self._poll_timer is not None:
+            self._poll_timer.stop()
+        self._poll_timer = self.set_interval(seconds, lambda: self.refresh_runs(None))
+
+    # ---- data path -------------------------------------------------------------
+    def on_tuidiag_app_files_changed(self, message: FilesChanged) -> None:
+        self._pending |= message.dirs
+        self._recent_events |= {str(d) for d in message.dirs}
+        if self._flush_timer is None:
+            self._flush_timer = self.set_timer(COALESCE, self._flush_pending)
+
+    def _flush_pending(self) -> None:
+        self._flush_timer = None
+        dirs, self._pending = self._pending, set()
+        self.refresh_runs(dirs)
+
+    def _open_run(self) -> tuple[str | None, int | None]:
+        screen = self.screen
+        return (screen.key, screen.at) if isinstance(screen, RunScreen) else (None, None)
+
+    @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
+    def refresh_runs(self, dirs: set[Path] | None) -> None:
+        """Worker: discover runs, read what is new, rebuild the open run's view."""
+        new = self.model.discover()
+        summaries = self.model.refresh(None if new or dirs is None else dirs)
+        key, at = self._open_run()
+        detail = self.model.detail(key, at) if key else None
+        grew = {s.key for s in summaries if self._steps.get(s.key, s.step) != s.step}
+        self.post_message(self.RunsRefreshed(summaries, detail, grew))
+
+    @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
+    def load_detail(self, key: str, at: int | None) -> None:
+        """Worker: the run view as of ``at``."""
+        detail = self.model.detail(key, at)
+        if detail is not None:
+            self.post_message(self.DetailReady(detail))
+
+    @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
+    def load_compare(self, keys: tuple[str, ...]) -> None:
+        """Worker: overlay charts of ``keys``."""
+        self.post_message(self.CompareReady(self.model.compare(keys)))
+
+    def on_tuidiag_app_runs_refreshed(self, message: RunsRefreshed) -> None:
+        self.summaries = message.summaries
+        self._check_watcher(message.grew)
+        self._steps = {s.key: s.step for s in message.summaries}
+        for screen in self.screen_stack:
+            if isinstance(screen, OverviewScreen):
+                screen.show(message.summaries, str(self.root))
+        if message.detail is not None and isinstance(self.screen, RunScreen) and self.screen.key == message.detail.summary.key:
+            self.screen.show(message.detail)
+
+    def _check_watcher(self, grew: set[str]) -> None:
+        """Runs grew without a file event: the watcher misses writes here (network FS); poll fast."""
+        unseen = grew - self._recent_events
+        self._recent_events.clear()
+        if self.watching and unseen and self._steps:
+            self.watching = False
+            self._set_poll(FAST_POLL)
+            self.notify("file events are not arriving (network filesystem?): polling every second", severity="warning")
+
+    def on_tuidiag_app_detail_ready(self, message: DetailReady) -> None:
+        if isinstance(self.screen, RunScreen) and self.screen.key == message.detail.summary.key:
+            self.screen.show(message.detail)
+
+    def on_tuidiag_app_compare_ready(self, message: CompareReady) -> None:
+        if isinstance(self.screen, CompareScreen):
+            self.screen.show(message.charts)
+
+    # ---- navigation --------------------------------------------------------------
+    def on_overview_screen_run_chosen(self, message: OverviewScreen.RunChosen) -> None:
+        self.push_screen(RunScreen(message.key, replay=self.replay))
+        self.load_detail(message.key, None)
+
+    def on_overview_screen_compare_chosen(self, message: OverviewScreen.CompareChosen) -> None:
+        self.push_screen(CompareScreen(message.keys))
+        self.load_compare(message.keys)
+
+    def on_run_screen_cursor_moved(self, message: RunScreen.CursorMoved) -> None:
+        self.load_detail(message.key, message.at)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_reload(self) -> None:
+        self.refresh_runs(None)
+        self.notify("re-reading all runs")

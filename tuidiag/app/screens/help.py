@@ -1,0 +1,53 @@
+"""The help screen (``?``): every key, by screen."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+HELP = """\
+tuidiag monitor - keys
+
+Everywhere
+  ?          this help              ctrl+p   command palette
+  q          quit                   r        re-read all runs now
+
+Overview (table of runs)
+  up/down    move                   enter    open the run
+  space      select for compare     c        compare selected runs
+  /          filter by name/status  esc      clear the filter
+  s          cycle sort: name, status, step, loss, health
+
+Run view
+  1 2 3 4    loss, grad norm, LR, update ratio charts
+  5          per-layer gradient norms (layers x time)
+  d          diagnosis (narrow terminals)
+  g          log/linear y axis      f        jump to the next finding's first step
+  [ ]        previous/next event or finding   enter on an event: mark its step
+  esc        back to the overview
+
+Replay (tuidiag replay RUN)
+  space      play/pause             left/right  step back/forward
+  + -        faster/slower          home/end    start/end
+  The diagnosis panel shows what was known at the cursor.
+
+Keys n and l are reserved for the NaN hunt and the LR finder.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """A modal with the key reference; any of esc, q, ? closes it."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 80; max-width: 100%; height: auto; max-height: 100%;
+        border: round $accent; background: $surface; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(HELP)

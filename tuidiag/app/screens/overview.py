@@ -1,0 +1,176 @@
+"""The overview: a table of runs with status, progress, loss trend and a health badge."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.renderables.sparkline import Sparkline as SparklineRenderable
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from tuidiag.diagnosis.stats import fmt
+from tuidiag.live.snapshot import RunSummary
+from tuidiag.textsafe import literal
+
+STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "bold red", "stalled": "yellow", "unknown": "dim"}
+HEALTH_STYLE = {"critical": "bold red", "warning": "yellow", "info": "green"}
+SORTS = ("name", "status", "step", "loss", "health")
+COLUMNS = ("", "run", "status", "health", "step", "loss", "trend", "steps/s", "lr", "grad")
+
+
+class OverviewScreen(Screen):
+    """All runs under the root; Enter opens one, Space selects several to compare."""
+
+    BINDINGS = [
+        Binding("enter", "open", "Open"),
+        Binding("space", "toggle_select", "Select"),
+        Binding("c", "compare", "Compare"),
+        Binding("slash", "filter", "Filter"),
+        Binding("s", "cycle_sort", "Sort"),
+        Binding("escape", "clear_filter", "Clear", show=False),
+    ]
+
+    @dataclass
+    class RunChosen(Message):
+        """Open the run view of ``key``."""
+
+        key: str
+
+    @dataclass
+    class CompareChosen(Message):
+        """Overlay the runs ``keys``."""
+
+        keys: tuple[str, ...]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.summaries: list[RunSummary] = []
+        self.selected: set[str] = set()
+        self.filter_text = ""
+        self.sort = "name"
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="overview-title")
+        yield Input(placeholder="filter runs by name or status (Enter to apply, Esc to clear)", id="filter")
+        yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+        yield Static(id="overview-hint")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#filter", Input).display = False
+        table = self.query_one("#runs", DataTable)
+        table.add_columns(*COLUMNS)
+        table.focus()
+
+    def show(self, summaries: list[RunSummary], root: str) -> None:
+        """Replace the table with ``summaries`` (keeps the cursor on the same run)."""
+        self.summaries = summaries
+        live = sum(s.status == "running" for s in summaries)
+        title = Text(f" tuidiag  {len(summaries)} runs, {live} live  under ", style="bold")
+        title.append_text(literal(root, "bold"))
+        self.query_one("#overview-title", Static).update(title)
+        self._fill()
+
+    def _fill(self) -> None:
+        table = self.query_one("#runs", DataTable)
+        keep = self._current_key()
+        table.clear()
+        for summary in self._visible():
+            table.add_row(*self._cells(summary), key=summary.key)
+        if keep is not None and keep in table.rows:
+            table.move_cursor(row=table.get_row_index(keep))
+        hint = "no runs yet: a run is a directory with run.json or metrics/" if not self.summaries else ""
+        self.query_one("#overview-hint", Static).update(hint)
+
+    def _visible(self) -> list[RunSummary]:
+        needle = self.filter_text.lower()
+        rows = [s for s in self.summaries if needle in s.name.lower() or needle in s.status]
+        keys = {
+            "name": lambda s: s.name.lower(),
+            "status": lambda s: s.status,
+            "step": lambda s: -(s.step or 0),
+            "loss": lambda s: s.last_loss if s.last_loss is not None and math.isfinite(s.last_loss) else math.inf,
+            "health": lambda s: ({"critical": 0, "warning": 1}.get(s.health_severity, 2), -s.health_confidence),
+        }
+        return sorted(rows, key=keys[self.sort])
+
+    def _cells(self, s: RunSummary) -> list[object]:
+        mark = Text("*" if s.key in self.selected else " ", style="bold magenta")
+        status = s.status + (f" {_age(s.data_age)}" if s.data_age is not None else "")
+        spark = SparklineRenderable(list(s.spark), width=12) if len(s.spark) > 1 else Text("")
+        health = f"{s.health} {s.health_confidence:.0%}" if s.health != "healthy" else "healthy"
+        return [
+            mark, literal(s.name, "bold", 28), literal(status, STATUS_STYLE.get(s.status, "")),
+            literal(health, HEALTH_STYLE.get(s.health_severity, ""), 30),
+            literal("-" if s.step is None else f"{s.step:,}"), literal(_num(s.last_loss)), spark,
+            literal(_num(s.steps_per_s)), literal(_num(s.lr)), literal(_num(s.grad_norm)),
+        ]
+
+    def _current_key(self) -> str | None:
+        table = self.query_one("#runs", DataTable)
+        if not table.row_count:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def action_open(self) -> None:
+        key = self._current_key()
+        if key is not None:
+            self.post_message(self.RunChosen(key))
+
+    def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
+        message.stop()
+        self.post_message(self.RunChosen(str(message.row_key.value)))
+
+    def action_toggle_select(self) -> None:
+        key = self._current_key()
+        if key is not None:
+            self.selected ^= {key}
+            self._fill()
+
+    def action_compare(self) -> None:
+        keys = tuple(sorted(self.selected)) or tuple(s.key for s in self._visible()[:4])
+        if len(keys) >= 2:
+            self.post_message(self.CompareChosen(keys))
+        else:
+            self.notify("select two or more runs with Space, then press c", severity="warning")
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        self.filter_text = message.value.strip()
+        message.input.display = bool(self.filter_text)
+        self.query_one("#runs", DataTable).focus()
+        self._fill()
+
+    def action_clear_filter(self) -> None:
+        self.filter_text = ""
+        box = self.query_one("#filter", Input)
+        box.value, box.display = "", False
+        self.query_one("#runs", DataTable).focus()
+        self._fill()
+
+    def action_cycle_sort(self) -> None:
+        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self.notify(f"sorted by {self.sort}")
+        self._fill()
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else fmt(value)
+
+
+def _age(seconds: float) -> str:
+    if seconds > 30 * 86400:
+        return ">30d"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"

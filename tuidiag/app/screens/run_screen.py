@@ -1,0 +1,227 @@
+"""The run view: charts, per-layer gradients, the diagnosis, events, system strip, replay cursor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+
+from tuidiag.app.widgets.chart import MetricChart
+from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
+from tuidiag.app.widgets.events_panel import EventsPanel
+from tuidiag.app.widgets.layers import LayerHeatmap
+from tuidiag.live.snapshot import RunDetail
+from tuidiag.textsafe import literal
+
+CHART_TABS = (("loss", "Loss", "1"), ("grad", "Grad norm", "2"), ("lr", "LR", "3"), ("update", "Update ratio", "4"))
+SPEEDS = (1, 2, 5, 10, 25, 100)
+NARROW = 110
+
+
+class RunScreen(Screen):
+    """One run, live or replayed; ``show(detail)`` redraws it."""
+
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("g", "toggle_log", "Log y"),
+        *[Binding(key, f"tab('{tab}')", label, show=False) for tab, label, key in CHART_TABS],
+        Binding("5", "tab('layers')", "Layers", show=False),
+        Binding("6", "tab('events-tab')", "Events", show=False),
+        Binding("f", "next_finding", "Finding"),
+        Binding("space", "play", "Play/pause", show=False),
+        Binding("left", "step(-1)", "Back", show=False, priority=True),
+        Binding("right", "step(1)", "Fwd", show=False, priority=True),
+        Binding("plus,equals_sign", "speed(1)", "Faster", show=False),
+        Binding("minus", "speed(-1)", "Slower", show=False),
+        Binding("right_square_bracket", "jump(1)", "Next event"),
+        Binding("left_square_bracket", "jump(-1)", "Prev event", show=False),
+        Binding("home", "goto('start')", "Start", show=False),
+        Binding("end", "goto('end')", "End/live", show=False),
+    ]
+
+    @dataclass
+    class CursorMoved(Message):
+        """The replay cursor moved: the app recomputes the view as of ``at`` (None: live)."""
+
+        key: str
+        at: int | None
+
+    def __init__(self, key: str, replay: bool = False) -> None:
+        super().__init__()
+        self.key = key
+        self.replay = replay
+        self.at: int | None = None
+        self.detail: RunDetail | None = None
+        self.speed_index = 2
+        self.playing = False
+        self.marker: int | None = None
+        self._finding_index = -1
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="run-title")
+        yield Static(id="system-strip")
+        with Horizontal(id="run-main"):
+            with TabbedContent(id="charts", initial="loss"):
+                for tab, label, key in CHART_TABS:
+                    with TabPane(f"{label} [{key}]", id=tab):
+                        yield MetricChart(id=f"chart-{tab}")
+                with TabPane("Layers [5]", id="layers"):
+                    yield LayerHeatmap(id="layer-grid")
+                with TabPane("Events [6]", id="events-tab"):
+                    yield EventsPanel(id="events")
+            yield DiagnosisPanel(id="diagnosis")
+        yield Static(id="cursor-bar")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#cursor-bar", Static).display = self.replay
+        self._apply_width(self.app.size.width)
+        if self.replay:
+            self.set_interval(0.25, self._tick)
+
+    def on_resize(self) -> None:
+        self._apply_width(self.size.width)
+
+    def _apply_width(self, width: int) -> None:
+        """Side-by-side on wide terminals; diagnosis under the charts on narrow ones."""
+        self.set_class(width < NARROW, "narrow")
+
+    def show(self, detail: RunDetail) -> None:
+        """Redraw everything from ``detail``."""
+        self.detail = detail
+        self._title(detail)
+        for tab, _, _ in CHART_TABS:
+            self.query_one(f"#chart-{tab}", MetricChart).show(detail.charts[tab], self._marker())
+        self.query_one("#layer-grid", LayerHeatmap).show(detail.layers)
+        self.query_one("#diagnosis", DiagnosisPanel).show(detail.diagnosis, detail.at, detail.first_steps)
+        self.query_one("#events", EventsPanel).show(detail.events)
+        self.query_one("#system-strip", Static).update(_system(detail))
+        self._cursor_bar()
+
+    def _marker(self) -> int | None:
+        return self.at if self.replay and self.at is not None else self.marker
+
+    def _title(self, detail: RunDetail) -> None:
+        s = detail.summary
+        title = Text(" ")
+        title.append_text(literal(s.name, "bold", 60))
+        title.append(f" | {s.status} | step {s.step if s.step is not None else '-'}", style="bold")
+        if self.replay:
+            title.append(f"  REPLAY at step {detail.diagnosis.step}", style="bold magenta")
+        self.query_one("#run-title", Static).update(title)
+
+    def _cursor_bar(self) -> None:
+        if not self.replay or self.detail is None:
+            return
+        first, last = self.detail.steps
+        at = self.at if self.at is not None else last
+        width = max(10, self.size.width - 40)
+        filled = int(width * (at - first) / max(1, last - first))
+        bar = Text(f" {'playing' if self.playing else 'paused '} x{SPEEDS[self.speed_index]}  ", style="bold")
+        bar.append("=" * filled, style="magenta")
+        bar.append("-" * (width - filled), style="dim")
+        bar.append(f"  {at}/{last}")
+        self.query_one("#cursor-bar", Static).update(bar)
+
+    def _move(self, at: int | None) -> None:
+        if self.detail is not None and at is not None:
+            first, last = self.detail.steps
+            at = max(first, min(last, at))
+        self.at = at
+        self._cursor_bar()
+        self.post_message(self.CursorMoved(self.key, at))
+
+    def _tick(self) -> None:
+        if self.playing and self.detail is not None:
+            first, last = self.detail.steps
+            at = (self.at if self.at is not None else first) + max(1, (last - first) * SPEEDS[self.speed_index] // 400)
+            if at >= last:
+                self.playing = False
+            self._move(min(at, last))
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 2:
+            self.app.pop_screen()
+        else:
+            self.app.exit()
+
+    def action_toggle_log(self) -> None:
+        active = self.query_one("#charts", TabbedContent).active
+        if active in dict((t, 0) for t, _, _ in CHART_TABS):
+            self.query_one(f"#chart-{active}", MetricChart).toggle_log()
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one("#charts", TabbedContent).active = tab
+
+    def action_play(self) -> None:
+        if not self.replay:
+            self.notify("replay a finished run with: tuidiag replay RUN")
+            return
+        self.playing = not self.playing
+        if self.playing and self.detail is not None and (self.at or 0) >= self.detail.steps[1]:
+            self.at = self.detail.steps[0]
+        self._cursor_bar()
+
+    def action_step(self, direction: int) -> None:
+        if self.detail is None or not self.replay:
+            return
+        first, last = self.detail.steps
+        self._move((self.at if self.at is not None else last) + direction * max(1, (last - first) // 100))
+
+    def action_speed(self, change: int) -> None:
+        self.speed_index = max(0, min(len(SPEEDS) - 1, self.speed_index + change))
+        self._cursor_bar()
+
+    def action_goto(self, where: str) -> None:
+        if self.detail is not None:
+            self._move(self.detail.steps[0] if where == "start" else None if not self.replay else self.detail.steps[1])
+
+    def action_jump(self, direction: int) -> None:
+        """Move to the next/previous step where an event or a finding starts."""
+        if self.detail is None:
+            return
+        marks = self.detail.marks
+        here = self._marker() if self._marker() is not None else (self.detail.steps[0] - 1 if direction > 0 else self.detail.steps[1] + 1)
+        candidates = [m for m in marks if (m > here if direction > 0 else m < here)]
+        if not candidates:
+            self.notify("no more events or findings that way")
+            return
+        self._jump_to(candidates[0] if direction > 0 else candidates[-1])
+
+    def action_next_finding(self) -> None:
+        if self.detail is None or not self.detail.first_steps:
+            self.notify("no finding with a first step yet")
+            return
+        items = sorted(self.detail.first_steps.items(), key=lambda kv: kv[1])
+        self._finding_index = (self._finding_index + 1) % len(items)
+        code, step = items[self._finding_index]
+        self.notify(f"{code} first held at step {step}")
+        self._jump_to(step)
+
+    def _jump_to(self, step: int) -> None:
+        if self.replay:
+            self._move(step)
+        else:
+            self.marker = step
+            if self.detail is not None:
+                self.show(self.detail)
+
+    def on_events_panel_step_chosen(self, message: EventsPanel.StepChosen) -> None:
+        self._jump_to(message.step)
+
+
+def _system(detail: RunDetail) -> Text:
+    strip = Text(" ")
+    figures = detail.system or (("system", "no timing recorded"),)
+    for label, value in figures:
+        strip.append(f"{label} ", style="dim")
+        strip.append(f"{value}   ", style="bold")
+    if detail.summary.warnings:
+        strip.append(f"{len(detail.summary.warnings)} file warnings", style="yellow")
+    return strip

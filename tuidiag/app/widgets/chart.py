@@ -1,0 +1,77 @@
+"""A metric chart: plotext through textual-plotext, fed downsampled lines from a snapshot."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from textual_plotext import PlotextPlot
+
+from tuidiag.live.snapshot import Chart
+from tuidiag.diagnosis.stats import fmt
+from tuidiag.textsafe import clean
+
+COLORS = ("cyan", "orange", "green", "magenta")
+
+
+class MetricChart(PlotextPlot):
+    """One chart; ``show(chart)`` replaces its data, ``log_scale`` toggles the y axis."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.chart: Chart | None = None
+        self.log_scale: bool | None = None
+        self.marker: int | None = None
+
+    def show(self, chart: Chart, marker: int | None = None) -> None:
+        """Draw ``chart`` (and a vertical marker at step ``marker``)."""
+        self.chart, self.marker = chart, marker
+        self.redraw()
+
+    def toggle_log(self) -> None:
+        """Switch between linear and log y."""
+        if self.chart is not None:
+            self.log_scale = not self._use_log(self.chart)
+            self.redraw()
+
+    def _use_log(self, chart: Chart) -> bool:
+        return chart.log_default if self.log_scale is None else self.log_scale
+
+    def redraw(self) -> None:
+        """Rebuild the plot from the current chart."""
+        plt, chart = self.plt, self.chart
+        plt.clear_data()
+        plt.clear_figure()
+        if chart is None or not any(len(x) for _, x, _ in chart.lines):
+            plt.title("no data yet")
+            self.refresh()
+            return
+        use_log = self._use_log(chart) and all((y > 0).all() for _, _, y in chart.lines if len(y))
+        for color, (label, x, y) in zip(COLORS, chart.lines):
+            if len(x):
+                plt.plot(x.tolist(), y.tolist(), label=clean(label, 30), color=color, marker="braille")
+        if chart.threshold is not None and math.isfinite(chart.threshold):
+            plt.horizontal_line(chart.threshold, color="red")
+        for step in chart.nonfinite_steps[:1]:
+            plt.vertical_line(step, color="red")
+        if self.marker is not None:
+            plt.vertical_line(self.marker, color="yellow")
+        plt.yscale("log" if use_log else "linear")
+        ticks = y_ticks(np.concatenate([y for _, _, y in chart.lines if len(y)]), use_log)
+        if ticks:
+            plt.yticks(ticks, [fmt(t) for t in ticks])
+        plt.title(f"{chart.title}{'  (log)' if use_log else ''}" + ("  NaN at red line" if chart.nonfinite_steps else ""))
+        self.refresh()
+
+
+def y_ticks(values: np.ndarray, log: bool, count: int = 5) -> list[float]:
+    """Readable tick positions: decades on a log axis, evenly spaced otherwise."""
+    good = values[np.isfinite(values) & ((values > 0) if log else True)]
+    if not len(good) or good.min() == good.max():
+        return []
+    if not log:
+        return [float(v) for v in np.linspace(good.min(), good.max(), count)]
+    low, high = int(np.floor(np.log10(good.min()))), int(np.ceil(np.log10(good.max())))
+    decades = list(range(low, high + 1))
+    stride = max(1, len(decades) // count)
+    return [10.0**d for d in decades[::stride]]

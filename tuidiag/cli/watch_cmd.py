@@ -1,0 +1,59 @@
+"""``tuidiag watch [PATH]`` and ``tuidiag replay RUN``: the monitor."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tuidiag.cli.common import RunNotReadable, fail, load_run
+
+
+def add_watch_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the ``watch`` arguments."""
+    parser.add_argument("path", nargs="?", default="runs", help="a directory of runs, or one run (default: ./runs)")
+    parser.add_argument("--poll", action="store_true", help="poll every second instead of watching file events (network filesystems)")
+    parser.add_argument("--web", action="store_true", help="serve the monitor to a browser (textual-serve) instead of the terminal")
+    parser.add_argument("--host", default="localhost", help="with --web: address to listen on (default: localhost only)")
+    parser.add_argument("--port", type=int, default=8000, help="with --web: port (default 8000)")
+
+
+def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the ``replay`` arguments."""
+    parser.add_argument("run", help="a run directory")
+
+
+def watch(args: argparse.Namespace) -> int:
+    """Run the monitor on PATH; exit 2 when PATH does not exist."""
+    root = Path(args.path)
+    if not root.exists():
+        return fail("watch", f"{root} does not exist (start a training with tuidiag.Recorder, or try: tuidiag demo demo_runs)")
+    if args.web:
+        return _serve(args)
+    from tuidiag.app.app import TuidiagApp
+
+    TuidiagApp(root, poll=args.poll).run()
+    return 0
+
+
+def replay(args: argparse.Namespace) -> int:
+    """Replay a run with a time cursor; exit 2 when it cannot be read."""
+    try:
+        load_run(args.run)
+    except RunNotReadable as exc:
+        return fail("replay", str(exc))
+    from tuidiag.app.app import TuidiagApp
+
+    TuidiagApp(Path(args.run), replay=True).run()
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import shlex
+    import sys
+
+    from textual_serve.server import Server
+
+    command = " ".join(shlex.quote(part) for part in [sys.executable, "-m", "tuidiag", "watch", args.path] + (["--poll"] if args.poll else []))
+    print(f"serving the monitor on http://{args.host}:{args.port} (Ctrl-C stops)")
+    Server(command, host=args.host, port=args.port, title="tuidiag").serve()
+    return 0

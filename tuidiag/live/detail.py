@@ -1,0 +1,103 @@
+"""Building a ``RunDetail``: downsampled charts, the layer grid, events and system figures."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tuidiag.diagnosis import Diagnosis
+from tuidiag.diagnosis.stats import fmt, median
+from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
+from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
+from tuidiag.live.downsample import downsample
+from tuidiag.live.snapshot import Chart, LayerGrid, RunDetail, RunSummary
+from tuidiag.store import Run
+
+MAX_EVENTS = 500
+
+
+def build_detail(run: Run, summary: RunSummary, diagnosis: Diagnosis, at: int | None, points: int, live: Diagnosis | None = None) -> RunDetail:
+    """Everything the run view draws for ``run`` as of ``at`` (``live``: the diagnosis of the whole run)."""
+    view = RunView(run, at)
+    events = tuple(view.events()[-MAX_EVENTS:])
+    steps = run.series(LOSS).steps
+    return RunDetail(
+        summary=summary,
+        charts=build_charts(view, points),
+        layers=layer_grid(view, max(8, points // 4)),
+        diagnosis=diagnosis,
+        events=events,
+        system=system_figures(view),
+        at=at,
+        steps=(int(steps[0]), int(steps[-1])) if len(steps) else (0, 0),
+        first_steps={f.code: f.first_step for f in diagnosis.findings if f.first_step is not None},
+        marks=tuple(sorted({e.step for e in run.events} | {f.first_step for f in (live or diagnosis).findings if f.first_step is not None})),
+    )
+
+
+def _line(view: RunView, name: str, points: int, label: str | None = None) -> tuple[str, np.ndarray, np.ndarray] | None:
+    steps, values = view.series(name)
+    if not len(steps):
+        return None
+    x, y = downsample(steps, values, points)
+    return (label or name, x, y)
+
+
+def build_charts(view: RunView, points: int) -> dict[str, Chart]:
+    """Loss (train and validation), gradient norm, LR and update ratio charts."""
+    charts: dict[str, Chart] = {}
+    loss_steps, loss = view.loss
+    val_name = view.first_present(VAL_LOSS_NAMES)
+    lines = [line for line in (_line(view, LOSS, points, "train"), _line(view, val_name, points, "val") if val_name else None) if line]
+    bad = tuple(int(s) for s in loss_steps[~np.isfinite(loss)][:50])
+    finite = loss[np.isfinite(loss) & (loss > 0)]
+    charts["loss"] = Chart("loss", tuple(lines), bad, log_default=bool(len(finite) and finite.max() / finite.min() > 100))
+    grad = _line(view, GRAD_NORM_TOTAL, points, "grad norm")
+    max_norm = view.series("grad/max_norm")[1]
+    charts["grad"] = Chart("gradient norm (pre-clip)", (grad,) if grad else (), threshold=float(max_norm[-1]) if len(max_norm) else None, log_default=True)
+    lrs = [line for name in view.run.metric_names if name.startswith("lr/") for line in [_line(view, name, points)] if line]
+    charts["lr"] = Chart("learning rate", tuple(lrs[:4]))
+    layers = view.weight_params
+    picks = [layers[i] for i in sorted({0, len(layers) // 2, len(layers) - 1})] if layers else []
+    updates = [line for name in picks for line in [_line(view, UPDATE_RATIO_PREFIX + name, points, name)] if line]
+    charts["update"] = Chart("update/weight ratio", tuple(updates), log_default=True)
+    return charts
+
+
+def layer_grid(view: RunView, bins: int) -> LayerGrid:
+    """Median log10 gradient norm of each weight layer in each of ``bins`` step ranges."""
+    layers = view.weight_params or view.param_order
+    last = view.last_step or 0
+    edges = np.linspace(0, last + 1, bins + 1)
+    grid = np.full((len(layers), bins), np.nan)
+    for row, name in enumerate(layers):
+        steps, values = view.series(GRAD_NORM_PREFIX + name)
+        ok = np.isfinite(values) & (values > 0)
+        if not ok.any():
+            continue
+        which = np.clip(np.searchsorted(edges, steps[ok], side="right") - 1, 0, bins - 1)
+        logs = np.log10(values[ok])
+        sums = np.bincount(which, weights=logs, minlength=bins)
+        counts = np.bincount(which, minlength=bins)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            grid[row] = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    return LayerGrid(tuple(layers), grid, edges)
+
+
+def system_figures(view: RunView) -> tuple[tuple[str, str], ...]:
+    """Steps/s, data-wait share, device memory and GPU utilisation, as labelled strings."""
+    figures = []
+    _, step_time = view.series("time/step")
+    _, wait = view.series("time/data_wait")
+    recent_step = median(step_time[-200:])
+    if np.isfinite(recent_step) and recent_step > 0:
+        figures.append(("steps/s", fmt(1 / recent_step)))
+    if len(wait) and np.isfinite(recent_step) and recent_step > 0:
+        figures.append(("data wait", f"{median(wait[-200:]) / recent_step:.0%}"))
+    for name, label in (("sys/mem_allocated", "mem"), ("sys/mem_peak", "peak")):
+        values = view.series(name)[1]
+        if len(values):
+            figures.append((label, f"{values[-1] / 2**30:.1f} GiB"))
+    util = view.series("sys/gpu_util")[1]
+    if len(util):
+        figures.append(("GPU", f"{util[-1]:.0f}%"))
+    return tuple(figures)

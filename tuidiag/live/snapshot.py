@@ -1,0 +1,107 @@
+"""Immutable snapshots of runs, built on a worker thread and handed to the UI.
+
+The UI never touches a ``Run`` (which a worker may be refreshing): it renders these
+frozen dataclasses, built from downsampled arrays and copies.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tuidiag.diagnosis import Diagnosis
+from tuidiag.format import GRAD_NORM_TOTAL, LOSS
+from tuidiag.live.downsample import tail_spark
+from tuidiag.store import Event, Run
+
+STALLED_AFTER = 120.0
+"""A running run with no new data for this many seconds shows as stalled."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One row of the overview."""
+
+    key: str
+    name: str
+    status: str
+    step: int | None
+    steps_per_s: float | None
+    last_loss: float | None
+    spark: tuple[float, ...]
+    lr: float | None
+    grad_norm: float | None
+    health: str
+    health_title: str
+    health_severity: str
+    health_confidence: float
+    data_age: float | None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A chart's lines (already downsampled), non-finite steps and an optional threshold."""
+
+    title: str
+    lines: tuple[tuple[str, np.ndarray, np.ndarray], ...]
+    nonfinite_steps: tuple[int, ...] = ()
+    threshold: float | None = None
+    log_default: bool = False
+
+
+@dataclass(frozen=True)
+class LayerGrid:
+    """Per-layer gradient norms by time: ``log10`` medians, layers x time bins (NaN: no data)."""
+
+    layers: tuple[str, ...]
+    log_norms: np.ndarray
+    step_edges: np.ndarray
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """Everything the run view shows, as of step ``at`` (None: live)."""
+
+    summary: RunSummary
+    charts: dict[str, Chart]
+    layers: LayerGrid
+    diagnosis: Diagnosis
+    events: tuple[Event, ...]
+    system: tuple[tuple[str, str], ...]
+    at: int | None = None
+    steps: tuple[int, int] = (0, 0)
+    first_steps: dict[str, int] = field(default_factory=dict)
+    marks: tuple[int, ...] = ()
+    """Steps of every event and finding onset in the whole run (replay jumps to them)."""
+
+
+def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None) -> RunSummary:
+    """The overview row of ``run`` with its top finding as the health badge."""
+    now = time.time() if now is None else now
+    loss = run.series(LOSS)
+    top = diagnosis.top
+    age = now - float(loss.wall_times[-1]) if len(loss) else None
+    status = run.status
+    if status == "running" and age is not None and age > STALLED_AFTER:
+        status = "stalled"
+    return RunSummary(
+        key=str(run.path), name=run.name, status=status, step=run.last_step,
+        steps_per_s=steps_per_second(loss.steps, loss.wall_times), last_loss=loss.last,
+        spark=tuple(tail_spark(loss.values)), lr=run.series("lr/group0").last,
+        grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code, health_title=top.title,
+        health_severity=top.severity, health_confidence=top.confidence, data_age=age,
+        warnings=tuple(run.warnings),
+    )
+
+
+def steps_per_second(steps: np.ndarray, walls: np.ndarray, window: float = 30.0) -> float | None:
+    """Training speed over the newest ``window`` seconds of recorded steps."""
+    if len(steps) < 2:
+        return None
+    start = int(np.searchsorted(walls, walls[-1] - window))
+    start = min(start, len(steps) - 2)
+    elapsed = float(walls[-1] - walls[start])
+    return float(steps[-1] - steps[start]) / elapsed if elapsed > 0 else None
