@@ -108,7 +108,7 @@ class TuidiagApp(App):
         self.push_screen(OverviewScreen())
         if is_run_dir(self.root):
             self.push_screen(RunScreen(str(self.root), replay=self.replay))
-        if not self.force_poll and not self.replay:
+        if not self.force_poll and not self.replay and self.root.is_dir():
             self.watching = self.watcher.start()
             if not self.watching:
                 self.notify(self.watcher.error or "file watching unavailable; polling", severity="warning")

@@ -91,13 +91,15 @@ def train(scenario: Scenario, run_dir: Path, steps: int | None = None, pace: flo
     horizon = steps if steps > 0 else 10_000
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, horizon) / horizon)) * 0.9 + 0.1)
     config = {"scenario": scenario.name, "shows": scenario.shows, "batch_size": scenario.batch_size, **scenario.config}
-    with tuidiag.Recorder(run_dir, config=config, name=scenario.name) as rec:
+    with tuidiag.Recorder(run_dir, config=config, name=Path(run_dir).name) as rec:
         rec.watch(model, optimizer, max_grad_norm=scenario.max_grad_norm, loss_fn=criterion)
         loader = batches(x_train, y_train, scenario.batch_size, seed=seed)
         step = 0
         while steps <= 0 or step < steps:
             xb, yb = next(loader)
             rec.batch(xb, yb)
+            if pace:
+                time.sleep(pace)  # stands in for a bigger model's compute (not for data loading)
             model.train()
             loss = criterion(model(xb), yb)
             optimizer.zero_grad()
@@ -112,8 +114,6 @@ def train(scenario: Scenario, run_dir: Path, steps: int | None = None, pace: flo
                 rec.log(evaluate(model, criterion, x_val, y_val))
             if scenario.stop_on_nonfinite and not torch.isfinite(loss):
                 raise FloatingPointError(f"loss is {loss.item()} at step {step}")
-            if pace:
-                time.sleep(pace)
             step += 1
     return run_dir
 

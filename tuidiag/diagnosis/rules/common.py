@@ -22,11 +22,15 @@ def recent(values: np.ndarray, share: float = 0.2, minimum: int = 20) -> np.ndar
 
 
 def update_ratio(view: RunView) -> tuple[float, int]:
-    """Median update/weight ratio over matrix parameters in the recent half, and sample count."""
+    """Median update/weight ratio over matrix parameters in the recent half, and sample count.
+
+    Samples from the quiet start of a run are ignored: Adam's first steps move every
+    weight by about the LR whatever the gradient, which would read as overshooting.
+    """
     names = view.weight_params or view.param_order
     samples = []
     for name in names:
-        _, values = view.series(UPDATE_RATIO_PREFIX + name)
+        steps, values = after_quiet(view, *view.series(UPDATE_RATIO_PREFIX + name))
         samples.append(values[len(values) // 2 :])
     pooled = np.concatenate(samples) if samples else np.empty(0)
     return median(pooled), len(pooled)
