@@ -9,11 +9,10 @@ from rich.console import Console
 from rich.text import Text
 
 from tuidiag.cli.common import RunNotReadable, fail, load_run
-from tuidiag.diagnosis import Diagnosis, Finding, diagnose
+from tuidiag.diagnosis import Diagnosis, diagnose
+from tuidiag.findings_text import finding_text, rank_label
 from tuidiag.textsafe import literal
 
-RANK_LABELS = ("Most likely", "Alternative", "Also consider")
-SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +44,7 @@ def render(result: Diagnosis, status: str) -> Text:
     out.append("\n" + "=" * min(len(heading), 78) + "\n")
     for i, finding in enumerate(result.findings):
         out.append("\n")
-        out.append_text(render_finding(finding, RANK_LABELS[min(i, 2)]))
+        out.append_text(finding_text(finding, rank_label(i), indent="  ", severity=True))
     if result.notes:
         out.append("\nNotes (review of the setup, not alarms):\n", style="bold")
         for note in result.notes:
@@ -56,23 +55,4 @@ def render(result: Diagnosis, status: str) -> Text:
         for item in result.skipped:
             out.append_text(literal(f"  - {item}"))
             out.append("\n")
-    return out
-
-
-def render_finding(finding: Finding, label: str) -> Text:
-    """One hypothesis: label, confidence, title, evidence lines and the fix."""
-    out = Text()
-    out.append(f"{label} ({finding.confidence:.0%}): ", style="bold")
-    out.append_text(literal(finding.title, SEVERITY_STYLE.get(finding.severity, "")))
-    since = f", since step {finding.first_step}" if finding.first_step is not None else ""
-    out.append(f"  [{finding.severity}{since}]\n", style="dim")
-    if finding.code != "healthy" or finding.evidence:
-        out.append("  Evidence:\n")
-        for line in finding.evidence:
-            out.append_text(literal(f"    - {line}", max_len=400))
-            out.append("\n")
-    if finding.code != "healthy":
-        out.append("  Fix: ", style="bold")
-        out.append_text(literal(finding.fix, max_len=600))
-        out.append("\n")
     return out

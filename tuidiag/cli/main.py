@@ -7,13 +7,18 @@ import sys
 from typing import Callable, Sequence
 
 from tuidiag import __version__
-from tuidiag.cli import demo_cmd, diagnose_cmd, ls_cmd
+from tuidiag.cli import demo_cmd, diagnose_cmd, ls_cmd, watch_cmd
+from tuidiag.cli import compare_cmd, report_cmd
 
 Subcommand = tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
 
 SUBCOMMANDS: list[Subcommand] = [
+    ("watch", "the live monitor (Textual) over a directory of runs or one run", watch_cmd.add_watch_arguments, watch_cmd.watch),
+    ("replay", "play a finished run back with a time cursor", watch_cmd.add_replay_arguments, watch_cmd.replay),
     ("ls", "list runs with status, steps and last loss", ls_cmd.add_arguments, ls_cmd.run),
     ("diagnose", "ranked causes of a run's problems, with evidence and fixes", diagnose_cmd.add_arguments, diagnose_cmd.run),
+    ("report", "write a Markdown report with plots for a run", report_cmd.add_arguments, report_cmd.run),
+    ("compare", "compare two runs before/after a fix, with a verdict", compare_cmd.add_arguments, compare_cmd.run),
     ("demo", "write demo runs from real small CPU trainings", demo_cmd.add_arguments, demo_cmd.run),
 ]
 

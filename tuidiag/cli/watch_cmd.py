@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tuidiag.cli.common import RunNotReadable, fail, load_run
@@ -25,8 +26,10 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
 def watch(args: argparse.Namespace) -> int:
     """Run the monitor on PATH; exit 2 when PATH does not exist."""
     root = Path(args.path)
+    if root.exists() and not root.is_dir():
+        return fail("watch", f"{root} is a file; give a directory of runs or a run directory")
     if not root.exists():
-        return fail("watch", f"{root} does not exist (start a training with tuidiag.Recorder, or try: tuidiag demo demo_runs)")
+        print(f"tuidiag watch: {root} does not exist yet; waiting for runs to appear (Ctrl-C to stop)", file=sys.stderr)
     if args.web:
         return _serve(args)
     from tuidiag.app.app import TuidiagApp

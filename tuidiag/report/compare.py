@@ -1,0 +1,201 @@
+"""Before/after comparison of two runs: headline metrics, their change, findings resolved or new.
+
+``compare_runs(a, b)`` treats ``a`` as *before* and ``b`` as *after* a fix, as in the
+seeds' Phase 4 ("validate the fix"). A change counts in the verdict only above
+:data:`THRESHOLD_PCT`, the seeds' 10% improvement threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tuidiag.diagnosis import Diagnosis, diagnose
+from tuidiag.diagnosis.view import VAL_ACC_NAMES, VAL_LOSS_NAMES, RunView
+from tuidiag.report.series import moving_average
+from tuidiag.store import Run
+
+THRESHOLD_PCT = 10.0
+TAIL = 10
+"""Steps over which "final" train loss and gradient norm are a median, and "best" train loss a moving average."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One headline number of both runs; ``better`` is ``lower``, ``higher`` or ``None`` (neutral)."""
+
+    key: str
+    label: str
+    a: float | None
+    b: float | None
+    better: str | None
+
+    @property
+    def change_pct(self) -> float | None:
+        """(b - a) / |a| in percent, when both are finite and a is not 0."""
+        if not _finite(self.a) or not _finite(self.b) or self.a == 0:
+            return None
+        return (self.b - self.a) / abs(self.a) * 100
+
+    @property
+    def improvement_pct(self) -> float | None:
+        """The change with its sign turned so that positive means B is better."""
+        change = self.change_pct
+        if change is None or self.better is None:
+            return None
+        return change if self.better == "higher" else -change
+
+    @property
+    def outcome(self) -> str:
+        """``better``, ``worse``, ``same`` (B against A), or ``n/a``."""
+        if self.better is None or self.a is None or self.b is None:
+            return "n/a"
+        if _finite(self.a) != _finite(self.b):
+            return "better" if _finite(self.b) else "worse"
+        gain = self.improvement_pct
+        return "n/a" if gain is None else "better" if gain > 0 else "worse" if gain < 0 else "same"
+
+
+@dataclass
+class Comparison:
+    """Two runs side by side: metrics, findings by code and a one-line verdict."""
+
+    a: dict[str, Any]
+    b: dict[str, Any]
+    metrics: list[Metric]
+    disappeared: list[dict[str, str]] = field(default_factory=list)
+    appeared: list[dict[str, str]] = field(default_factory=list)
+    persisted: list[dict[str, str]] = field(default_factory=list)
+    verdict: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe dict (non-finite numbers as the strings ``nan``, ``inf``, ``-inf``)."""
+        metrics = [{"key": m.key, "label": m.label, "a": _json_num(m.a), "b": _json_num(m.b), "better": m.better,
+                    "change_pct": _json_num(m.change_pct), "improvement_pct": _json_num(m.improvement_pct),
+                    "outcome": m.outcome} for m in self.metrics]
+        return {"a": _json_safe(self.a), "b": _json_safe(self.b), "metrics": metrics,
+                "findings": {"disappeared": self.disappeared, "appeared": self.appeared, "persisted": self.persisted},
+                "threshold_pct": THRESHOLD_PCT, "verdict": self.verdict}
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _json_safe(data: dict[str, Any]) -> dict[str, Any]:
+    """A summary with its non-finite numbers written as strings."""
+    return {k: _json_num(v) if isinstance(v, float) else v for k, v in data.items()}
+
+
+def _json_num(value: float | None) -> float | str | None:
+    if value is None or math.isfinite(value):
+        return None if value is None else round(float(value), 6)
+    return str(value)
+
+
+def _final(values: np.ndarray) -> float | None:
+    """The last value if it is non-finite (the run ended diverged), else the median of the last steps."""
+    if not len(values):
+        return None
+    if not math.isfinite(values[-1]):
+        return float(values[-1])
+    tail = values[-TAIL:]
+    return float(np.median(tail[np.isfinite(tail)]))
+
+
+def _best_smoothed(values: np.ndarray) -> float | None:
+    """Lowest :data:`TAIL`-step moving average of the finite values (one lucky batch does not count)."""
+    good = values[np.isfinite(values)]
+    return float(np.min(moving_average(good, min(TAIL, len(good))))) if len(good) else None
+
+
+def _extreme(view: RunView, names: tuple[str, ...], lowest: bool) -> tuple[float | None, float | None]:
+    """(last, best) of the first recorded metric among ``names``."""
+    name = view.first_present(names)
+    if name is None:
+        return None, None
+    values = view.series(name)[1]
+    good = values[np.isfinite(values)]
+    best = (float(good.min()) if lowest else float(good.max())) if len(good) else float("nan")
+    return float(values[-1]), best
+
+
+def summarize(run: Run, diagnosis: Diagnosis) -> dict[str, Any]:
+    """The facts of one run that a comparison shows."""
+    view = RunView(run)
+    loss = view.loss[1]
+    final_val, best_val = _extreme(view, VAL_LOSS_NAMES, lowest=True)
+    final_acc, best_acc = _extreme(view, VAL_ACC_NAMES, lowest=False)
+    return {
+        "name": run.name, "path": str(run.path), "status": run.status, "steps": view.n_steps, "last_step": view.last_step,
+        "val_loss_metric": view.first_present(VAL_LOSS_NAMES), "val_acc_metric": view.first_present(VAL_ACC_NAMES),
+        "final_train_loss": _final(loss), "best_train_loss": _best_smoothed(loss),
+        "final_val_loss": final_val, "best_val_loss": best_val, "final_val_acc": final_acc, "best_val_acc": best_acc,
+        "final_grad_norm": _final(view.grad_total[1]),
+        "findings": [{"code": f.code, "title": f.title, "severity": f.severity}
+                     for f in diagnosis.findings + diagnosis.notes if f.code != "healthy"],
+    }
+
+
+METRICS: list[tuple[str, str, str | None]] = [
+    ("steps", "steps with a loss", None),
+    ("final_train_loss", "final train loss", "lower"),
+    ("best_train_loss", "best train loss", "lower"),
+    ("final_val_loss", "final val loss", "lower"),
+    ("best_val_loss", "best val loss", "lower"),
+    ("final_val_acc", "final val accuracy", "higher"),
+    ("best_val_acc", "best val accuracy", "higher"),
+    ("final_grad_norm", "final gradient norm", None),
+]
+METHOD = (f"final train loss and gradient norm: median of the last {TAIL} steps (the last value when it is NaN/Inf); "
+          f"best train loss: lowest {TAIL}-step moving average; validation: as logged")
+"""How the numbers are taken, for a caption."""
+HEADLINES = ("best_val_loss", "best_val_acc", "final_val_loss", "final_train_loss")
+"""The metric the verdict leads with: the first that both runs have."""
+
+
+def compare_runs(a: Run, b: Run) -> Comparison:
+    """Compare run ``a`` (before) with run ``b`` (after): metrics, findings by code, verdict."""
+    sa, sb = summarize(a, diagnose(a)), summarize(b, diagnose(b))
+    metrics = [Metric(key, label, _num(sa[key]), _num(sb[key]), better) for key, label, better in METRICS]
+    codes_a = {f["code"]: f for f in sa["findings"]}
+    codes_b = {f["code"]: f for f in sb["findings"]}
+    result = Comparison(sa, sb, metrics,
+                        disappeared=[f for c, f in codes_a.items() if c not in codes_b],
+                        appeared=[f for c, f in codes_b.items() if c not in codes_a],
+                        persisted=[codes_b[c] for c in codes_a if c in codes_b])
+    result.verdict = verdict(result)
+    return result
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def verdict(result: Comparison) -> str:
+    """One line: does B improve on A, by how much on the headline metric, which alarms it resolved or added."""
+    by_key = {m.key: m for m in result.metrics}
+    head = next((by_key[k] for k in HEADLINES if by_key[k].outcome != "n/a"), None)
+    if head is None:
+        text = "Cannot compare: no loss or validation metric recorded in both runs"
+    elif head.change_pct is None:
+        text = f"B {'improves on' if head.outcome == 'better' else 'is worse than'} A: {head.label} {head.a:.4g} -> {head.b:.4g}"
+    else:
+        gain = head.improvement_pct or 0.0
+        change = f"{head.label} {head.change_pct:+.0f}%"
+        if gain >= THRESHOLD_PCT:
+            text = f"B improves on A: {change}"
+        elif gain <= -THRESHOLD_PCT:
+            text = f"B is worse than A: {change}"
+        else:
+            text = f"No clear difference: {change} (under the {THRESHOLD_PCT:.0f}% threshold)"
+    resolved = [f["code"] for f in result.disappeared if f["severity"] != "info"]
+    new = [f["code"] for f in result.appeared if f["severity"] != "info"]
+    if resolved:
+        text += f"; {', '.join(resolved)} resolved"
+    if new:
+        text += f"; new: {', '.join(new)}"
+    return text
