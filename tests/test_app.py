@@ -130,3 +130,13 @@ def test_layer_grid_keeps_a_single_spike_visible(tmp_path) -> None:
     values[654_321] = 1e6
     x, y = downsample(steps, values, 200)
     assert len(x) <= 200 and y.max() == 1e6 and 654_321 in x.tolist()
+
+
+async def test_command_palette_opens_a_run() -> None:
+    app = TuidiagApp(DEMO_RUNS, clock=fixed_clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert await wait_for(pilot, lambda: len(run_keys(app)) == 5)
+        await pilot.press("ctrl+p", *"open overfit")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.key.endswith("overfitting"))

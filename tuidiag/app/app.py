@@ -16,6 +16,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
+from tuidiag.app.commands import RunCommands
 from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app.screens.overview import OverviewScreen
@@ -51,6 +52,7 @@ class TuidiagApp(App):
 
     TITLE = "tuidiag"
     CSS = CSS
+    COMMANDS = App.COMMANDS | {RunCommands}
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help"),
@@ -190,8 +192,14 @@ class TuidiagApp(App):
 
     # ---- navigation --------------------------------------------------------------
     def on_overview_screen_run_chosen(self, message: OverviewScreen.RunChosen) -> None:
-        self.push_screen(RunScreen(message.key, replay=self.replay))
-        self.load_detail(message.key, None)
+        self.open_run(message.key)
+
+    def open_run(self, key: str) -> None:
+        """Show the run view of ``key`` (from the overview or the command palette)."""
+        while isinstance(self.screen, (RunScreen, CompareScreen)) and len(self.screen_stack) > 2:
+            self.pop_screen()
+        self.push_screen(RunScreen(key, replay=self.replay))
+        self.load_detail(key, None)
 
     def on_overview_screen_compare_chosen(self, message: OverviewScreen.CompareChosen) -> None:
         self.push_screen(CompareScreen(message.keys))
