@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import math
 import os
-import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -38,27 +37,12 @@ from tuidiag.format import (
 from tuidiag.recorder.errors import ErrorReporter, guarded
 from tuidiag.recorder.layouts import LayoutCache
 from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
-from tuidiag.store.manifest import new_manifest, read_manifest, write_manifest
+from tuidiag.recorder.process import detect_rank, died_of_exception, import_torch, install_excepthook
+from tuidiag.recorder.run_manifest import RunManifest
 
 CAPTURE_MAX_BYTES = 1 << 30
 RECENT_BATCHES = 4
 """Batches kept by reference so an asynchronously detected NaN step can still be captured."""
-
-
-def _import_torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
-
-
-def _detect_rank(torch: Any) -> tuple[int, int]:
-    """(rank, world size) from torch.distributed when initialised, else the launcher's env."""
-    dist = getattr(torch, "distributed", None) if torch is not None else None
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
 class Recorder:
@@ -97,8 +81,8 @@ class Recorder:
         self.grads_every, self.weights_every = grads_every, weights_every
         self.activations_every, self.inputs_every = activations_every, inputs_every
         self.capture_nonfinite, self.capture_max_bytes = capture_nonfinite, capture_max_bytes
-        self._torch = _import_torch()
-        self.rank, self.world_size = _detect_rank(self._torch)
+        self._torch = import_torch()
+        self.rank, self.world_size = detect_rank(self._torch)
         self._closed = False
         self._watch: Any = None
         self._max_grad_norm: float | None = None
@@ -114,10 +98,11 @@ class Recorder:
         self._last_flushed_step = -1
         self._layouts = LayoutCache(self)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._manifest = self._start_manifest(name, dict(config or {}), flush_interval, factory)
+        self._manifest = RunManifest(self.run_dir, self.rank, name or self.run_dir.name, dict(config or {}), self.world_size, flush_interval, factory)
+        self._next_step = self._manifest.resume_step
         self._writer = ShardWriter(self.run_dir, self.rank, flush_interval, max_queue, self._on_flush, self.errors.report)
         self.errors.sink = self._error_event
-        _install_excepthook()
+        install_excepthook()
         atexit.register(self._close_at_exit)
 
     # ---- public API ------------------------------------------------------------
@@ -136,20 +121,9 @@ class Recorder:
             model, optimizer, self.weights_every, self.activations_every, self._submit_weights,
             lambda: self._current_step, self._mark_optimizer_step,
         )
-        self._describe(model, optimizer)
+        self._manifest.describe(model, optimizer, self._max_grad_norm)
         if not self._uses_batch:
             self._watch.arm_activations(self._next_step)
-
-    def _describe(self, model: Any, optimizer: Any) -> None:
-        """Put the model summary and optimizer settings in the manifest (next heartbeat writes it)."""
-        from tuidiag.recorder.model_summary import summarize
-        from tuidiag.store.manifest import jsonable
-
-        self._manifest["model"] = summarize(model)
-        if optimizer is not None:
-            groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
-            self._manifest["optimizer"] = {"class": type(optimizer).__name__, "param_groups": jsonable(groups)}
-        self._manifest["max_grad_norm"] = self._max_grad_norm
 
     @guarded
     def batch(self, x: Any, y: Any = None) -> None:
@@ -234,9 +208,7 @@ class Recorder:
             if self._watch is not None:
                 self._watch.close()
             self._writer.close()
-            if self.rank == 0:
-                self._manifest.update(status=status or STATUS_FINISHED, ended=time.time())
-                self._heartbeat()
+            self._manifest.finish(status or STATUS_FINISHED, self._writer.last_step, self._stats())
         except Exception as exc:
             self.errors.report("close", exc)
 
@@ -359,21 +331,6 @@ class Recorder:
     def _error_event(self, kind: str, message: str, data: dict[str, Any]) -> None:
         self._writer.submit(EventRow(max(self._current_step, 0), time.time(), kind, "error", message, data))
 
-    def _start_manifest(self, name: str | None, config: dict[str, Any], flush_interval: float, factory: str | None) -> dict[str, Any]:
-        manifest = new_manifest(name or self.run_dir.name, config, self.world_size, flush_interval)
-        manifest["factory"] = factory
-        if self.rank == 0:
-            try:
-                previous = read_manifest(self.run_dir)
-                manifest.update(run_id=previous.get("run_id", manifest["run_id"]), created=previous.get("created", manifest["created"]))
-                manifest["resumed"] = int(previous.get("resumed", 0)) + 1
-                if isinstance(previous.get("last_step"), int):
-                    self._next_step = previous["last_step"] + 1  # a resumed run continues its step count
-            except (OSError, ValueError):
-                pass
-            write_manifest(self.run_dir, manifest)
-        return manifest
-
     def _on_flush(self, writer: ShardWriter) -> None:
         """Writer thread, each flush: system stats, error count, heartbeat."""
         from tuidiag.recorder.system import system_rows
@@ -387,20 +344,14 @@ class Recorder:
                 values.append(float(self.errors.count))
             if names:
                 writer.add_rows(step, time.time(), names, np.asarray(values, np.float64))
-        if self.rank == 0:
-            self._heartbeat()
+        self._manifest.heartbeat(writer.last_step, self._stats())
 
-    def _heartbeat(self) -> None:
+    def _stats(self) -> dict[str, int]:
         writer = self._writer
-        self._manifest.update(
-            heartbeat=time.time(),
-            last_step=writer.last_step if writer.last_step >= 0 else None,
-            stats={"rows_written": writer.rows_written, "dropped_rows": writer.dropped_rows, "errors": self.errors.count},
-        )
-        write_manifest(self.run_dir, self._manifest)
+        return {"rows_written": writer.rows_written, "dropped_rows": writer.dropped_rows, "errors": self.errors.count}
 
     def _close_at_exit(self) -> None:
-        self.close(STATUS_FAILED if _UNCAUGHT else STATUS_FINISHED)
+        self.close(STATUS_FAILED if died_of_exception() else STATUS_FINISHED)
 
 
 def _as_float(value: Any) -> float | None:
@@ -409,23 +360,3 @@ def _as_float(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
-
-
-_UNCAUGHT = False
-_HOOK_INSTALLED = False
-
-
-def _install_excepthook() -> None:
-    """Remember an uncaught exception so a run closed at exit reads as failed."""
-    global _HOOK_INSTALLED
-    if _HOOK_INSTALLED:
-        return
-    _HOOK_INSTALLED = True
-    previous = sys.excepthook
-
-    def hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
-        global _UNCAUGHT
-        _UNCAUGHT = True
-        previous(exc_type, exc, tb)
-
-    sys.excepthook = hook

@@ -24,7 +24,6 @@ import pyarrow as pa
 
 from tuidiag.format import (
     EVENT_DROPPED,
-    EVENT_WRITE_ERROR,
     EVENTS_DIR,
     EVENTS_SCHEMA,
     METRICS_DIR,
