@@ -77,7 +77,6 @@ class TuidiagApp(App):
 
         summaries: list[RunSummary]
         detail: RunDetail | None
-        grew: set[str]
 
     @dataclass
     class DetailReady(Message):
@@ -115,7 +114,7 @@ class TuidiagApp(App):
             if not self.watching:
                 self.notify(self.watcher.error or "file watching unavailable; polling", severity="warning")
         self._set_poll(SLOW_POLL if self.watching else FAST_POLL)
-        self.refresh_runs(None)
+        self.request_refresh(None)
 
     def on_unmount(self) -> None:
         self.watcher.stop()
@@ -123,7 +122,7 @@ class TuidiagApp(App):
     def _set_poll(self, seconds: float) -> None:
         if self._poll_timer is not None:
             self._poll_timer.stop()
-        self._poll_timer = self.set_interval(seconds, lambda: self.refresh_runs(None))
+        self._poll_timer = self.set_interval(seconds, lambda: self.request_refresh(None))
 
     # ---- data path -------------------------------------------------------------
     def on_tuidiag_app_files_changed(self, message: FilesChanged) -> None:
@@ -135,21 +134,23 @@ class TuidiagApp(App):
     def _flush_pending(self) -> None:
         self._flush_timer = None
         dirs, self._pending = self._pending, set()
-        self.refresh_runs(dirs)
+        self.request_refresh(dirs)
 
-    def _open_run(self) -> tuple[str | None, int | None]:
+    def request_refresh(self, dirs: set[Path] | None) -> None:
+        """Start a refresh worker for ``dirs`` (None: all), with the open run's key and cursor."""
+        if not self.screen_stack:  # starting up or shutting down
+            return
         screen = self.screen
-        return (screen.key, screen.at) if isinstance(screen, RunScreen) else (None, None)
+        key, at = (screen.key, screen.at) if isinstance(screen, RunScreen) else (None, None)
+        self.refresh_runs(dirs, key, at)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
-    def refresh_runs(self, dirs: set[Path] | None) -> None:
+    def refresh_runs(self, dirs: set[Path] | None, key: str | None, at: int | None) -> None:
         """Worker: discover runs, read what is new, rebuild the open run's view."""
         new = self.model.discover()
         summaries = self.model.refresh(None if new or dirs is None else dirs)
-        key, at = self._open_run()
         detail = self.model.detail(key, at) if key else None
-        grew = {s.key for s in summaries if self._steps.get(s.key, s.step) != s.step}
-        self.post_message(self.RunsRefreshed(summaries, detail, grew))
+        self.post_message(self.RunsRefreshed(summaries, detail))
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def load_detail(self, key: str, at: int | None) -> None:
@@ -165,7 +166,7 @@ class TuidiagApp(App):
 
     def on_tuidiag_app_runs_refreshed(self, message: RunsRefreshed) -> None:
         self.summaries = message.summaries
-        self._check_watcher(message.grew)
+        self._check_watcher({s.key for s in message.summaries if self._steps.get(s.key, s.step) != s.step})
         self._steps = {s.key: s.step for s in message.summaries}
         for screen in self.screen_stack:
             if isinstance(screen, OverviewScreen):
@@ -212,5 +213,5 @@ class TuidiagApp(App):
         self.push_screen(HelpScreen())
 
     def action_reload(self) -> None:
-        self.refresh_runs(None)
+        self.request_refresh(None)
         self.notify("re-reading all runs")
