@@ -1,0 +1,206 @@
+"""Factories for the job tests (``Recorder(..., factory="jobs_factory:<name>")``) and a recording helper.
+
+Each factory builds, on the CPU and deterministically, a small real model with its
+optimizer, loss and batches. The ``nan_*`` factories plant one NaN source each;
+it fires at step :data:`POISON_STEP` of the batches they return.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import tuidiag
+
+POISON_STEP = 3
+BUILD_CALLS = {"count": 0}
+"""How many times a factory of this module was called (the refusal test checks it stays 0)."""
+
+
+def _blobs(n_batches: int, batch: int = 32, dims: int = 10, classes: int = 3, seed: int = 1) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Gaussian blobs, one centre per class: an easy classification with a clear LR range."""
+    gen = torch.Generator().manual_seed(seed)
+    centres = torch.randn(classes, dims, generator=gen) * 2.0
+    out = []
+    for _ in range(n_batches):
+        y = torch.randint(0, classes, (batch,), generator=gen)
+        out.append((centres[y] + torch.randn(batch, dims, generator=gen), y))
+    return out
+
+
+def healthy() -> dict[str, Any]:
+    """MLP with BatchNorm and Dropout (buffers and RNG in play), Adam, cross-entropy, 20 batches."""
+    BUILD_CALLS["count"] += 1
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 3))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    return {"model": model, "optimizer": optimizer, "loss_fn": nn.CrossEntropyLoss(), "batches": _blobs(20)}
+
+
+def plain_mlp() -> dict[str, Any]:
+    """MLP without randomness in training, SGD with momentum: the LR-finder comparison problem."""
+    BUILD_CALLS["count"] += 1
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+    return {"model": model, "optimizer": optimizer, "loss_fn": nn.CrossEntropyLoss(), "batches": _blobs(25, batch=64)}
+
+
+def broken() -> dict[str, Any]:
+    """A model that ignores its input (``x * 0``): it cannot memorise a batch of random labels."""
+    BUILD_CALLS["count"] += 1
+    torch.manual_seed(0)
+
+    class IgnoresInput(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(10, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x * 0)
+
+    model = IgnoresInput()
+    return {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=0.1), "loss_fn": nn.CrossEntropyLoss(), "batches": _blobs(4)}
+
+
+def not_a_factory() -> dict[str, Any]:
+    """Returns a dict without an optimizer (an invalid factory)."""
+    return {"model": nn.Linear(2, 2), "loss_fn": nn.MSELoss()}
+
+
+# ---- planted NaN sources -----------------------------------------------------------------
+
+def _regression(n: int, dims: int, seed: int = 2) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        x = torch.rand(8, dims, generator=gen) + 0.1
+        out.append((x, x.sum(1, keepdim=True) + 1.0))
+    return out
+
+
+def nan_log0() -> dict[str, Any]:
+    """log(0) in the loss: a log-MSE on a ReLU output that is exactly 0 for one sample."""
+    BUILD_CALLS["count"] += 1
+    torch.manual_seed(0)
+    model = nn.Sequential(OrderedDict(fc=nn.Linear(4, 1), act=nn.ReLU()))
+    with torch.no_grad():
+        model.fc.weight.fill_(0.5)
+        model.fc.bias.fill_(0.1)
+    batches = _regression(6, 4)
+    batches[POISON_STEP][0][0] = -10.0  # this sample's ReLU output is exactly 0
+
+    def log_mse(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return (torch.log(out) - torch.log(y)).pow(2).mean()
+
+    return {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=1e-3), "loss_fn": log_mse, "batches": batches}
+
+
+class RowNormalize(nn.Module):
+    """Divides each row by its sum (bag-of-words frequencies): 0/0 on an empty row."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / x.sum(dim=1, keepdim=True)
+
+
+def nan_div0() -> dict[str, Any]:
+    """Division by zero in a custom layer: an all-zero count vector at the poisoned step."""
+    BUILD_CALLS["count"] += 1
+    torch.manual_seed(0)
+    model = nn.Sequential(OrderedDict(norm=RowNormalize(), head=nn.Linear(6, 3)))
+    gen = torch.Generator().manual_seed(3)
+    batches = [(torch.randint(1, 5, (8, 6), generator=gen).float(), torch.randint(0, 3, (8,), generator=gen)) for _ in range(6)]
+    batches[POISON_STEP][0][2] = 0.0  # an empty document
+    return {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=1e-2), "loss_fn": nn.CrossEntropyLoss(), "batches": batches}
+
+
+class NaiveSoftmax(nn.Module):
+    """``exp(x) / sum(exp(x))`` without subtracting the maximum: overflows for logits above ~88."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = torch.exp(x)
+        return e / e.sum(dim=1, keepdim=True)
+
+
+def nan_overflow() -> dict[str, Any]:
+    """Overflow from huge logits: inputs scaled up 1000x at the poisoned step reach the naive softmax."""
+    BUILD_CALLS["count"] += 1
+    torch.manual_seed(0)
+    model = nn.Sequential(OrderedDict(fc=nn.Linear(4, 5), softmax=NaiveSoftmax()))
+    batches = _blobs(6, batch=8, dims=4, classes=5)
+    batches[POISON_STEP] = (batches[POISON_STEP][0] * 1000.0, batches[POISON_STEP][1])
+
+    def nll(p: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.nll_loss(torch.log(p + 1e-9), y)
+
+    return {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=1e-2), "loss_fn": nll, "batches": batches}
+
+
+def nan_batch() -> dict[str, Any]:
+    """A NaN in one input batch (a corrupt record)."""
+    parts = healthy()
+    parts["batches"] = parts["batches"][:6]
+    parts["batches"][POISON_STEP][0][5, 7] = float("nan")
+    return parts
+
+
+class SafeLog(torch.autograd.Function):
+    """``log(max(|x|, 1e-3))`` whose backward forgets the clamp: ``grad / x`` is inf where x == 0."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return torch.log(x.abs().clamp(min=1e-3))
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return grad / x
+
+
+class SafeLogAct(nn.Module):
+    """The activation that uses :class:`SafeLog`."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return SafeLog.apply(x)
+
+
+def nan_backward_inf() -> dict[str, Any]:
+    """inf only in the backward pass of a custom autograd.Function (an all-zero input row)."""
+    BUILD_CALLS["count"] += 1
+    torch.manual_seed(0)
+    model = nn.Sequential(OrderedDict(fc1=nn.Linear(4, 6, bias=False), act=SafeLogAct(), fc2=nn.Linear(6, 1)))
+    batches = _regression(6, 4)
+    batches[POISON_STEP][0][1] = 0.0  # fc1's output row is exactly 0
+    return {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=1e-3), "loss_fn": nn.MSELoss(), "batches": batches}
+
+
+# ---- recording a run --------------------------------------------------------------------
+
+def record(run_dir: Path, factory: str, steps: int = 6) -> int:
+    """Train the factory's parts through the Recorder until the first non-finite step; return steps run."""
+    from importlib import import_module
+
+    module_name, name = factory.split(":")
+    parts = getattr(import_module(module_name), name)()
+    model, optimizer, loss_fn = parts["model"], parts["optimizer"], parts["loss_fn"]
+    done = 0
+    with tuidiag.Recorder(run_dir, config={"factory": factory}, factory=factory, flush_interval=0.05) as rec:
+        rec.watch(model, optimizer, loss_fn=loss_fn)
+        for step, (x, y) in enumerate(parts["batches"][:steps]):
+            rec.batch(x, y)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            rec.step(loss)
+            done = step + 1
+            grads_finite = all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+            if not torch.isfinite(loss) or not grads_finite:
+                break
+            optimizer.step()
+            optimizer.zero_grad()
+    return done

@@ -1,0 +1,50 @@
+"""Jobs that act on a run: LR range test, NaN hunt, overfit-one-batch, sharpness.
+
+A job needs the training's model, optimizer, loss and data. For a finished or
+crashed run it gets them from the **factory** the run names
+(``Recorder(..., factory="train:build")``, stored in ``run.json`` as ``factory``).
+
+The factory contract
+--------------------
+``"module:function"``: ``module`` is importable from the current directory, the
+directory of the training script (``run.json``'s ``command[0]``) or ``PYTHONPATH``;
+``function`` (a dotted attribute path is allowed) is called with no arguments and
+returns a mapping or an object with these entries:
+
+=========== =================================================================
+``model``     the ``torch.nn.Module`` (its initial weights, or load your latest
+              checkpoint into it: jobs start from what the factory returns; the
+              NaN hunt loads the capture's state into it)
+``optimizer`` a ``torch.optim.Optimizer`` over ``model``'s parameters
+``loss_fn``   ``loss_fn(output, y) -> scalar tensor``
+``batches``   an iterable of ``(x, y)`` batches (a DataLoader, a list, ...);
+              an iterable that is not an iterator is restarted when exhausted.
+              Not needed by the NaN hunt.
+``forward``   optional: ``forward(model, x) -> output`` (default ``model(x)``)
+=========== =================================================================
+
+The factory should build everything on the CPU; the job moves the model and
+the batches to its device. Running a factory runs code that a run directory
+names: the CLI shows the exact factory and asks before importing it.
+
+Every job restores the model (parameters, buffers, gradients, train/eval flags),
+the optimizer (state and hyperparameters) and the random generators (torch,
+CUDA, numpy, ``random``) exactly when it ends, also when it fails
+(:func:`tuidiag.jobs.isolation.isolated`). Jobs take their parts as arguments,
+so the same functions can run inside a live training process.
+"""
+
+from tuidiag.jobs.common import Control, JobCancelled, JobError, choose_device
+from tuidiag.jobs.factory import FactoryError, Parts, load_factory
+from tuidiag.jobs.isolation import isolated
+
+__all__ = [
+    "Control",
+    "FactoryError",
+    "JobCancelled",
+    "JobError",
+    "Parts",
+    "choose_device",
+    "isolated",
+    "load_factory",
+]

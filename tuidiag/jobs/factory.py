@@ -1,0 +1,148 @@
+"""Importing and calling the factory a run names (``"module:function"``), checking what it returns.
+
+The contract is documented in :mod:`tuidiag.jobs`. Importing the factory runs code
+named by a run directory: callers must have the user's confirmation first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+SPEC_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+"""``package.module:function`` or ``module:Class.method``."""
+
+
+class FactoryError(Exception):
+    """The factory cannot be imported or called, or returned something unusable."""
+
+
+@dataclass
+class Parts:
+    """What a job works on: the training's model, optimizer, loss and data."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    loss_fn: Callable[[Any, Any], torch.Tensor]
+    batches: Iterable[Any] | None = None
+    forward: Callable[[nn.Module, Any], Any] | None = None
+
+    def output(self, x: Any) -> Any:
+        """The model's output for input ``x``."""
+        return self.forward(self.model, x) if self.forward is not None else self.model(x)
+
+    def loss(self, x: Any, y: Any) -> torch.Tensor:
+        """The loss of one batch (graph kept, for ``backward()``)."""
+        return self.loss_fn(self.output(x), y)
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """Split ``"module:function"``; raise :class:`FactoryError` on anything else."""
+    if not isinstance(spec, str) or not SPEC_RE.match(spec.strip()):
+        raise FactoryError(f"factory {spec!r} is not of the form 'module:function' (e.g. 'train:build')")
+    module, function = spec.strip().split(":")
+    return module, function
+
+
+def search_paths(manifest: Mapping[str, Any], cwd: Path | None = None) -> list[Path]:
+    """Where the factory's module is looked for, besides ``PYTHONPATH``.
+
+    The current directory and the directory of the training script (``command[0]``
+    of the manifest, when that file exists).
+    """
+    cwd = cwd or Path.cwd()
+    paths = [cwd]
+    command = manifest.get("command") or []
+    if command and isinstance(command[0], str) and command[0].endswith(".py"):
+        script = Path(command[0])
+        script = script if script.is_absolute() else cwd / script
+        if script.is_file() and script.parent.resolve() != cwd.resolve():
+            paths.append(script.parent.resolve())
+    return paths
+
+
+@contextmanager
+def extra_sys_path(paths: Sequence[Path]) -> Iterator[None]:
+    """Put ``paths`` in front of ``sys.path`` for the duration; remove exactly those added."""
+    added = [str(p) for p in paths if str(p) not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for entry in added:
+            if entry in sys.path:
+                sys.path.remove(entry)
+
+
+def resolve(spec: str, paths: Sequence[Path] = ()) -> Callable[[], Any]:
+    """Import the factory's module and return the function (does not call it)."""
+    module_name, attr_path = parse_spec(spec)
+    with extra_sys_path(paths):
+        try:
+            target: Any = importlib.import_module(module_name)
+        except ImportError as exc:
+            where = os.pathsep.join(str(p) for p in paths)
+            message = f"cannot import {module_name!r} for factory {spec!r} ({exc}); looked in {where} and PYTHONPATH"
+            raise FactoryError(message) from exc
+    for name in attr_path.split("."):
+        if not hasattr(target, name):
+            raise FactoryError(f"factory {spec!r}: {module_name} has no attribute {attr_path!r}")
+        target = getattr(target, name)
+    if not callable(target):
+        raise FactoryError(f"factory {spec!r} is not callable")
+    return target
+
+
+def load_factory(spec: str, paths: Sequence[Path] = ()) -> Parts:
+    """Import and call the factory ``spec``; return its checked :class:`Parts`."""
+    function = resolve(spec, paths)
+    with extra_sys_path(paths):
+        try:
+            built = function()
+        except Exception as exc:
+            raise FactoryError(f"factory {spec!r} raised {type(exc).__name__}: {exc}") from exc
+    return as_parts(built, spec)
+
+
+def as_parts(built: Any, spec: str = "factory") -> Parts:
+    """Check what a factory returned (a mapping or an object) and wrap it as :class:`Parts`."""
+    if isinstance(built, Parts):
+        return built
+
+    def get(key: str) -> Any:
+        return built.get(key) if isinstance(built, Mapping) else getattr(built, key, None)
+
+    missing = [key for key in ("model", "optimizer", "loss_fn") if get(key) is None]
+    if missing:
+        raise FactoryError(f"{spec} returned no {', '.join(missing)} (needs model, optimizer, loss_fn and batches)")
+    parts = Parts(get("model"), get("optimizer"), get("loss_fn"), get("batches"), get("forward"))
+    check_parts(parts, spec)
+    return parts
+
+
+def check_parts(parts: Parts, spec: str = "factory") -> None:
+    """Raise :class:`FactoryError` when a part has the wrong type."""
+    if not isinstance(parts.model, nn.Module):
+        raise FactoryError(f"{spec}: model is a {type(parts.model).__name__}, not a torch.nn.Module")
+    if not isinstance(parts.optimizer, torch.optim.Optimizer):
+        raise FactoryError(f"{spec}: optimizer is a {type(parts.optimizer).__name__}, not a torch.optim.Optimizer")
+    if not callable(parts.loss_fn):
+        raise FactoryError(f"{spec}: loss_fn is not callable")
+    if parts.forward is not None and not callable(parts.forward):
+        raise FactoryError(f"{spec}: forward is not callable")
+    if parts.batches is not None and not hasattr(parts.batches, "__iter__"):
+        raise FactoryError(f"{spec}: batches is a {type(parts.batches).__name__}, not an iterable of (x, y)")
+    owned = {id(p) for p in parts.model.parameters()}
+    foreign = sum(1 for g in parts.optimizer.param_groups for p in g["params"] if id(p) not in owned)
+    if foreign:
+        raise FactoryError(f"{spec}: the optimizer holds {foreign} tensors that are not parameters of the model")

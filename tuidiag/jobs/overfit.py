@@ -1,0 +1,115 @@
+"""Overfit one batch: the seeds' pre-training checklist item 3.
+
+A healthy model, loss and training step drive the loss on a single batch close
+to zero. If they cannot, no amount of training will help: look for a wrong loss,
+a disconnected graph (detached tensors, frozen layers) or a broken
+initialisation. By default a fresh Adam (lr 1e-3) trains, to rule out the
+run's LR; ``optimizer="run"`` uses the run's own optimizer instead. The model
+and the run's optimizer are restored exactly afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from tuidiag.jobs.common import BatchSource, Control, JobError, first_lr, set_lr, to_device
+from tuidiag.jobs.factory import Parts
+from tuidiag.jobs.isolation import isolated
+
+OPTIMIZERS = ("adam", "run")
+
+
+@dataclass
+class OverfitConfig:
+    """Settings of the test."""
+
+    steps: int = 500
+    lr: float | None = 1e-3
+    target: float = 0.01
+    optimizer: str = "adam"
+
+    def check(self) -> None:
+        """Raise :class:`JobError` for settings the test cannot use."""
+        if self.steps < 1:
+            raise JobError(f"--steps must be at least 1, got {self.steps}")
+        if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):
+            raise JobError(f"--lr must be a positive number, got {self.lr}")
+        if self.optimizer not in OPTIMIZERS:
+            raise JobError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if not math.isfinite(self.target):
+            raise JobError(f"--target must be a number, got {self.target}")
+
+
+def _optimizer(parts: Parts, cfg: OverfitConfig) -> torch.optim.Optimizer:
+    """A fresh Adam over the trainable parameters, or the run's optimizer (its LR overridden if given)."""
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam([p for p in parts.model.parameters() if p.requires_grad], lr=cfg.lr or 1e-3)
+    if cfg.lr is not None:
+        set_lr(parts.optimizer, cfg.lr)
+    return parts.optimizer
+
+
+def train_on_batch(parts: Parts, batch: tuple[Any, Any], cfg: OverfitConfig, control: Control) -> tuple[list[float], str]:
+    """Train on ``batch`` until the loss reaches the target, turns non-finite, or the steps run out."""
+    x, y = batch
+    optimizer = _optimizer(parts, cfg)
+    parts.model.train()
+    losses: list[float] = []
+    for step in range(cfg.steps):
+        optimizer.zero_grad(set_to_none=True)
+        loss = parts.loss(x, y)
+        value = float(loss.detach())
+        losses.append(value)
+        if not math.isfinite(value):
+            return losses, "non-finite loss"
+        if value <= cfg.target:
+            return losses, "target reached"
+        loss.backward()
+        optimizer.step()
+        control.tick(step + 1, cfg.steps)
+    return losses, "steps exhausted"
+
+
+def overfit_batch(
+    parts: Parts, device: torch.device, cfg: OverfitConfig | None = None, control: Control | None = None
+) -> dict[str, Any]:
+    """Run the test on the first batch of ``parts.batches``; the model must already be on ``device``."""
+    cfg = cfg or OverfitConfig()
+    cfg.check()
+    batch = BatchSource(parts.batches).next()
+    if batch is None:
+        raise JobError("the factory's batches are empty")
+    batch = to_device(batch, device)
+    with isolated(parts.model, parts.optimizer):
+        used_lr = cfg.lr if cfg.optimizer == "adam" or cfg.lr is not None else first_lr(parts.optimizer)
+        losses, reason = train_on_batch(parts, batch, cfg, control or Control())
+    return report(losses, reason, used_lr, cfg, device)
+
+
+def report(losses: list[float], reason: str, lr: float | None, cfg: OverfitConfig, device: torch.device) -> dict[str, Any]:
+    """The result: pass/fail, steps taken (optimizer updates), the loss curve and advice on failure."""
+    passed = reason == "target reached"
+    initial, final = losses[0], losses[-1]
+    return {
+        "passed": passed,
+        "reason": reason,
+        "steps": len(losses) - (0 if reason == "steps exhausted" else 1),
+        "initial_loss": initial,
+        "final_loss": final,
+        "reduction": final / initial if initial and math.isfinite(initial) and math.isfinite(final) else None,
+        "losses": losses,
+        "optimizer": cfg.optimizer,
+        "lr": lr,
+        "config": asdict(cfg),
+        "advice": None if passed else ADVICE,
+        "device": str(device),
+    }
+
+
+ADVICE = ("the model could not memorise one batch: check the loss function and its inputs (logits vs probabilities), "
+          "tensors detached from the graph or frozen layers (requires_grad), the output shape against the targets, "
+          "and the initialisation; no amount of training fixes these")

@@ -1,0 +1,162 @@
+"""Plain-text reports of job results for the terminal, with plotext charts.
+
+Text that comes from the run or the user's code (module names, source lines)
+passes through :func:`tuidiag.textsafe.clean`. Charts are colourless unless
+``color`` is set (the CLI sets it on a terminal).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import plotext as plt
+
+from tuidiag.textsafe import clean
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if math.isfinite(value) else str(value)
+    return "-" if value is None else clean(value, 200)
+
+
+def _decades(lo: float, hi: float) -> list[float]:
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    step = max(1, (last - first) // 8)
+    return [10.0 ** e for e in range(first, last + 1, step)]
+
+
+def _finish(color: bool) -> str:
+    text = plt.build()
+    plt.clear_figure()
+    return text if color else plt.uncolorize(text)
+
+
+def lr_chart(result: dict[str, Any], width: int = 76, height: int = 18, color: bool = False) -> str:
+    """Smoothed loss against LR on a log axis, the suggestion marked by a vertical line."""
+    points = [(lr, v) for lr, v in zip(result["lrs"], result["smoothed"]) if isinstance(v, float) and math.isfinite(v)]
+    if len(points) < 2:
+        return "(too few finite points to draw)"
+    lrs, losses = [p[0] for p in points], [p[1] for p in points]
+    plt.clear_figure()
+    plt.plot_size(width, height)
+    plt.theme("clear")
+    plt.plot(lrs, losses, marker="braille", label="smoothed loss")
+    plt.xscale("log")
+    ticks = _decades(lrs[0], lrs[-1])
+    plt.xticks(ticks, [f"{t:.0e}" for t in ticks])
+    suggested = result.get("suggested_lr")
+    if suggested:
+        plt.vline(suggested, "red")
+        at = min(range(len(lrs)), key=lambda i: abs(math.log(lrs[i] / suggested)))
+        plt.scatter([suggested], [losses[at]], marker="x", color="red", label=f"suggested {suggested:.2e}")
+    plt.xlabel("learning rate (log)")
+    plt.ylabel("loss")
+    return _finish(color)
+
+
+def loss_chart(losses: list[float], width: int = 76, height: int = 14, color: bool = False) -> str:
+    """Loss against step (log y when every value is positive)."""
+    values = [v for v in losses if isinstance(v, float) and math.isfinite(v)]
+    if len(values) < 2:
+        return "(too few finite points to draw)"
+    plt.clear_figure()
+    plt.plot_size(width, height)
+    plt.theme("clear")
+    plt.plot(list(range(len(values))), values, marker="braille", label="loss")
+    if min(values) > 0:
+        plt.yscale("log")
+    plt.xlabel("step")
+    return _finish(color)
+
+
+def render_lr_find(result: dict[str, Any], color: bool = False) -> str:
+    """The LR range test: chart, suggestions, stop reason and the comparison with the run's LR."""
+    s = result["suggestions"]
+    lines = [lr_chart(result, color=color), ""]
+    lines.append(f"Suggested LR (steepest descent): {_fmt(s['steepest'])}")
+    lines.append(f"  alternatives: valley {_fmt(s['valley'])}, minimum/10 {_fmt(s['min_div10'])}")
+    first = _fmt(result["lrs"][0]) if result["lrs"] else "-"
+    lines.append(f"Sweep: {result['steps_run']} steps from {first}, stopped: {result['stopped']}")
+    for key in ("comparison", "run_comparison"):
+        if result.get(key):
+            lines.append(clean(result[key]))
+    return "\n".join(lines)
+
+
+def _stats_line(name: str, stats: dict[str, Any]) -> str:
+    keys = ("shape", "dtype", "nan", "posinf", "neginf", "min", "max", "mean", "abs_max")
+    parts = [f"{k}={_fmt(stats[k]) if not isinstance(stats[k], list) else stats[k]}" for k in keys if k in stats]
+    return f"    {clean(name, 80)}: " + " ".join(parts)
+
+
+def _stats_block(title: str, group: dict[str, Any] | None) -> list[str]:
+    if not group:
+        return []
+    return [f"  {title}:"] + [_stats_line(name, stats) for name, stats in group.items()]
+
+
+STATS_BLOCKS = (("inputs", "inputs"), ("parameters", "parameters"), ("output", "output"),
+                ("incoming gradient", "grad_output"), ("gradient returned", "grad_input"), ("batch", "tensors"))
+
+
+def _culprit_lines(result: dict[str, Any]) -> list[str]:
+    """Module, pass, op and the source lines of the NaN hunt's culprit."""
+    lines = []
+    if result.get("module") is not None:
+        module = clean(result["module"] or "(root module)")
+        lines.append(f"  module: {module} ({clean(result.get('module_type'))}), pass: {result.get('pass')}")
+    if result.get("op"):
+        lines.append(f"  op: {clean(result['op'])}")
+    lines += [f"    at {clean(frame, 300)}" for frame in result.get("op_stack") or []]
+    if result.get("first_nan_op"):
+        nan_op = result["first_nan_op"]
+        where = f" at {clean(nan_op['stack'][-1], 300)}" if nan_op["stack"] else ""
+        lines.append(f"  first NaN from: {clean(nan_op['op'])}{where}")
+    return lines
+
+
+def render_nan_hunt(result: dict[str, Any], color: bool = False) -> str:
+    """The NaN hunt's verdict, culprit, op, source line and statistics."""
+    lines = [f"NaN hunt at step {_fmt(result.get('step'))}: {clean(result['summary'])}"] + _culprit_lines(result)
+    for title, key in STATS_BLOCKS:
+        if isinstance(result.get(key), dict):
+            lines += _stats_block(title, result[key])
+    if isinstance(result.get("parameters"), list) and result["parameters"]:
+        lines.append("  non-finite parameters: " + clean(", ".join(result["parameters"][:20])))
+    if result.get("how_to_capture"):
+        lines.append(clean(result["how_to_capture"], 1000))
+    lines += [f"  note: {clean(n, 400)}" for n in result.get("notes") or []]
+    return "\n".join(lines)
+
+
+def render_overfit(result: dict[str, Any], color: bool = False) -> str:
+    """Pass/fail, steps and the loss curve of the overfit-one-batch test."""
+    verdict = "PASS" if result["passed"] else "FAIL"
+    lines = [loss_chart(result["losses"], color=color), ""]
+    lines.append(f"Overfit one batch: {verdict} ({result['reason']}) after {result['steps']} steps, "
+                 f"loss {_fmt(result['initial_loss'])} -> {_fmt(result['final_loss'])} "
+                 f"(target {_fmt(result['config']['target'])}, {result['optimizer']} lr {_fmt(result['lr'])})")
+    if result.get("advice"):
+        lines.append(clean(result["advice"], 600))
+    return "\n".join(lines)
+
+
+def render_sharpness(result: dict[str, Any], color: bool = False) -> str:
+    """Flat or sharp, with the loss increase ratio."""
+    cfg = result["config"]
+    return (f"Sharpness: {result['verdict'].upper()} (loss increase ratio {_fmt(result['ratio'])}, "
+            f"threshold {_fmt(cfg['threshold'])})\n"
+            f"  base loss {_fmt(result['base_loss'])}, perturbed mean {_fmt(result['mean_perturbed_loss'])}, "
+            f"max {_fmt(result['max_perturbed_loss'])} over {cfg['samples']} samples at {_fmt(cfg['epsilon'])} x ||w|| "
+            f"on {result['batches_used']} batches")
+
+
+RENDERERS: dict[str, Callable[[dict[str, Any], bool], str]] = {
+    "lr_find": render_lr_find,
+    "nan_hunt": render_nan_hunt,
+    "overfit_batch": render_overfit,
+    "sharpness": render_sharpness,
+}
