@@ -17,7 +17,7 @@ from torch import nn
 from tuidiag.cli.main import main
 from tuidiag.jobs.factory import Parts, as_parts
 from tuidiag.jobs.lr_find import LRFindConfig, compare_lr, lr_find, steepest_index, valley_index
-from tuidiag.jobs.results import list_results
+from tuidiag.store.job_results import list_results
 
 CPU = torch.device("cpu")
 

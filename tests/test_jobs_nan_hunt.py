@@ -14,7 +14,7 @@ from tuidiag.cli.main import main
 from tuidiag.jobs import JobError
 from tuidiag.jobs.factory import as_parts
 from tuidiag.jobs.nan_hunt import find_capture, load_capture, nan_hunt
-from tuidiag.jobs.results import list_results
+from tuidiag.store.job_results import list_results
 
 
 def _record(tmp_path: Path, name: str) -> Path:

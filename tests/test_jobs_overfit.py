@@ -12,7 +12,7 @@ import torch
 from tuidiag.cli.main import main
 from tuidiag.jobs.factory import as_parts
 from tuidiag.jobs.overfit import OverfitConfig, overfit_batch
-from tuidiag.jobs.results import list_results
+from tuidiag.store.job_results import list_results
 from tuidiag.jobs.sharpness import SharpnessConfig, sharpness
 
 CPU = torch.device("cpu")

@@ -6,6 +6,7 @@ handlers on the UI thread hand the frozen snapshots to the screens.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,15 +17,18 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
+from tuidiag.app import job_runner
 from tuidiag.app.commands import RunCommands
 from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
+from tuidiag.app.screens.job_confirm import JobConfirmScreen
 from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.live.model import RunsModel
 from tuidiag.live.snapshot import Chart, RunDetail, RunSummary
 from tuidiag.live.watcher import RunWatcher
 from tuidiag.store.discovery import is_run_dir
+from tuidiag.store.manifest import read_manifest
 
 FAST_POLL = 1.0
 SLOW_POLL = 5.0
@@ -85,6 +89,21 @@ class TuidiagApp(App):
         detail: RunDetail
 
     @dataclass
+    class JobProgress(Message):
+        """A job is still running after ``elapsed`` seconds."""
+
+        job: str
+        elapsed: float
+
+    @dataclass
+    class JobFinished(Message):
+        """A job process ended with ``returncode``; ``error`` holds the end of its stderr."""
+
+        job: str
+        returncode: int
+        error: str
+
+    @dataclass
     class CompareReady(Message):
         """Overlay charts for the compare screen."""
 
@@ -104,6 +123,7 @@ class TuidiagApp(App):
         self._poll_timer = None
         self._steps: dict[str, int | None] = {}
         self._recent_events: set[str] = set()
+        self._job_process: subprocess.Popen[str] | None = None
 
     def on_mount(self) -> None:
         self.push_screen(OverviewScreen())
@@ -208,6 +228,55 @@ class TuidiagApp(App):
 
     def on_run_screen_cursor_moved(self, message: RunScreen.CursorMoved) -> None:
         self.load_detail(message.key, message.at)
+
+    # ---- jobs --------------------------------------------------------------------
+    def on_run_screen_job_requested(self, message: RunScreen.JobRequested) -> None:
+        if self._job_process is not None and self._job_process.poll() is None:
+            self.notify("a job is already running (x cancels it)", severity="warning")
+            return
+        try:
+            factory = read_manifest(Path(message.key)).get("factory")
+        except (OSError, ValueError):
+            factory = None
+        if not factory:
+            self.notify("this run names no factory to rebuild its model: record it with "
+                        "Recorder(..., factory='train:build')", severity="error", timeout=8)
+            return
+        command = job_runner.job_command(message.job, message.key)
+        screen = JobConfirmScreen(message.job, job_runner.shown(command), str(factory), message.key)
+        self.push_screen(screen, lambda ok: self.run_job(message.job, command) if ok else None)
+
+    @work(thread=True, exclusive=True, group="job", exit_on_error=False)
+    def run_job(self, job: str, command: list[str]) -> None:
+        """Worker: run the job process, report progress each second, then its end."""
+        started = time.monotonic()
+        process = self._job_process = job_runner.start(command, Path.cwd())
+        while True:
+            try:
+                _, stderr = process.communicate(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                self.post_message(self.JobProgress(job, time.monotonic() - started))
+        self.post_message(self.JobFinished(job, process.returncode, job_runner.tail(stderr or "")))
+
+    def on_tuidiag_app_job_progress(self, message: JobProgress) -> None:
+        self.sub_title = f"{message.job.replace('_', ' ')} running {message.elapsed:.0f}s (x cancels)"
+
+    def on_tuidiag_app_job_finished(self, message: JobFinished) -> None:
+        self.sub_title = ""
+        self._job_process = None
+        name = message.job.replace("_", " ")
+        if message.returncode in (0, 1):
+            self.notify(f"{name} finished: result in the Jobs tab (7)", timeout=6)
+        elif message.returncode < 0:
+            self.notify(f"{name} cancelled", severity="warning")
+        else:
+            self.notify(f"{name} failed: {message.error}", severity="error", timeout=12)
+        self.request_refresh(None)
+
+    def action_cancel_job(self) -> None:
+        if self._job_process is not None and self._job_process.poll() is None:
+            self._job_process.terminate()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

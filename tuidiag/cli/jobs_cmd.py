@@ -281,14 +281,14 @@ def _print(spec: JobSpec, result: dict[str, Any], as_json: bool) -> None:
 
         print(json.dumps(jsonable(result), indent=2, allow_nan=False))
         return
-    from tuidiag.jobs.render import RENDERERS
+    from tuidiag.live.job_render import RENDERERS
 
     print(RENDERERS[spec.name](result, sys.stdout.isatty()))
 
 
 def execute(spec: JobSpec, args: argparse.Namespace) -> int:
     """Check, show the plan, ask, run, save and print one job."""
-    from tuidiag.jobs.results import save_result
+    from tuidiag.store.job_results import save_result
 
     try:
         plan = _check(spec, args)

@@ -9,6 +9,7 @@ from tuidiag.diagnosis.stats import fmt, median
 from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
 from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
 from tuidiag.live.downsample import downsample
+from tuidiag.live.jobs_view import job_texts
 from tuidiag.live.snapshot import Chart, LayerGrid, RunDetail, RunSummary
 from tuidiag.store import Run
 
@@ -30,6 +31,7 @@ def build_detail(run: Run, summary: RunSummary, diagnosis: Diagnosis, at: int | 
         at=at,
         steps=(int(steps[0]), int(steps[-1])) if len(steps) else (0, 0),
         first_steps={f.code: f.first_step for f in diagnosis.findings if f.first_step is not None},
+        jobs=job_texts(run.path),
         marks=tuple(sorted({e.step for e in run.events} | {f.first_step for f in (live or diagnosis).findings if f.first_step is not None})),
     )
 

@@ -34,7 +34,9 @@ Replay (tuidiag replay RUN)
   + -        faster/slower          home/end    start/end
   The diagnosis panel shows what was known at the cursor.
 
-Keys n and l are reserved for the NaN hunt and the LR finder.
+Jobs (run view; they rebuild the model from the run's factory, after asking)
+  l LR finder   n NaN hunt   o overfit one batch   s sharpness   x cancel
+  7          the Jobs tab: newest result of each job
 """
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
@@ -16,6 +16,7 @@ from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.layers import LayerHeatmap
+from tuidiag.live.jobs_view import jobs_text
 from tuidiag.live.snapshot import RunDetail
 from tuidiag.textsafe import literal
 
@@ -43,6 +44,12 @@ class RunScreen(Screen):
         Binding("left_square_bracket", "jump(-1)", "Prev event", show=False),
         Binding("home", "goto('start')", "Start", show=False),
         Binding("end", "goto('end')", "End/live", show=False),
+        Binding("7", "tab('jobs-tab')", "Jobs", show=False),
+        Binding("l", "job('lr_find')", "LR finder"),
+        Binding("n", "job('nan_hunt')", "NaN hunt"),
+        Binding("o", "job('overfit_batch')", "Overfit", show=False),
+        Binding("s", "job('sharpness')", "Sharpness", show=False),
+        Binding("x", "app.cancel_job", "Cancel job", show=False),
     ]
 
     @dataclass
@@ -51,6 +58,13 @@ class RunScreen(Screen):
 
         key: str
         at: int | None
+
+    @dataclass
+    class JobRequested(Message):
+        """The user asked for ``job`` on run ``key`` (the app confirms, then runs it)."""
+
+        key: str
+        job: str
 
     def __init__(self, key: str, replay: bool = False) -> None:
         super().__init__()
@@ -75,6 +89,9 @@ class RunScreen(Screen):
                     yield LayerHeatmap(id="layer-grid")
                 with TabPane("Events [6]", id="events-tab"):
                     yield EventsPanel(id="events")
+                with TabPane("Jobs [7]", id="jobs-tab"):
+                    with VerticalScroll():
+                        yield Static(id="jobs-text")
             yield DiagnosisPanel(id="diagnosis")
         yield Static(id="cursor-bar")
         yield Footer()
@@ -101,6 +118,7 @@ class RunScreen(Screen):
         self.query_one("#layer-grid", LayerHeatmap).show(detail.layers)
         self.query_one("#diagnosis", DiagnosisPanel).show(detail.diagnosis, detail.at, detail.first_steps)
         self.query_one("#events", EventsPanel).show(detail.events)
+        self.query_one("#jobs-text", Static).update(jobs_text(detail.jobs))
         self.query_one("#system-strip", Static).update(_system(detail))
         self._cursor_bar()
 
@@ -211,6 +229,9 @@ class RunScreen(Screen):
             self.marker = step
             if self.detail is not None:
                 self.show(self.detail)
+
+    def action_job(self, job: str) -> None:
+        self.post_message(self.JobRequested(self.key, job))
 
     def on_events_panel_step_chosen(self, message: EventsPanel.StepChosen) -> None:
         self._jump_to(message.step)

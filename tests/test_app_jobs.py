@@ -1,0 +1,61 @@
+"""The monitor's job flow through Pilot: key, confirmation showing the command, a real job process, result tab."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+from tests.app_helpers import wait_for
+from tests.conftest import ROOT
+from tuidiag.app.app import TuidiagApp
+from tuidiag.app.screens.job_confirm import JobConfirmScreen
+from tuidiag.app.screens.run_screen import RunScreen
+
+
+def _record(tmp_path, monkeypatch, factory: str):
+    monkeypatch.chdir(ROOT / "tests")  # where the factory module lives, as a training's cwd would be
+    monkeypatch.syspath_prepend(str(ROOT / "tests"))
+    import jobs_factory
+
+    run = tmp_path / "run"
+    jobs_factory.record(run, factory)
+    return run
+
+
+async def test_nan_hunt_from_the_monitor(tmp_path, monkeypatch) -> None:
+    run = _record(tmp_path, monkeypatch, "jobs_factory:nan_log0")
+    app = TuidiagApp(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        await pilot.press("n")
+        assert isinstance(app.screen, JobConfirmScreen)
+        assert "nan-hunt" in app.screen.command and "jobs_factory:nan_log0" in app.screen.factory
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: any(job == "nan_hunt" for job, _ in app.screen.detail.jobs), timeout=120)
+        await pilot.press("7")
+        text = str(app.screen.query_one("#jobs-text", Static).render())
+        assert "log" in text and "NaN hunt" in text
+
+
+async def test_declining_the_confirmation_runs_nothing(tmp_path, monkeypatch) -> None:
+    run = _record(tmp_path, monkeypatch, "jobs_factory:healthy")
+    app = TuidiagApp(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        await pilot.press("l")
+        assert isinstance(app.screen, JobConfirmScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, RunScreen) and app._job_process is None
+        assert not (run / "jobs").exists()
+
+
+async def test_a_run_without_factory_is_refused(tmp_path) -> None:
+    import tuidiag
+
+    with tuidiag.Recorder(tmp_path / "plain") as rec:
+        rec.step(1.0)
+    app = TuidiagApp(tmp_path / "plain")
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        await pilot.press("l")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, RunScreen) and app._job_process is None

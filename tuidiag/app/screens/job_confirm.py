@@ -1,0 +1,42 @@
+"""Asking before a job runs code that a run directory names (its factory)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from tuidiag.textsafe import literal
+
+
+class JobConfirmScreen(ModalScreen[bool]):
+    """Shows the exact command and the factory it imports; ``y`` runs it, ``esc`` cancels."""
+
+    BINDINGS = [Binding("y", "answer(True)", "Run it"), Binding("escape,n", "answer(False)", "Cancel")]
+    DEFAULT_CSS = """
+    JobConfirmScreen { align: center middle; }
+    JobConfirmScreen > Vertical { width: 90; max-width: 100%; height: auto; border: thick $warning; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, job: str, command: str, factory: str, where: str) -> None:
+        super().__init__()
+        self.job, self.command, self.factory, self.where = job, command, factory, where
+
+    def compose(self) -> ComposeResult:
+        text = Text()
+        text.append(f"Run {self.job.replace('_', ' ')}?\n\n", style="bold")
+        text.append("It imports and runs the factory named by the run directory:\n  ")
+        text.append_text(literal(self.factory, "bold yellow", 200))
+        text.append("\non ")
+        text.append_text(literal(self.where))
+        text.append(" (CUDA when available), restoring model, optimizer and RNG afterwards.\n\nCommand:\n  ")
+        text.append_text(literal(self.command, "cyan", 600))
+        text.append("\n\n[y] run it    [esc] cancel    (x cancels a running job)", style="dim")
+        with Vertical():
+            yield Static(text)
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)

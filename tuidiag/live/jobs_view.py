@@ -1,0 +1,43 @@
+"""The newest result of each job of a run, as literal text for the monitor's Jobs tab."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.text import Text
+
+from tuidiag.live.job_render import RENDERERS
+from tuidiag.store.job_results import JOB_NAMES, latest_result
+from tuidiag.textsafe import clean
+
+
+def job_texts(run_dir: Path) -> tuple[tuple[str, str], ...]:
+    """(job, rendered result) for each job that has a result in ``RUN/jobs/``."""
+    texts = []
+    for job in JOB_NAMES:
+        try:
+            record = latest_result(run_dir, job)
+        except (OSError, ValueError):
+            continue
+        if record is None:
+            continue
+        try:
+            texts.append((job, RENDERERS[job](record.get("result", {}), False)))
+        except (KeyError, TypeError, ValueError) as exc:
+            texts.append((job, f"{job}: unreadable result ({exc}): {json.dumps(record)[:200]}"))
+    return tuple(texts)
+
+
+def jobs_text(texts: tuple[tuple[str, str], ...]) -> Text:
+    """All job results, each line cleaned of escapes (plotext charts keep their layout)."""
+    if not texts:
+        return Text("No job results yet. Keys: l LR finder, n NaN hunt, o overfit one batch, s sharpness.\n"
+                    "Jobs rebuild the model from the run's factory: Recorder(..., factory='train:build').")
+    out = Text()
+    for job, text in texts:
+        out.append(f"{job.replace('_', ' ')}\n", style="bold underline")
+        for line in text.splitlines():
+            out.append(clean(line, 400) + "\n")
+        out.append("\n")
+    return out
