@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from tuidiag.cli.main import main
-from tuidiag.jobs import Control, JobCancelled, isolated, results
+from tuidiag.jobs import Control, JobCancelled, isolated
+from tuidiag.store import job_results as results
 from tuidiag.jobs.factory import Parts, as_parts, extra_sys_path, load_factory, search_paths
 from tuidiag.jobs.lr_find import LRFindConfig, lr_find
 from tuidiag.jobs.nan_hunt import find_capture, load_capture, nan_hunt

@@ -4,9 +4,13 @@ Exploding gradients, a NaN loss, heavy clipping and dead ReLUs often share one
 cause, an LR that is too high. When a cause and its symptoms fire together the
 cause is ranked first, with more confidence, and the symptoms follow as
 alternatives with less; the user sees one story instead of unrelated alarms.
+Causes are visited strongest first, so where two findings could explain each
+other (exploding gradients and a too-high LR) the better-supported one leads.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -15,35 +19,61 @@ from tuidiag.diagnosis.stats import fmt, median
 from tuidiag.diagnosis.view import RunView
 
 EXPLAINS: dict[str, tuple[str, ...]] = {
-    "bad_input_data": ("nonfinite_loss", "loss_spikes", "exploding_gradients", "lr_too_high"),
-    "lr_too_high": ("exploding_gradients", "nonfinite_loss", "over_clipping", "dead_relu", "loss_spikes"),
-    "vanishing_gradients": ("activation_saturation", "lr_too_low", "underfitting"),
+    "bad_input_data": ("nonfinite_loss", "loss_spikes", "exploding_gradients", "lr_too_high", "dead_relu", "activation_saturation",
+                       "vanishing_gradients", "lr_too_low", "underfitting", "dead_layer"),
+    "exploding_gradients": ("nonfinite_loss", "lr_too_high", "over_clipping", "loss_spikes", "dead_relu"),
+    "lr_too_high": ("exploding_gradients", "nonfinite_loss", "over_clipping", "dead_relu", "loss_spikes", "underfitting",
+                    "vanishing_gradients", "activation_saturation"),
+    "dead_relu": ("dead_layer", "lr_too_low", "underfitting", "vanishing_gradients"),
+    "activation_saturation": ("vanishing_gradients", "lr_too_low", "underfitting"),
+    "vanishing_gradients": ("lr_too_low", "underfitting"),
+    "over_clipping": ("lr_too_low", "underfitting"),
+    "lr_decayed_too_early": ("underfitting", "lr_too_low", "frozen_val_metric"),
     "lr_too_low": ("underfitting",),
-    "lr_decayed_too_early": ("underfitting",),
+    "dead_layer": ("underfitting",),
+    "train_mode_bug": ("underfitting",),
+    "loss_spikes": ("exploding_gradients",),
 }
+"""cause -> symptoms it explains when both fire."""
+
+Condition = Callable[[Finding, Finding], bool]
+CONDITIONS: dict[tuple[str, str], Condition] = {
+    ("bad_input_data", "lr_too_high"): lambda cause, _: "severe" in cause.tags,
+    ("bad_input_data", "exploding_gradients"): lambda cause, _: "severe" in cause.tags,
+    ("exploding_gradients", "lr_too_high"): lambda cause, _: "from_start" in cause.tags,
+    ("lr_too_high", "exploding_gradients"): lambda _, symptom: "from_start" not in symptom.tags,
+    ("loss_spikes", "exploding_gradients"): lambda _, symptom: "isolated" in symptom.tags,
+}
+"""Pairs that hold only under a condition on the cause or the symptom."""
 SYMPTOM_DISCOUNT = 0.6
 CAUSE_BOOST = 0.05
+CAP = 0.97
+
+
+def _absorb(cause: Finding, symptom: Finding) -> None:
+    cause.related.append(symptom.code)
+    cause.confidence = min(CAP, cause.confidence + CAUSE_BOOST)
+    symptom.confidence = min(symptom.confidence, cause.confidence) * SYMPTOM_DISCOUNT
+    cause.evidence.append(f"also seen: {symptom.title} (listed below)")
+    if cause.first_step is None:
+        cause.first_step = symptom.first_step
 
 
 def combine(findings: list[Finding]) -> list[Finding]:
     """Rank by confidence after letting causes absorb the symptoms they explain."""
     by_code = {f.code: f for f in findings}
-    for cause, symptoms in EXPLAINS.items():
-        parent = by_code.get(cause)
-        if parent is None or parent.severity == "info":
+    absorbed: set[str] = set()
+    for cause in sorted(findings, key=lambda f: -f.confidence):
+        if cause.severity == "info":
             continue
-        for code in symptoms:
-            child = by_code.get(code)
-            if child is None or child.code in parent.related or parent.code in child.related:
+        for code in EXPLAINS.get(cause.code, ()):
+            symptom = by_code.get(code)
+            if symptom is None or code in absorbed or cause.code in symptom.related or code in cause.related:
                 continue
-            if cause == "bad_input_data" and code == "lr_too_high" and "non-finite" not in " ".join(parent.evidence):
+            if not CONDITIONS.get((cause.code, code), lambda *_: True)(cause, symptom):
                 continue
-            parent.related.append(code)
-            parent.confidence = min(0.97, parent.confidence + CAUSE_BOOST)
-            child.confidence = min(child.confidence, parent.confidence) * SYMPTOM_DISCOUNT
-            parent.evidence.append(f"also seen: {child.title} (listed below)")
-            if parent.first_step is None:
-                parent.first_step = child.first_step
+            _absorb(cause, symptom)
+            absorbed.add(code)
     return sorted(findings, key=lambda f: -f.confidence)
 
 
@@ -62,4 +92,4 @@ def healthy(view: RunView) -> Finding:
         evidence.append(f"validation loss {fmt(float(val[-1]))} at the last evaluation")
     if not evidence:
         evidence.append("not enough data yet to judge")
-    return Finding("healthy", "No problem detected", 0.8 if view.n_steps >= 100 else 0.5, "info", evidence, "none", None)
+    return Finding("healthy", "No problem detected", 0.8 if view.n_steps >= 100 else 0.5, "info", evidence, fix="none", first_step=None)

@@ -4,11 +4,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from tuidiag.diagnosis.combine import combine, healthy
 from tuidiag.diagnosis.finding import Diagnosis, Finding
 from tuidiag.diagnosis.rules import RULES
 from tuidiag.diagnosis.view import RunView
 from tuidiag.store import Run, open_run
+
+
+def run_rules(view: RunView, skipped: list[str]) -> list[Finding]:
+    """Every rule's finding on ``view``; a rule that raises is named in ``skipped`` instead."""
+    found: list[Finding] = []
+    with np.errstate(all="ignore"):  # odd values (log of 0, empty slices) must not print warnings
+        for rule in RULES:
+            try:
+                finding = rule(view)
+            except Exception as exc:  # a rule must never take the diagnosis down
+                skipped.append(f"rule {rule.__name__} failed: {type(exc).__name__}: {exc}")
+                continue
+            if finding is not None:
+                found.append(finding)
+    return found
 
 
 def diagnose(run: Run | str | Path, at: int | None = None) -> Diagnosis:
@@ -19,16 +36,8 @@ def diagnose(run: Run | str | Path, at: int | None = None) -> Diagnosis:
     """
     run = run if isinstance(run, Run) else open_run(run)
     view = RunView(run, at)
-    found: list[Finding] = []
     skipped = list(run.warnings)
-    for rule in RULES:
-        try:
-            finding = rule(view)
-        except Exception as exc:  # a rule must never take the diagnosis down
-            skipped.append(f"rule {rule.__name__} failed: {type(exc).__name__}: {exc}")
-            continue
-        if finding is not None:
-            found.append(finding)
+    found = run_rules(view, skipped)
     alarms = combine([f for f in found if f.severity != "info"])
     notes = sorted((f for f in found if f.severity == "info"), key=lambda f: -f.confidence)
     return Diagnosis(run.name, view.last_step, alarms or [healthy(view)], notes, skipped)

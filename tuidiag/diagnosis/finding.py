@@ -21,10 +21,13 @@ class Finding:
     first_step: int | None = None
     related: list[str] = field(default_factory=list)
     """Codes of symptoms this finding explains (they appear below it as alternatives)."""
+    tags: set[str] = field(default_factory=set, repr=False)
+    """Internal facts the combiner reads (e.g. ``from_start``); not part of the JSON contract."""
 
     def to_json(self) -> dict[str, Any]:
         """The finding as the JSON contract has it."""
         data = asdict(self)
+        data.pop("tags", None)
         data["confidence"] = round(float(self.confidence), 3)
         return data
 

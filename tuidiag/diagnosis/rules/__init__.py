@@ -1,9 +1,10 @@
 """The diagnosis rules: small pure functions ``rule(view) -> Finding | None``, one code each."""
 
-from tuidiag.diagnosis.rules import activations, data, generalization, gradients, loss, review, system
+from tuidiag.diagnosis.rules import activations, data, generalization, gradients, loss, lr, review, system
 
 RULES = [
     *loss.RULES,
+    *lr.RULES,
     *gradients.RULES,
     *generalization.RULES,
     *activations.RULES,

@@ -6,7 +6,7 @@ import numpy as np
 
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.rules.common import lr_change
-from tuidiag.diagnosis.stats import fmt, median
+from tuidiag.diagnosis.stats import median
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import ACT_DEAD_PREFIX, ACT_SATURATED_PREFIX
 
@@ -36,10 +36,10 @@ def dead_relu(view: RunView) -> Finding | None:
     hits, first = _layers_over(view, ACT_DEAD_PREFIX, DEAD_LIMIT)
     if not hits:
         return None
-    evidence = [f"dead units (zero for the whole batch): " + ", ".join(f"{n} {v:.0%}" for n, v in hits[:5]),
+    evidence = ["dead units (zero for the whole batch): " + ", ".join(f"{n} {v:.0%}" for n, v in hits[:5]),
                 f"{DEAD_LIMIT:.0%} is the limit; healthy ReLU layers have few units dead across a whole batch"]
     fix = f"lower LR {lr_change(view, 0.3)}; use LeakyReLU/GELU; initialise biases slightly positive (0.01) with Kaiming init"
-    return Finding("dead_relu", "Dead ReLU units", min(0.9, 0.55 + hits[0][1] - DEAD_LIMIT), "warning", evidence, fix, first)
+    return Finding("dead_relu", "Dead ReLU units", min(0.93, 0.7 + hits[0][1] - DEAD_LIMIT), "warning", evidence, fix, first)
 
 
 def activation_saturation(view: RunView) -> Finding | None:
@@ -49,7 +49,7 @@ def activation_saturation(view: RunView) -> Finding | None:
         return None
     evidence = ["saturated units (pre-activation beyond +/-5): " + ", ".join(f"{n} {v:.0%}" for n, v in hits[:5])]
     fix = "add normalization before the activation, use a smaller init scale, or switch to ReLU/GELU"
-    return Finding("activation_saturation", "Saturated sigmoid/tanh units", min(0.85, 0.5 + hits[0][1] - SATURATED_LIMIT), "warning", evidence, fix, first)
+    return Finding("activation_saturation", "Saturated sigmoid/tanh units", min(0.92, 0.65 + hits[0][1] - SATURATED_LIMIT), "warning", evidence, fix, first)
 
 
 RULES = [dead_relu, activation_saturation]

@@ -21,7 +21,7 @@ def train_mode_bug(view: RunView) -> Finding | None:
     evidence.append("the model has dropout/normalization layers, which behave differently in eval mode" if has_effect
                     else "the model has no dropout or normalization, so this changes nothing yet")
     fix = "call model.train() at the top of each epoch (and model.eval() only inside validation)"
-    return Finding("train_mode_bug", "Model in eval mode while training", 0.9 if has_effect else 0.5,
+    return Finding("train_mode_bug", "Model in eval mode while training", 0.93 if has_effect else 0.5,
                    "warning" if has_effect else "info", evidence, fix, int(steps[1 + int((training[1:] == 0).argmax())]))
 
 

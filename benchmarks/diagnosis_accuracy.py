@@ -1,0 +1,124 @@
+"""How often the diagnosis engine names the planted cause, on the labelled suite of real CPU trainings.
+
+Records every scenario of ``benchmarks/suite/scenarios.py`` through the real
+``tuidiag.Recorder`` (cached under ``--cache``; retrained only when missing, when the
+scenario changed, or with ``--retrain``), diagnoses each run and prints, for the
+``tune`` and ``held_out`` parts separately: top-1 and top-3 accuracy, false alarms on
+healthy runs, per-code precision and recall, the expected calibration error of the
+top finding's confidence with its table, and the median detection delay (steps from
+fault onset to the first step, on a coarse grid, at which ``diagnose(run, at=step)``
+ranks an acceptable code first). Usage::
+
+    python benchmarks/diagnosis_accuracy.py [--cache /tmp/tuidiag_suite] [--retrain] [--workers 2] [-v]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.suite.metrics import Outcome, Report, detection_delay, early_alarms, outcome, report  # noqa: E402
+from benchmarks.suite.runner import record_all  # noqa: E402
+from benchmarks.suite.scenarios import SUITE  # noqa: E402
+from benchmarks.suite.train import Spec  # noqa: E402
+from tuidiag.diagnosis import diagnose  # noqa: E402
+from tuidiag.store import open_run  # noqa: E402
+
+PARTS = ("tune", "held_out")
+TARGETS = {"top1": 0.90, "top3": 0.97}
+
+
+def evaluate(spec: Spec, run_dir: Path, with_delay: bool = True) -> Outcome:
+    """Diagnose one recorded scenario (and, unless told not to, find its detection delay)."""
+    run = open_run(run_dir)
+    result = outcome(spec, diagnose(run))
+    if with_delay and run.last_step is not None:
+        result.delay = detection_delay(spec, run.last_step, lambda step: diagnose(run, at=step))
+        result.scanned = True
+        if spec.family == "healthy":
+            result.live_alarms = early_alarms(run.last_step, lambda step: diagnose(run, at=step))
+    return result
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:5.1f}%"
+
+
+def print_report(part: str, rep: Report) -> None:
+    """The figures of one part, as a plain-text block."""
+    print(f"\n=== {part}: {rep.n} scenarios ===")
+    print(f"top-1 accuracy      {_pct(rep.top1)}   (target on held_out >= {TARGETS['top1']:.0%})")
+    print(f"top-3 accuracy      {_pct(rep.top3)}   (target on held_out >= {TARGETS['top3']:.0%})")
+    alarms = len(rep.healthy_false_alarms)
+    print(f"false alarms        {alarms} of {rep.healthy_runs} healthy runs with a warning/critical finding"
+          + "".join(f"\n                      {line}" for line in rep.healthy_false_alarms))
+    print(f"                    {len(rep.healthy_live_alarms)} healthy runs with an alarm at some earlier step of the grid"
+          + "".join(f"\n                      {line}" for line in rep.healthy_live_alarms))
+    print(f"                    {rep.faulty_false_alarms} faulty runs raise a code labelled a false alarm for them")
+    delay = "not measured" if rep.median_delay is None else f"{rep.median_delay:.0f} steps"
+    print(f"median delay        {delay}   ({rep.undetected} faulty runs never ranked an acceptable code first)")
+    print_tables(rep)
+    if rep.misses:
+        print("misses:" + "".join(f"\n    {line}" for line in rep.misses))
+
+
+def print_tables(rep: Report) -> None:
+    """The calibration table and the per-code precision/recall table."""
+    print(f"calibration (ECE)   {rep.ece:.3f}")
+    print("    bin       mean conf  accuracy    n")
+    for label, conf, acc, n in rep.calibration:
+        print(f"    {label}   {conf:8.2f}  {acc:8.2f}  {n:4d}")
+    print("    code                       precision  recall   n")
+    for code, (precision, recall, n) in rep.per_code.items():
+        p = "    -" if precision is None else f"{precision:5.2f}"
+        r = "    -" if recall is None else f"{recall:5.2f}"
+        print(f"    {code:<26} {p:>9}  {r:>6}  {n:2d}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/tuidiag_suite"), help="where recorded runs are kept")
+    parser.add_argument("--retrain", action="store_true", help="record every scenario again")
+    parser.add_argument("--workers", type=int, default=2, help="parallel training processes")
+    parser.add_argument("--no-delay", action="store_true", help="skip the detection-delay scan (faster)")
+    parser.add_argument("--part", choices=PARTS, help="diagnose and report only this part")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every scenario's ranked findings")
+    return parser.parse_args(argv)
+
+
+def print_outcomes(outcomes: list[Outcome]) -> None:
+    """One line per scenario: hit or miss, confidence, ranked codes, delay, labelled false alarms."""
+    for o in outcomes:
+        mark = "ok  " if o.top1 else "MISS"
+        wrong = f"  FALSE ALARM: {', '.join(o.false_alarms)}" if o.false_alarms else ""
+        print(f"{mark} {o.spec.split:<8} {o.spec.name:<32} {o.confidence:.2f} {', '.join(o.codes)}  delay={o.delay}{wrong}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Record (cached), diagnose and report; exit 1 when a held-out target is missed."""
+    args = parse_args(argv)
+    runs = record_all(SUITE, args.cache, retrain=args.retrain, workers=args.workers)
+    parts = (args.part,) if args.part else PARTS
+    start = time.perf_counter()
+    outcomes = [evaluate(spec, runs[spec.name], not args.no_delay) for spec in SUITE if spec.split in parts]
+    if args.verbose:
+        print_outcomes(outcomes)
+    reports = {part: report([o for o in outcomes if o.spec.split == part]) for part in parts}
+    for part in parts:
+        print_report(part, reports[part])
+    print(f"\n(diagnosed {len(outcomes)} runs in {time.perf_counter() - start:.1f} s)")
+    held = reports.get("held_out")
+    if held is None:
+        return 0
+    return 0 if held.top1 >= TARGETS["top1"] and held.top3 >= TARGETS["top3"] and not held.healthy_false_alarms else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
