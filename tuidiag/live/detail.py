@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from tuidiag.diagnosis import Diagnosis
@@ -11,28 +13,56 @@ from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO
 from tuidiag.live.downsample import downsample
 from tuidiag.live.jobs_view import job_texts
 from tuidiag.live.snapshot import Chart, LayerGrid, RunDetail, RunSummary
-from tuidiag.store import Run
+from tuidiag.store import Event, Run
 
 MAX_EVENTS = 500
 
 
-def build_detail(run: Run, summary: RunSummary, diagnosis: Diagnosis, at: int | None, points: int, live: Diagnosis | None = None) -> RunDetail:
-    """Everything the run view draws for ``run`` as of ``at`` (``live``: the diagnosis of the whole run)."""
+@dataclass(frozen=True)
+class DetailData:
+    """The parts of a run view that depend on the run's data only (not on the diagnosis or the clock)."""
+
+    charts: dict[str, Chart]
+    layers: LayerGrid
+    events: tuple[Event, ...]
+    system: tuple[tuple[str, str], ...]
+    steps: tuple[int, int]
+    event_steps: frozenset[int]
+
+
+def detail_data(run: Run, at: int | None, points: int) -> DetailData:
+    """Charts, layer grid, events and system figures of ``run`` as of ``at``."""
     view = RunView(run, at)
-    events = tuple(view.events()[-MAX_EVENTS:])
     steps = run.series(LOSS).steps
-    return RunDetail(
-        summary=summary,
+    return DetailData(
         charts=build_charts(view, points),
         layers=layer_grid(view, max(8, points // 4)),
-        diagnosis=diagnosis,
-        events=events,
+        events=tuple(view.events()[-MAX_EVENTS:]),
         system=system_figures(view),
-        at=at,
         steps=(int(steps[0]), int(steps[-1])) if len(steps) else (0, 0),
+        event_steps=frozenset(e.step for e in run.events),
+    )
+
+
+def build_detail(run: Run, summary: RunSummary, diagnosis: Diagnosis, at: int | None, points: int, live: Diagnosis | None = None,
+                 data: DetailData | None = None) -> RunDetail:
+    """Everything the run view draws for ``run`` as of ``at`` (``live``: the diagnosis of the whole run).
+
+    ``data``: :func:`detail_data` of the same run, data, ``at`` and ``points``, computed earlier.
+    """
+    data = data if data is not None else detail_data(run, at, points)
+    return RunDetail(
+        summary=summary,
+        charts=data.charts,
+        layers=data.layers,
+        diagnosis=diagnosis,
+        events=data.events,
+        system=data.system,
+        at=at,
+        steps=data.steps,
         first_steps={f.code: f.first_step for f in diagnosis.findings if f.first_step is not None},
         jobs=job_texts(run.path),
-        marks=tuple(sorted({e.step for e in run.events} | {f.first_step for f in (live or diagnosis).findings if f.first_step is not None})),
+        marks=tuple(sorted(data.event_steps | {f.first_step for f in (live or diagnosis).findings if f.first_step is not None})),
     )
 
 
@@ -71,12 +101,18 @@ def layer_grid(view: RunView, bins: int) -> LayerGrid:
     last = view.last_step or 0
     edges = np.linspace(0, last + 1, bins + 1)
     grid = np.full((len(layers), bins), np.nan)
+    bins_of: dict[tuple[int, int, tuple[int, ...]], np.ndarray] = {}  # layers recorded together share one steps array
     for row, name in enumerate(layers):
         steps, values = view.series(GRAD_NORM_PREFIX + name)
         ok = np.isfinite(values) & (values > 0)
         if not ok.any():
             continue
-        which = np.clip(np.searchsorted(edges, steps[ok], side="right") - 1, 0, bins - 1)
+        key = (steps.__array_interface__["data"][0], len(steps), steps.strides)
+        which = bins_of.get(key)
+        if which is None:
+            which = bins_of[key] = np.clip(np.searchsorted(edges, steps, side="right") - 1, 0, bins - 1)
+        if not ok.all():
+            which = which[ok]
         logs = np.log10(values[ok])
         sums = np.bincount(which, weights=logs, minlength=bins)
         counts = np.bincount(which, minlength=bins)

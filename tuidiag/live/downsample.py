@@ -30,7 +30,14 @@ def downsample(steps: np.ndarray, values: np.ndarray, points: int) -> tuple[np.n
 
 def tail_spark(values: np.ndarray, points: int = 40) -> list[float]:
     """The last stretch of a series as at most ``points`` bucket means, for a sparkline."""
-    good = values[np.isfinite(values)]
+    want = points * 25
+    size = want
+    while True:  # look at the end only: the overview calls this for every run on every refresh
+        window = values[-size:] if 0 < size < len(values) else values
+        good = window[np.isfinite(window)]
+        if len(good) >= want or len(window) == len(values):
+            break
+        size *= 4
     if not len(good):
         return []
     tail = good[-points * 25 :]

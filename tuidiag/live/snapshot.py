@@ -80,8 +80,11 @@ class RunDetail:
     """Steps of every event and finding onset in the whole run (replay jumps to them)."""
 
 
-def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None) -> RunSummary:
-    """The overview row of ``run`` with its top finding as the health badge."""
+def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: tuple[float, ...] | None = None) -> RunSummary:
+    """The overview row of ``run`` with its top finding as the health badge.
+
+    ``spark``: ``tail_spark`` of the run's loss, when the caller kept it from before.
+    """
     now = time.time() if now is None else now
     loss = run.series(LOSS)
     top = diagnosis.top
@@ -92,7 +95,7 @@ def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None) -> RunSu
     return RunSummary(
         key=str(run.path), name=run.name, status=status, step=run.last_step,
         steps_per_s=steps_per_second(loss.steps, loss.wall_times), last_loss=loss.last,
-        spark=tuple(tail_spark(loss.values)), lr=run.series("lr/group0").last,
+        spark=tuple(tail_spark(loss.values)) if spark is None else spark, lr=run.series("lr/group0").last,
         grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code, health_title=top.title,
         health_severity=top.severity, health_confidence=top.confidence, data_age=age,
         warnings=tuple(run.warnings),

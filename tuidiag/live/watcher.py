@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
+from watchdog import events as wd_events
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
@@ -32,11 +33,34 @@ def run_dir_of(path: Path) -> Path | None:
     return None
 
 
+IGNORED_EVENTS = frozenset({"opened", "closed_no_write", "modified"})
+"""Event types that never trigger a refresh (see ``WRITE_EVENTS``), should an observer deliver them."""
+
+WRITE_EVENTS = [
+    cls
+    for name in ("FileMovedEvent", "FileDeletedEvent", "FileClosedEvent",
+                 "DirCreatedEvent", "DirMovedEvent", "DirDeletedEvent")
+    if (cls := getattr(wd_events, name, None)) is not None
+]
+"""The events worth a refresh: a file renamed into place (the recorder's atomic
+writes), deleted, or closed after writing (a writer that writes in place, whose
+file is complete only then); a directory created (a new run), renamed or deleted.
+
+Left out on purpose: file creations (an empty file, complete only at its close or
+rename), opens and read-only closes (every refresh opens run.json and
+new shards, so each refresh set off the next one: the app refreshed in a loop with
+nothing new) and modifications (one per ``write()`` call of every temporary file,
+plus one for each directory whose entries change: ~10 events per flush of every
+run, all for the same change that the rename reports once)."""
+
+
 class _Handler(FileSystemEventHandler):
     def __init__(self, on_change: Callable[[set[Path]], None]) -> None:
         self.on_change = on_change
 
     def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in IGNORED_EVENTS:
+            return
         paths = [event.src_path, getattr(event, "dest_path", "") or ""]
         dirs = {d for p in paths if p for d in [run_dir_of(Path(str(p)))] if d is not None}
         if dirs:
@@ -56,7 +80,7 @@ class RunWatcher:
         """Start watching; on failure remember why (the app then polls)."""
         try:
             observer = Observer()
-            observer.schedule(_Handler(self.on_change), str(self.root), recursive=True)
+            observer.schedule(_Handler(self.on_change), str(self.root), recursive=True, event_filter=WRITE_EVENTS)
             observer.daemon = True
             observer.start()
         except (OSError, RuntimeError) as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -44,23 +44,64 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def read_shard(path: Path, schema: pa.Schema) -> pa.Table:
-    """Read a shard and check it against ``schema``; raises :class:`ShardError`."""
+def read_shard(path: Path, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
+    """Read a shard and check it against ``schema``; raises :class:`ShardError`.
+
+    ``columns`` (default: all of ``schema``) limits which columns are decoded; the
+    file must still have every column of ``schema``. A file that vanished (compacted
+    away after it was listed) raises ``FileNotFoundError``, not :class:`ShardError`.
+    """
+    with _open_shard(path, schema) as handle:
+        try:
+            return handle.read(columns=_names(schema, columns)).cast(_target(schema, columns))
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise ShardError(f"unreadable rows ({exc})") from exc
+
+
+def iter_shard(path: Path, schema: pa.Schema, columns: list[str] | None = None, batch_rows: int = 65536) -> Iterator[pa.Table]:
+    """:func:`read_shard` in tables of at most ``batch_rows`` rows, decoded as they are consumed.
+
+    A file that turns out unreadable part-way raises :class:`ShardError` after
+    yielding its first tables: callers that must not keep part of a file collect
+    what they derive from it and keep that only once the file was read to the end.
+    """
+    with _open_shard(path, schema) as handle:
+        target = _target(schema, columns)
+        try:
+            if handle.metadata.num_rows <= batch_rows:  # the usual fresh shard: one read is cheaper
+                yield handle.read(columns=_names(schema, columns)).cast(target)
+                return
+            for batch in handle.iter_batches(batch_size=batch_rows, columns=_names(schema, columns)):
+                yield pa.Table.from_batches([batch]).cast(target)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise ShardError(f"unreadable rows ({exc})") from exc
+
+
+def _open_shard(path: Path, schema: pa.Schema) -> pq.ParquetFile:
+    """Open a shard and check its schema (format version, columns) against ``schema``."""
     try:
-        file_schema = pq.read_schema(path)
+        handle = pq.ParquetFile(path, pre_buffer=False)  # local files: pre-buffering only adds work
+    except FileNotFoundError:
+        raise
     except (OSError, pa.ArrowException) as exc:
         raise ShardError(f"not a readable Parquet file ({exc})") from exc
+    file_schema = handle.schema_arrow
     version = _format_version(file_schema)
-    if version is not None and version > FORMAT_VERSION:
-        raise ShardError(f"written by a newer tuidiag (format {version} > {FORMAT_VERSION}); upgrade tuidiag")
     missing = [f.name for f in schema if f.name not in file_schema.names]
-    if missing:
+    if (version is not None and version > FORMAT_VERSION) or missing:
+        handle.close()
+        if version is not None and version > FORMAT_VERSION:
+            raise ShardError(f"written by a newer tuidiag (format {version} > {FORMAT_VERSION}); upgrade tuidiag")
         raise ShardError(f"not a tuidiag shard (missing columns: {', '.join(missing)})")
-    try:
-        table = pq.read_table(path, columns=schema.names)
-        return table.cast(schema)
-    except (OSError, pa.ArrowException, ValueError) as exc:
-        raise ShardError(f"unreadable rows ({exc})") from exc
+    return handle
+
+
+def _names(schema: pa.Schema, columns: list[str] | None) -> list[str]:
+    return schema.names if columns is None else list(columns)
+
+
+def _target(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
+    return schema if columns is None else pa.schema([schema.field(n) for n in columns], metadata=schema.metadata)
 
 
 def _format_version(schema: pa.Schema) -> int | None:
@@ -72,25 +113,86 @@ def _format_version(schema: pa.Schema) -> int | None:
 
 
 def split_metrics(table: pa.Table) -> dict[str, Chunk]:
-    """Group a metrics table's rows by metric name, keeping row order within each."""
+    """Group a metrics table's rows by metric name, keeping row order within each.
+
+    Metrics recorded together (one layout) have equal step and wall-time arrays;
+    those chunks share one array object.
+    """
+    return split_columns(*metric_columns(table))
+
+
+def metric_columns(table: pa.Table) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """A metrics table as numpy: metric codes, the names they index, steps, values, wall times."""
     if table.num_rows == 0:
-        return {}
+        empty = np.empty(0, np.int64)
+        return empty, [], empty, np.empty(0), np.empty(0)
     metric = table.column("metric").combine_chunks()
     if isinstance(metric, pa.ChunkedArray):
         metric = metric.chunk(0)
-    codes = metric.indices.to_numpy(zero_copy_only=False)
-    names = metric.dictionary.to_pylist()
-    steps = table.column("step").to_numpy()
-    values = table.column("value").to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    walls = table.column("wall_time").to_numpy()
-    order = np.argsort(codes, kind="stable")
+    return (
+        to_numpy(metric.indices),
+        metric.dictionary.to_pylist(),
+        to_numpy(table.column("step")),
+        to_numpy(table.column("value")).astype(np.float64, copy=False),
+        to_numpy(table.column("wall_time")),
+    )
+
+
+def split_columns(codes: np.ndarray, names: list[str], steps: np.ndarray, values: np.ndarray, walls: np.ndarray) -> dict[str, Chunk]:
+    """:func:`split_metrics` on columns already in numpy (see :func:`metric_columns`)."""
+    if not len(codes):
+        return {}
+    order = np.argsort(_narrow(codes, len(names)), kind="stable")  # 8/16-bit keys: a radix sort
     sorted_codes = codes[order]
-    bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
+    starts = np.flatnonzero(np.diff(sorted_codes)) + 1
+    steps, values, walls = steps[order], values[order], walls[order]  # one gather each; chunks are slices
     result: dict[str, Chunk] = {}
-    for part in np.split(order, bounds):
-        name = names[codes[part[0]]]
-        result[name] = Chunk(steps[part], values[part], walls[part])
+    shared_steps: list[np.ndarray] = []
+    shared_walls: list[np.ndarray] = []
+    for lo, hi in zip([0, *starts.tolist()], [*starts.tolist(), len(order)]):
+        name = names[sorted_codes[lo]]
+        result[name] = Chunk(_dedup(steps[lo:hi], shared_steps), values[lo:hi], _dedup(walls[lo:hi], shared_walls))
     return result
+
+
+def to_numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A numeric Arrow column as a numpy array (read-only when zero-copy).
+
+    Plain fixed-width columns without nulls are viewed directly: pyarrow's own
+    ``to_numpy`` goes through its pandas shim, which imports pandas (slow, large).
+    """
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    parts = []
+    for chunk in chunks:
+        kind = "i" if pa.types.is_signed_integer(chunk.type) else "u" if pa.types.is_unsigned_integer(chunk.type) else "f" if pa.types.is_floating(chunk.type) else None
+        if kind is None or chunk.null_count:
+            return column.to_numpy() if isinstance(column, pa.ChunkedArray) else column.to_numpy(zero_copy_only=False)
+        dtype = np.dtype(f"{kind}{chunk.type.bit_width // 8}")
+        parts.append(np.frombuffer(chunk.buffers()[1], dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize))
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else column.to_numpy()
+
+
+def _narrow(codes: np.ndarray, size: int) -> np.ndarray:
+    """Dictionary codes in the smallest unsigned type that holds them (numpy radix-sorts those)."""
+    if codes.dtype.kind not in "iu" or not len(codes) or codes.min() < 0 or codes.max() >= size:
+        return codes
+    if size <= 256:
+        return codes.astype(np.uint8)
+    if size <= 65536:
+        return codes.astype(np.uint16)
+    return codes
+
+
+def _dedup(array: np.ndarray, seen: list[np.ndarray], tries: int = 2) -> np.ndarray:
+    """``array``, or an equal array already in ``seen`` (so that equal chunks share memory)."""
+    for other in seen[-tries:]:
+        if len(other) == len(array) and other.dtype == array.dtype and bool((other == array).all()):
+            return other
+    array = array.copy()  # a slice would keep the whole batch's column alive
+    seen.append(array)
+    return array
 
 
 def table_events(table: pa.Table) -> list[Event]:
