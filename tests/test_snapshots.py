@@ -16,11 +16,14 @@ from tuidiag.app.app import TuidiagApp
 
 
 def _loaded(app: TuidiagApp, detail: bool = False):
+    app.animation_level = "none"  # no tab-underline animation caught mid-way
+
     async def run_before(pilot) -> None:
         await wait_for(pilot, lambda: bool(app.summaries))
         if detail:
             await wait_for(pilot, lambda: getattr(app.screen, "detail", None) is not None)
-        await pilot.pause(0.3)
+        await pilot.pause(0.5)
+        await pilot.wait_for_scheduled_animations()
 
     return run_before
 

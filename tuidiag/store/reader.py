@@ -422,20 +422,25 @@ def _read_ahead(tables: Iterator[Any], depth: int = 2) -> Iterator[Any]:
     items: queue.Queue[Any] = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
+    def offer(entry: tuple[Any, BaseException | None]) -> bool:
+        """Queue ``entry`` unless the consumer went away (then never block)."""
+        while not stop.is_set():
+            try:
+                items.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce() -> None:
         try:
             for item in tables:
-                while not stop.is_set():
-                    try:
-                        items.put((item, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not offer((item, None)):
                     return
-            items.put((_DONE, None))
         except BaseException as exc:  # handed to the consumer
-            items.put((_DONE, exc))
+            offer((_DONE, exc))
+            return
+        offer((_DONE, None))
 
     thread = threading.Thread(target=produce, name="tuidiag-read-ahead", daemon=True)
     thread.start()
@@ -464,14 +469,20 @@ def _outside(seqs: np.ndarray, shard: ShardName) -> np.ndarray:
 
 
 def _rows_in(shards: list[tuple[ShardName, Path]]) -> int:
-    """Rows in these shards according to their footers (0 for any that cannot be read)."""
+    """Rows the reader will take from these shards (sorted as ``_unread`` sorts them), from
+    their footers: a shard whose flushes an earlier one in the list covers is not counted."""
     total = 0
-    for _, path in shards:
+    planned: dict[int, SeqSet] = {}
+    for shard, path in shards:
+        covered = planned.setdefault(shard.rank, SeqSet())
+        if covered.covers(shard.first, shard.last):
+            continue
         try:
             with pq.ParquetFile(path) as handle:
                 total += handle.metadata.num_rows
         except (OSError, pa.ArrowException):
-            pass
+            continue
+        covered.add_range(shard.first, shard.last)
     return total
 
 
