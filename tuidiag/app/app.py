@@ -28,6 +28,7 @@ from tuidiag.live.model import RunsModel
 from tuidiag.live.snapshot import Chart, RunDetail, RunSummary
 from tuidiag.live.watcher import RunWatcher
 from tuidiag.store.discovery import is_run_dir
+from tuidiag.store.control import live_problem
 from tuidiag.store.manifest import read_manifest
 
 FAST_POLL = 1.0
@@ -90,10 +91,11 @@ class TuidiagApp(App):
 
     @dataclass
     class JobProgress(Message):
-        """A job is still running after ``elapsed`` seconds."""
+        """A job is still running after ``elapsed`` seconds (``progress``: a live job's state, e.g. "running 40/100")."""
 
         job: str
         elapsed: float
+        progress: str = ""
 
     @dataclass
     class JobFinished(Message):
@@ -235,19 +237,21 @@ class TuidiagApp(App):
             self.notify("a job is already running (x cancels it)", severity="warning")
             return
         try:
-            factory = read_manifest(Path(message.key)).get("factory")
+            manifest = read_manifest(Path(message.key))
         except (OSError, ValueError):
-            factory = None
-        if not factory:
-            self.notify("this run names no factory to rebuild its model: record it with "
+            manifest = {}
+        live = live_problem(manifest) is None
+        if not live and not manifest.get("factory"):
+            self.notify("this run is not live and names no factory to rebuild its model: record it with "
                         "Recorder(..., factory='train:build')", severity="error", timeout=8)
             return
         command = job_runner.job_command(message.job, message.key)
-        screen = JobConfirmScreen(message.job, job_runner.shown(command), str(factory), message.key)
-        self.push_screen(screen, lambda ok: self.run_job(message.job, command) if ok else None)
+        where = job_runner.live_where(manifest) if live else None
+        screen = JobConfirmScreen(message.job, job_runner.shown(command), str(manifest.get("factory")), message.key, where)
+        self.push_screen(screen, lambda ok: self.run_job(message.job, command, message.key) if ok else None)
 
     @work(thread=True, exclusive=True, group="job", exit_on_error=False)
-    def run_job(self, job: str, command: list[str]) -> None:
+    def run_job(self, job: str, command: list[str], run_dir: str) -> None:
         """Worker: run the job process, report progress each second, then its end."""
         started = time.monotonic()
         process = self._job_process = job_runner.start(command, Path.cwd())
@@ -256,11 +260,13 @@ class TuidiagApp(App):
                 _, stderr = process.communicate(timeout=1.0)
                 break
             except subprocess.TimeoutExpired:
-                self.post_message(self.JobProgress(job, time.monotonic() - started))
+                progress = job_runner.live_progress(Path(run_dir), job, started)
+                self.post_message(self.JobProgress(job, time.monotonic() - started, progress))
         self.post_message(self.JobFinished(job, process.returncode, job_runner.tail(stderr or "")))
 
     def on_tuidiag_app_job_progress(self, message: JobProgress) -> None:
-        self.sub_title = f"{message.job.replace('_', ' ')} running {message.elapsed:.0f}s (x cancels)"
+        progress = f" {message.progress}" if message.progress else ""
+        self.sub_title = f"{message.job.replace('_', ' ')}{progress} {message.elapsed:.0f}s (x cancels)"
 
     def on_tuidiag_app_job_finished(self, message: JobFinished) -> None:
         self.sub_title = ""
