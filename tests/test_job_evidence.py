@@ -36,9 +36,10 @@ def test_lr_finder_alone_raises_a_finding_only_when_far_off() -> None:
     assert low.code == "lr_too_low" and "1000x below" in low.evidence[0]
 
 
-def test_lr_finder_without_a_suggestion_changes_nothing() -> None:
+def test_lr_finder_without_a_reliable_suggestion_changes_nothing() -> None:
     findings = [_finding("lr_too_high")]
     assert lr_evidence(findings, {"suggested_lr": None}, lr_now=1e-2)[0].evidence == ["curve evidence"]
+    assert lr_evidence(findings, {"suggested_lr": 1e-6, "reliable": False}, lr_now=1e-2)[0].evidence == ["curve evidence"]
 
 
 def test_nan_hunt_culprit_becomes_evidence_of_the_finding_that_explains_the_nan() -> None:

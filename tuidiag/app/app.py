@@ -49,6 +49,8 @@ RunScreen.narrow #diagnosis { width: 1fr; height: 50%; min-width: 0; }
 #cursor-bar { height: 1; }
 TabPane { padding: 0; }
 LayerHeatmap { height: 1fr; }
+#jobs-scroll { overflow-x: auto; overflow-y: auto; }
+#jobs-text { width: auto; }
 """
 
 
@@ -193,8 +195,17 @@ class TuidiagApp(App):
         for screen in self.screen_stack:
             if isinstance(screen, OverviewScreen):
                 screen.show(message.summaries, str(self.root))
-        if message.detail is not None and isinstance(self.screen, RunScreen) and self.screen.key == message.detail.summary.key:
-            self.screen.show(message.detail)
+        if message.detail is not None:
+            self._show_detail(message.detail)
+
+    def _top_screen(self) -> object:
+        """The active screen, or None while the app starts or shuts down (messages still arrive then)."""
+        return self.screen_stack[-1] if self.screen_stack else None
+
+    def _show_detail(self, detail: RunDetail) -> None:
+        top = self._top_screen()
+        if isinstance(top, RunScreen) and top.key == detail.summary.key:
+            top.show(detail)
 
     def _check_watcher(self, grew: set[str]) -> None:
         """Runs grew without a file event: the watcher misses writes here (network FS); poll fast."""
@@ -206,12 +217,12 @@ class TuidiagApp(App):
             self.notify("file events are not arriving (network filesystem?): polling every second", severity="warning")
 
     def on_tuidiag_app_detail_ready(self, message: DetailReady) -> None:
-        if isinstance(self.screen, RunScreen) and self.screen.key == message.detail.summary.key:
-            self.screen.show(message.detail)
+        self._show_detail(message.detail)
 
     def on_tuidiag_app_compare_ready(self, message: CompareReady) -> None:
-        if isinstance(self.screen, CompareScreen):
-            self.screen.show(message.charts)
+        top = self._top_screen()
+        if isinstance(top, CompareScreen):
+            top.show(message.charts)
 
     # ---- navigation --------------------------------------------------------------
     def on_overview_screen_run_chosen(self, message: OverviewScreen.RunChosen) -> None:

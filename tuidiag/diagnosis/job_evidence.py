@@ -46,7 +46,7 @@ def _by_code(findings: list[Finding], code: str) -> Finding | None:
 def lr_evidence(findings: list[Finding], result: dict[str, Any], lr_now: float | None) -> list[Finding]:
     """Sharpen (or weaken) ``lr_too_high`` / ``lr_too_low`` with the LR finder's suggestion."""
     suggested, current = _number(result.get("suggested_lr")), lr_now or _number(result.get("run_lr")) or _number(result.get("optimizer_lr"))
-    if suggested is None or current is None:
+    if suggested is None or current is None or result.get("reliable") is False:
         return findings
     ratio = current / suggested
     text = f"LR finder: current LR {fmt(current)} is {_times(ratio)} the suggested {fmt(suggested)} (steepest descent of loss vs LR)"
