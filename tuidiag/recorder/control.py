@@ -74,10 +74,15 @@ class LiveControl:
         self.pending.append(request)
 
     # ---- training thread -------------------------------------------------------------
-    def run_pending(self, step: int, job_runner: Callable[[dict[str, Any], Any], dict[str, Any]]) -> None:
-        """Run every queued request now; ``job_runner(request, control)`` does the job itself."""
+    def run_pending(self, step: int, job_runner: Callable[[dict[str, Any], Any], dict[str, Any]],
+                    action_runner: Callable[[dict[str, Any]], str]) -> None:
+        """Run every queued request now; ``job_runner(request, control)`` does a job,
+        ``action_runner(request)`` applies a live action and says what changed."""
         while self.pending:
             request = self.pending.popleft()
+            if request["job"] in ctl.LIVE_ACTIONS:
+                self._act(request, step, action_runner)
+                continue
             if request["job"] == "nan_hunt":
                 from tuidiag.jobs.nan_hunt import find_capture
 
@@ -106,6 +111,16 @@ class LiveControl:
             summary = str(result.get("summary") or result.get("comparison") or "finished")
             self._finish(request, "done", summary, result=str(path.relative_to(self.run_dir)))
             self._event("job", f"{job.replace('_', ' ')} (live): {summary}", "info", {"result": str(path.name)})
+
+    def _act(self, request: dict[str, Any], step: int, action_runner: Callable[[dict[str, Any]], str]) -> None:
+        try:
+            message = action_runner(request)
+        except Exception as exc:  # bad arguments or parts: say so, keep training
+            self._finish(request, "failed", f"{type(exc).__name__}: {exc}")
+            return
+        self._finish(request, "done", message)
+        data = {"action": request["job"], "args": request.get("args", {}), "request": request["id"]}
+        self._event("action", f"live action at step {step}: {message}", "warning", data)
 
     def _arm(self, request: dict[str, Any], step: int) -> None:
         steps = int(request.get("args", {}).get("steps", ARM_STEPS))

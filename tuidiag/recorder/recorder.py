@@ -35,6 +35,7 @@ from tuidiag.format import (
     TIME_DATA_WAIT,
     TIME_STEP,
 )
+from tuidiag.recorder.actions import LiveChanges
 from tuidiag.recorder.control import LiveControl
 from tuidiag.recorder.errors import ErrorReporter, guarded
 from tuidiag.recorder.layouts import LayoutCache
@@ -103,6 +104,8 @@ class Recorder:
         self._captured = False
         self._last_flushed_step = -1
         self._layouts = LayoutCache(self)
+        self._changes = LiveChanges()
+        self.loss_fn: Any = None
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._manifest = RunManifest(self.run_dir, self.rank, name or self.run_dir.name, dict(config or {}), self.world_size, flush_interval, factory)
         self._next_step = self._manifest.resume_step
@@ -114,8 +117,12 @@ class Recorder:
 
     # ---- public API ------------------------------------------------------------
     @guarded
-    def watch(self, model: Any, optimizer: Any = None, max_grad_norm: float | None = None, loss_fn: Any = None) -> None:
-        """Record gradients, weights, updates and activations of ``model`` (and ``optimizer``)."""
+    def watch(self, model: Any, optimizer: Any = None, max_grad_norm: float | None = None, loss_fn: Any = None,
+              scheduler: Any = None) -> None:
+        """Record gradients, weights, updates and activations of ``model`` (and ``optimizer``).
+
+        ``loss_fn(output, y)`` lets jobs run inside this training; ``scheduler`` lets a
+        live LR change scale its base LRs too."""
         if self._torch is None:
             raise RuntimeError("torch is not installed: watch() needs it; log() still works")
         from tuidiag.recorder.torch_watch import TorchWatch
@@ -124,6 +131,7 @@ class Recorder:
             self._watch.close()
         self._max_grad_norm = float(max_grad_norm) if max_grad_norm is not None else None
         self.loss_fn = loss_fn
+        self._changes.scheduler = scheduler
         self._watch = TorchWatch(
             model, optimizer, self.weights_every, self.activations_every, self._submit_weights,
             lambda: self._current_step, self._mark_optimizer_step,
@@ -172,8 +180,9 @@ class Recorder:
             self._writer.submit(MetricBatch(s, wall, self._layouts.host(host_names), host_values), len(host_names))
         if dev_names:
             self._submit_device(s, wall, dev_names, dev_values)
+        self._changes.clip_now(self._watch)  # a clip_grad action counts from the step after it
         if self._control is not None and (self._control.pending or self._control.armed):
-            self._control.run_pending(s, self._job_runner())
+            self._control.run_pending(s, self._job_runner(), lambda request: self._changes.apply(request, s, self._watch, self.run_dir))
             self._control.expire(s)
         if self._watch is not None and not self._uses_batch:
             self._watch.arm_activations(s + 1)
@@ -276,9 +285,10 @@ class Recorder:
                 host_values.append(float(lr))
         host_names.append(MODEL_TRAINING)
         host_values.append(1.0 if watch.model.training else 0.0)
-        if self._max_grad_norm is not None:
+        limits = [x for x in (self._max_grad_norm, self._changes.clip) if x is not None]
+        if limits:  # the tightest clipping applied to this step: the training's own or a live action's
             host_names.append(GRAD_MAX_NORM)
-            host_values.append(self._max_grad_norm)
+            host_values.append(min(limits))
         if self.grads_every > 0 and s % self.grads_every == 0:
             names, tensors, missing = watch.grad_parts()
             dev_names.extend(names)
@@ -350,7 +360,7 @@ class Recorder:
     def _job_runner(self) -> Any:
         from tuidiag.recorder.control import job_runner_for
 
-        return job_runner_for(self._watch, getattr(self, "loss_fn", None), lambda: [b for _, b in self._recent_batches])
+        return job_runner_for(self._watch, self.loss_fn, lambda: [b for _, b in self._recent_batches])
 
     def _control_event(self, kind: str, message: str, severity: str = "info", data: Mapping[str, Any] | None = None) -> None:
         self._writer.submit(EventRow(max(self._current_step, 0), time.time(), kind, severity, message, dict(data or {})))

@@ -34,6 +34,8 @@ REQUEST_SUFFIX = ".request.json"
 STATUS_SUFFIX = ".status.json"
 CANCEL_SUFFIX = ".cancel"
 LIVE_JOBS = ("lr_find", "nan_hunt", "overfit_batch", "sharpness")
+LIVE_ACTIONS = ("scale_lr", "clip_grad", "checkpoint")
+"""Changes to the live training itself (the seeds' Step 5), applied at the next step and logged as ``action`` events."""
 FINAL_STATES = ("done", "failed", "cancelled", "refused")
 
 
@@ -74,8 +76,8 @@ def live_problem(manifest: dict[str, Any]) -> str | None:
 
 def write_request(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any] | None = None) -> str:
     """Ask the live training of ``run_dir`` to run ``job`` with ``args``; return the request id."""
-    if job not in LIVE_JOBS:
-        raise ControlError(f"unknown job {job!r}; one of {', '.join(LIVE_JOBS)}")
+    if job not in LIVE_JOBS + LIVE_ACTIONS:
+        raise ControlError(f"unknown job {job!r}; one of {', '.join(LIVE_JOBS + LIVE_ACTIONS)}")
     directory = control_dir(run_dir)
     try:
         directory.mkdir(mode=0o700, exist_ok=True)
@@ -113,7 +115,7 @@ def read_request(path: Path, uid: int) -> dict[str, Any]:
             request = json.load(fh)
     except (OSError, ValueError) as exc:
         raise ControlError(f"unreadable request ({exc})") from exc
-    if not isinstance(request, dict) or request.get("job") not in LIVE_JOBS or not isinstance(request.get("args", {}), dict):
+    if not isinstance(request, dict) or request.get("job") not in LIVE_JOBS + LIVE_ACTIONS or not isinstance(request.get("args", {}), dict):
         raise ControlError("malformed request")
     request["id"] = path.name[: -len(REQUEST_SUFFIX)]
     return request
