@@ -68,7 +68,7 @@ async def test_lr_finder_on_a_live_training_from_the_monitor(tmp_path) -> None:
     with live_training(run):
         app = TuidiagApp(run)
         async with app.run_test(size=(120, 40)) as pilot:
-            assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+            assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None, timeout=60)
             await pilot.press("l")
             assert isinstance(app.screen, JobConfirmScreen)
             assert app.screen.live is not None and "live training process" in app.screen.live
@@ -78,3 +78,24 @@ async def test_lr_finder_on_a_live_training_from_the_monitor(tmp_path) -> None:
             text = str(app.screen.query_one("#jobs-text", Static).render())
             assert "suggested" in text
     assert (run / "jobs").is_dir() and any((run / "jobs").glob("lr_find-*.json"))
+
+
+async def test_live_action_from_the_monitor_scales_the_lr(tmp_path) -> None:
+    from helpers import live_training
+
+    from tuidiag.app.screens.live_action import LiveActionScreen
+    from tuidiag.store import open_run
+
+    run = tmp_path / "live"
+    with live_training(run):
+        app = TuidiagApp(run)
+        async with app.run_test(size=(120, 40)) as pilot:
+            assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None, timeout=60)
+            await pilot.press("a")
+            assert await wait_for(pilot, lambda: isinstance(app.screen, LiveActionScreen), timeout=60)
+            assert app.screen.proposals[0].action == "scale_lr"
+            factor = app.screen.proposals[0].args["factor"]
+            await pilot.press("1")
+            assert await wait_for(pilot, lambda: any(e.kind == "action" for e in open_run(run).events), timeout=120)
+    event = next(e for e in open_run(run).events if e.kind == "action")
+    assert f"LR x{factor:g}" in event.message

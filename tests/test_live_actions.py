@@ -70,3 +70,38 @@ def test_bad_action_arguments_fail_cleanly(tmp_path: Path) -> None:
     status = ctl.read_status(tmp_path / "r", request_id)
     assert status["state"] == "failed" and "positive" in status["message"]
     assert lrs == [0.1] * 5
+
+
+def _diagnosis(*codes: str):
+    from tuidiag.diagnosis.finding import Diagnosis, Finding
+
+    return Diagnosis("r", 10, [Finding(c, c, 0.8, "warning", [], "fix") for c in codes])
+
+
+def test_proposals_follow_the_findings_and_the_lr_finder() -> None:
+    from tuidiag.live.actions import propose
+
+    high = propose(_diagnosis("lr_too_high"), lr=0.3, suggested=0.01, clipping=False)
+    assert [p.action for p in high] == ["scale_lr", "clip_grad", "checkpoint"]
+    assert high[0].args == {"factor": 0.033} and "LR finder" in high[0].label
+    assert propose(_diagnosis("lr_too_high"), lr=0.3, suggested=None, clipping=True)[0].args == {"factor": 0.3}
+    assert propose(_diagnosis("lr_too_low"), lr=1e-5, suggested=None, clipping=False)[0].args == {"factor": 3.0}
+    healthy = propose(_diagnosis("healthy"), lr=1e-3, suggested=None, clipping=False)
+    assert [p.action for p in healthy] == ["scale_lr", "checkpoint"] and healthy[0].args == {"factor": 0.5}
+
+
+def test_cli_act_on_a_live_training_and_refusal_on_a_finished_run(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from helpers import live_training
+
+    run_dir = tmp_path / "live"
+    with live_training(run_dir):
+        done = subprocess.run([sys.executable, "-m", "tuidiag", "act", str(run_dir), "--checkpoint"],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "checkpoints/step" in done.stdout and list((run_dir / "checkpoints").glob("step*.pt"))
+    refused = subprocess.run([sys.executable, "-m", "tuidiag", "act", str(run_dir), "--scale-lr", "0.5"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "only to a live training" in refused.stderr

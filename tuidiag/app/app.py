@@ -21,7 +21,10 @@ from tuidiag.app import job_runner
 from tuidiag.app.commands import RunCommands
 from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
+from tuidiag.app import live_actions
 from tuidiag.app.screens.job_confirm import JobConfirmScreen
+from tuidiag.app.screens.live_action import LiveActionScreen
+from tuidiag.live.actions import Proposal
 from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.live.model import RunsModel
@@ -98,6 +101,22 @@ class TuidiagApp(App):
         job: str
         elapsed: float
         progress: str = ""
+
+    @dataclass
+    class ActionsOffered(Message):
+        """What may be changed in a live training (``problem``: why nothing may)."""
+
+        key: str
+        proposals: list[Proposal]
+        where: str
+        problem: str | None
+
+    @dataclass
+    class ActionAnswered(Message):
+        """The training applied a live action (``ok``) or refused it; ``text`` says what happened."""
+
+        ok: bool
+        text: str
 
     @dataclass
     class JobFinished(Message):
@@ -257,7 +276,8 @@ class TuidiagApp(App):
                         "Recorder(..., factory='train:build')", severity="error", timeout=8)
             return
         command = job_runner.job_command(message.job, message.key)
-        where = job_runner.live_where(manifest) if live else None
+        summary = next((s for s in self.summaries if s.key == message.key), None)
+        where = job_runner.live_where(manifest, message.job, summary.steps_per_s if summary else None) if live else None
         screen = JobConfirmScreen(message.job, job_runner.shown(command), str(manifest.get("factory")), message.key, where)
         self.push_screen(screen, lambda ok: self.run_job(message.job, command, message.key) if ok else None)
 
@@ -274,6 +294,32 @@ class TuidiagApp(App):
                 progress = job_runner.live_progress(Path(run_dir), job, started)
                 self.post_message(self.JobProgress(job, time.monotonic() - started, progress))
         self.post_message(self.JobFinished(job, process.returncode, job_runner.tail(stderr or "")))
+
+    def on_run_screen_action_requested(self, message: RunScreen.ActionRequested) -> None:
+        self.offer_actions(message.key)
+
+    @work(thread=True, exclusive=True, group="action", exit_on_error=False)
+    def offer_actions(self, key: str) -> None:
+        """Worker: what can be changed in this run's live training, from its diagnosis."""
+        offer = live_actions.offer(self.model, Path(key))
+        self.post_message(self.ActionsOffered(key, *offer))
+
+    def on_tuidiag_app_actions_offered(self, message: ActionsOffered) -> None:
+        if message.problem is not None:
+            self.notify(f"live actions: {message.problem}", severity="warning", timeout=8)
+            return
+        screen = LiveActionScreen(Path(message.key).name, message.where, message.proposals)
+        self.push_screen(screen, lambda chosen: self.apply_action(message.key, chosen) if chosen else None)
+
+    @work(thread=True, exclusive=False, group="action", exit_on_error=False)
+    def apply_action(self, key: str, proposal: Proposal) -> None:
+        """Worker: send the change and wait for the training's answer."""
+        ok, text = live_actions.apply(Path(key), proposal)
+        self.post_message(self.ActionAnswered(ok, text))
+
+    def on_tuidiag_app_action_answered(self, message: ActionAnswered) -> None:
+        self.notify(message.text, severity="information" if message.ok else "error", timeout=10)
+        self.request_refresh(None)
 
     def on_tuidiag_app_job_progress(self, message: JobProgress) -> None:
         progress = f" {message.progress}" if message.progress else ""

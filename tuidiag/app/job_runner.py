@@ -38,10 +38,17 @@ def tail(text: str, lines: int = 4) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def live_where(manifest: dict[str, Any]) -> str:
-    """Where a live job runs, for the confirmation."""
+JOB_STEPS = {"lr_find": 100, "overfit_batch": 500, "sharpness": 44, "nan_hunt": 1}
+"""Training steps (forward+backward, or forward passes for sharpness) each job takes with default settings."""
+
+
+def live_where(manifest: dict[str, Any], job: str, steps_per_s: float | None) -> str:
+    """Where a live job runs, on which device, how long, for the confirmation."""
     control = manifest.get("control") or {}
-    return f"the live training process (pid {control.get('pid')} on {control.get('host')})"
+    steps = JOB_STEPS.get(job, 0)
+    expected = f", about {steps / steps_per_s:.0f} s at the run's {steps_per_s:.3g} steps/s" if steps_per_s else ""
+    return (f"the live training process (pid {control.get('pid')} on {control.get('host')}, "
+            f"device {control.get('device', '?')}): up to {steps} steps{expected}")
 
 
 def live_progress(run_dir: Path, job: str, since: float) -> str:

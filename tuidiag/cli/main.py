@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 from tuidiag import __version__
 from tuidiag.cli import demo_cmd, diagnose_cmd, ls_cmd, watch_cmd
-from tuidiag.cli import compare_cmd, jobs_cmd, report_cmd
+from tuidiag.cli import act_cmd, compare_cmd, jobs_cmd, report_cmd
 
 Subcommand = tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
 
@@ -24,6 +24,7 @@ SUBCOMMANDS: list[Subcommand] = [
     ("nan-hunt", "replay the captured NaN step and name the module and op that produced it", jobs_cmd.add_nan_hunt_arguments, jobs_cmd.nan_hunt),
     ("overfit-batch", "can the model memorise one batch? pass/fail with the loss curve", jobs_cmd.add_overfit_arguments, jobs_cmd.overfit_batch),
     ("sharpness", "flat or sharp minimum: loss increase under random weight perturbations", jobs_cmd.add_sharpness_arguments, jobs_cmd.sharpness),
+    ("act", "apply a change to a live training: scale the LR, clip gradients, checkpoint now", act_cmd.add_arguments, act_cmd.run),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,7 +93,8 @@ def build_charts(view: RunView, points: int) -> dict[str, Chart]:
     picks = [layers[i] for i in sorted({0, len(layers) // 2, len(layers) - 1})] if layers else []
     updates = [line for name in picks for line in [_line(view, UPDATE_RATIO_PREFIX + name, points, name)] if line]
     charts["update"] = Chart("update/weight ratio", tuple(updates), log_default=True)
-    return charts
+    actions = tuple(sorted({e.step for e in view.events("action")}))[:20]
+    return {key: dataclasses.replace(chart, actions=actions) for key, chart in charts.items()} if actions else charts
 
 
 def layer_grid(view: RunView, bins: int) -> LayerGrid:

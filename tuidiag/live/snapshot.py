@@ -50,6 +50,8 @@ class Chart:
     nonfinite_steps: tuple[int, ...] = ()
     threshold: float | None = None
     log_default: bool = False
+    actions: tuple[int, ...] = ()
+    """Steps of live actions (LR change, clipping, checkpoint), marked so before/after can be compared."""
 
 
 @dataclass(frozen=True)

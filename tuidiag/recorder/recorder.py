@@ -138,7 +138,7 @@ class Recorder:
         )
         self._manifest.describe(model, optimizer, self._max_grad_norm)
         if self._control is not None and optimizer is not None:
-            self._manifest.allow_control(os.getpid(), os.geteuid(), socket.gethostname(), loss_fn is not None)
+            self._manifest.allow_control(os.getpid(), os.geteuid(), socket.gethostname(), loss_fn is not None, str(self._watch.device))
         if not self._uses_batch:
             self._watch.arm_activations(self._next_step)
 

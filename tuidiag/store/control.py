@@ -159,6 +159,21 @@ def newest_status(run_dir: str | os.PathLike[str], job: str, since: float) -> di
     return read_status(run_dir, newest.name[: -len(STATUS_SUFFIX)])
 
 
+def send_and_wait(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any], wait: float) -> tuple[bool, str]:
+    """Send a request and wait up to ``wait`` seconds for its final state: ``(done, what the training said)``."""
+    try:
+        request_id = write_request(run_dir, job, args)
+    except ControlError as exc:
+        return False, str(exc)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        status = read_status(run_dir, request_id)
+        if status is not None and status.get("state") in FINAL_STATES:
+            return status["state"] == "done", str(status.get("message", status["state"]))
+        time.sleep(0.2)
+    return False, f"sent; the training has not answered within {wait:.0f} s (it applies requests at its next flush and step)"
+
+
 def request_cancel(run_dir: str | os.PathLike[str], request_id: str) -> None:
     """Ask the training to stop a request (it stops at the job's next progress point)."""
     _write_json(control_dir(run_dir) / f"{request_id}{CANCEL_SUFFIX}", {"id": request_id, "created": time.time()})

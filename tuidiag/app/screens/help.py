@@ -34,9 +34,10 @@ Replay (tuidiag replay RUN)
   + -        faster/slower          home/end    start/end
   The diagnosis panel shows what was known at the cursor.
 
-Jobs (run view; they rebuild the model from the run's factory, after asking)
+Jobs (run view, after asking: inside a live training, else from the run's factory)
   l LR finder   n NaN hunt   o overfit one batch   s sharpness   x cancel
   7          the Jobs tab: newest result of each job
+  a          apply a fix to the live training: scale the LR, clip, checkpoint
 """
 
 

@@ -50,6 +50,7 @@ class RunScreen(Screen):
         Binding("o", "job('overfit_batch')", "Overfit", show=False),
         Binding("s", "job('sharpness')", "Sharpness", show=False),
         Binding("x", "app.cancel_job", "Cancel job", show=False),
+        Binding("a", "live_action", "Apply fix", show=False),
     ]
 
     @dataclass
@@ -65,6 +66,12 @@ class RunScreen(Screen):
 
         key: str
         job: str
+
+    @dataclass
+    class ActionRequested(Message):
+        """The user wants to apply a change (LR, clipping, checkpoint) to run ``key``'s live training."""
+
+        key: str
 
     def __init__(self, key: str, replay: bool = False) -> None:
         super().__init__()
@@ -232,6 +239,9 @@ class RunScreen(Screen):
 
     def action_job(self, job: str) -> None:
         self.post_message(self.JobRequested(self.key, job))
+
+    def action_live_action(self) -> None:
+        self.post_message(self.ActionRequested(self.key))
 
     def on_events_panel_step_chosen(self, message: EventsPanel.StepChosen) -> None:
         self._jump_to(message.step)

@@ -64,13 +64,16 @@ class MetricChart(PlotextPlot):
             plt.horizontal_line(chart.threshold, color="red")
         for step in chart.nonfinite_steps[:1]:
             plt.vertical_line(step, color="red")
+        for step in chart.actions:
+            plt.vertical_line(step, color="green")
         if self.marker is not None:
             plt.vertical_line(self.marker, color="yellow")
         plt.yscale("log" if use_log else "linear")
         ticks = y_ticks(np.concatenate([y for _, _, y in chart.lines if len(y)]), use_log, self._tick_count())
         if ticks:
             plt.yticks(ticks, [fmt(t) for t in ticks])
-        plt.title(f"{chart.title}{'  (log)' if use_log else ''}" + ("  NaN at red line" if chart.nonfinite_steps else ""))
+        notes = ("  NaN at red line" if chart.nonfinite_steps else "") + ("  live action at green line" if chart.actions else "")
+        plt.title(f"{chart.title}{'  (log)' if use_log else ''}{notes}")
         self.refresh()
 
 

@@ -1,0 +1,41 @@
+"""Offering and sending live actions for the monitor (worker-thread side; no Textual here).
+
+The monitor writes the control request itself: an action is a small change the
+training applies at its next step (no job process, no user code), and the answer
+comes back through the request's status file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tuidiag.live.actions import Proposal, finder_suggestion, propose
+from tuidiag.store import control as ctl
+from tuidiag.store.manifest import read_manifest
+
+ANSWER_WAIT = 30.0
+"""Seconds to wait for the training to apply an action before saying it has not yet."""
+
+
+def offer(model: Any, run_dir: Path) -> tuple[list[Proposal], str, str | None]:
+    """``(proposals, where, problem)`` for ``run_dir``; ``problem`` says why nothing can be applied."""
+    try:
+        manifest = read_manifest(run_dir)
+    except (OSError, ValueError) as exc:
+        return [], "", f"cannot read {run_dir}/run.json ({exc})"
+    problem = ctl.live_problem(manifest)
+    if problem is not None:
+        return [], "", f"changes apply only to a live training: {problem}"
+    detail = model.detail(str(run_dir))
+    if detail is None:
+        return [], "", "the run is not loaded yet"
+    control = manifest.get("control") or {}
+    where = f"the training process (pid {control.get('pid')} on {control.get('host')})"
+    clipping = detail.charts.get("grad") is not None and detail.charts["grad"].threshold is not None
+    return propose(detail.diagnosis, detail.summary.lr, finder_suggestion(run_dir), clipping), where, None
+
+
+def apply(run_dir: Path, proposal: Proposal, wait: float = ANSWER_WAIT) -> tuple[bool, str]:
+    """Send ``proposal`` and wait for the training's answer: ``(applied, what it said)``."""
+    return ctl.send_and_wait(run_dir, proposal.action, proposal.args, wait)

@@ -1,0 +1,47 @@
+"""Choosing a change to apply to the live training (scale the LR, clip gradients, checkpoint)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from tuidiag.live.actions import Proposal
+from tuidiag.textsafe import literal
+
+
+class LiveActionScreen(ModalScreen[Proposal | None]):
+    """Lists the proposals; a digit applies one (the confirmation), ``esc`` cancels."""
+
+    BINDINGS = [Binding("escape,n", "choose(0)", "Cancel")] + [
+        Binding(str(i), f"choose({i})", f"Apply {i}", show=False) for i in range(1, 6)
+    ]
+    DEFAULT_CSS = """
+    LiveActionScreen { align: center middle; }
+    LiveActionScreen > Vertical { width: 90; max-width: 100%; height: auto; border: thick $warning; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, run_name: str, where: str, proposals: list[Proposal]) -> None:
+        super().__init__()
+        self.run_name, self.where, self.proposals = run_name, where, proposals
+
+    def compose(self) -> ComposeResult:
+        text = Text()
+        text.append("Apply a change to the live training ", style="bold")
+        text.append_text(literal(self.run_name, "bold", 80))
+        text.append("?\n\nIt is applied inside ")
+        text.append_text(literal(self.where, "yellow", 200))
+        text.append(" at its next step and recorded as an event (a green line on the charts).\n\n")
+        for i, proposal in enumerate(self.proposals, 1):
+            text.append(f"  [{i}] ", style="bold cyan")
+            text.append_text(literal(proposal.label, "", 200))
+            text.append("\n")
+        text.append("\n[1-5] apply    [esc] cancel", style="dim")
+        with Vertical():
+            yield Static(text)
+
+    def action_choose(self, index: int) -> None:
+        self.dismiss(self.proposals[index - 1] if 0 < index <= len(self.proposals) else None)

@@ -1,0 +1,67 @@
+"""What the monitor offers to change in a live training (the seeds' Step 5), from what the diagnosis found.
+
+Pure functions of the findings, the current LR and the newest LR-finder result; the
+app shows the proposals, the user picks one, and it goes to the training as a
+control request (:mod:`tuidiag.store.control`, applied by :mod:`tuidiag.recorder.actions`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuidiag.diagnosis import Diagnosis
+from tuidiag.store.job_results import latest_result
+
+LR_DOWN = ("lr_too_high", "exploding_gradients", "nonfinite_loss", "loss_spikes")
+LR_UP = ("lr_too_low", "underfitting")
+CLIP = ("exploding_gradients", "nonfinite_loss", "loss_spikes", "lr_too_high")
+CONSIDERED = 0.5
+"""Findings at least this confident shape the proposals."""
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One change the user may apply: what it says, the control request's action and arguments."""
+
+    label: str
+    action: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+def finder_suggestion(run_dir: Path) -> float | None:
+    """The newest reliable LR-finder suggestion of the run, if any."""
+    try:
+        record = latest_result(run_dir, "lr_find")
+    except OSError:
+        return None
+    result = (record or {}).get("result") or {}
+    suggested = result.get("suggested_lr")
+    return float(suggested) if isinstance(suggested, (int, float)) and suggested > 0 and result.get("reliable", True) else None
+
+
+def _lr_proposal(lr: float | None, factor: float, why: str) -> Proposal:
+    factor = float(f"{factor:.2g}")
+    now = f" ({lr:.3g} -> {lr * factor:.3g})" if lr else ""
+    return Proposal(f"scale the LR x{factor:g}{now}: {why}", "scale_lr", {"factor": factor})
+
+
+def propose(diagnosis: Diagnosis, lr: float | None, suggested: float | None, clipping: bool) -> list[Proposal]:
+    """The changes worth offering for this diagnosis, most useful first; a checkpoint always."""
+    codes = {f.code for f in diagnosis.findings if f.confidence >= CONSIDERED}
+    found: list[Proposal] = []
+    if codes & set(LR_DOWN):
+        use_finder = bool(lr and suggested and suggested < lr)
+        factor = max(0.01, suggested / lr) if use_finder else 0.3
+        found.append(_lr_proposal(lr, factor, "the LR finder's suggestion" if use_finder else "3x lower, as the finding's fix says"))
+    elif codes & set(LR_UP):
+        use_finder = bool(lr and suggested and suggested > lr)
+        factor = min(100.0, suggested / lr) if use_finder else 3.0
+        found.append(_lr_proposal(lr, factor, "the LR finder's suggestion" if use_finder else "3x higher, as the finding's fix says"))
+    else:
+        found.append(_lr_proposal(lr, 0.5, "halve it (no LR finding now)"))
+    if codes & set(CLIP) and not clipping:
+        found.append(Proposal("clip gradients at global norm 1.0 from the next step", "clip_grad", {"max_norm": 1.0}))
+    found.append(Proposal("save a checkpoint now (RUN/checkpoints/step<N>.pt)", "checkpoint", {}))
+    return found
