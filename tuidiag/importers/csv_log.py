@@ -1,0 +1,82 @@
+"""Import a CSV metrics log: Lightning's ``CSVLogger`` or Keras' ``CSVLogger`` (or any step-per-row CSV).
+
+- Lightning (``lightning_logs/version_N/metrics.csv``): a ``step`` column, an ``epoch``
+  column, and one column per metric with empty cells on the rows where that metric
+  was not logged. ``step`` is the step; ``epoch`` is kept as a metric. The
+  ``hparams.yaml`` Lightning writes beside it becomes the run's config.
+- Keras (``CSVLogger("training.log")``): an ``epoch`` column (from 0) and one column per
+  metric; the epoch is the step.
+- Anything else: the row number is the step (reported).
+
+CSV files hold no times: every row gets the file's modification time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tuidiag.importers.source import ImportSourceError, SourceRun
+from tuidiag.importers.tables import check_file, file_time, numbers, run_name, series_from_columns
+
+LIGHTNING_HPARAMS = "hparams.yaml"
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """The CSV as text cells (empty cells stay empty strings, so 'not logged' differs from ``nan``)."""
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise ImportSourceError(f"cannot read {path} as CSV: {exc}") from exc
+    if frame.empty:
+        raise ImportSourceError(f"{path} has no rows")
+    frame.columns = [str(c).strip() for c in frame.columns]
+    return frame
+
+
+def step_column(frame: pd.DataFrame, notes: list[str]) -> tuple[np.ndarray, str, list[str]]:
+    """(steps of each row, the layout's name, metric columns): ``step``, else ``epoch``, else the row number."""
+    for column, layout in (("step", "lightning"), ("epoch", "keras")):
+        if column in frame.columns:
+            logged, values = numbers(frame[column])
+            if not logged.all() or not np.isfinite(values).all():
+                raise ImportSourceError(f"column {column!r} has empty or non-numeric cells")
+            metrics = [c for c in frame.columns if c != column]
+            return values.astype(np.int64), layout, metrics
+    notes.append("no 'step' or 'epoch' column: the row number is the step")
+    return np.arange(len(frame), dtype=np.int64), "rows", list(frame.columns)
+
+
+def lightning_hparams(path: Path, notes: list[str]) -> dict[str, Any]:
+    """Lightning's ``hparams.yaml`` beside the CSV, as the run's config (``{}`` when absent or unreadable)."""
+    hparams = path.parent / LIGHTNING_HPARAMS
+    if not hparams.is_file():
+        return {}
+    try:
+        import yaml
+
+        loaded = yaml.safe_load(hparams.read_text(encoding="utf-8"))
+    except Exception as exc:  # PyYAML missing or the file is not plain YAML: the metrics still import
+        notes.append(f"{LIGHTNING_HPARAMS} not read ({type(exc).__name__})")
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def read_csv_log(path: str | os.PathLike[str], name: str | None = None) -> SourceRun:
+    """The run held by a CSV metrics log."""
+    path = Path(path)
+    check_file(path)
+    frame = read_table(path)
+    notes: list[str] = []
+    steps, layout, metrics = step_column(frame, notes)
+    try:
+        series = series_from_columns(frame[metrics], steps, file_time(path), notes)
+    except ImportSourceError as exc:
+        raise ImportSourceError(f"{path}: {exc}") from exc
+    config = lightning_hparams(path, notes) if layout == "lightning" else {}
+    source = {"format": f"csv ({layout})", "path": str(path.resolve())}
+    return SourceRun(run_name(path, name), series, source, notes, config)

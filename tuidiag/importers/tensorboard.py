@@ -1,0 +1,189 @@
+"""Import TensorBoard event files (torch's ``SummaryWriter``, TensorFlow 1 and 2, Keras) as tuidiag runs.
+
+Every scalar event is read, record by record, with tensorboard's ``EventFileLoader``
+(never ``EventAccumulator``, whose default reservoir sampling keeps 10,000 scalars a
+tag and hides spikes). The loader turns TF1/torch ``simple_value`` scalars into
+tensors of the ``scalars`` plugin, as TF2 writes them; TF2 names the plugin only in
+a tag's first event, so the plugin of each tag is remembered across a run's files.
+
+One run per directory holding event files, keeping the layout below the log
+directory, with two well-known layouts joined into one run:
+
+- torch ``add_scalars("Loss", {"train": ..., "val": ...})`` writes each key to a
+  subdirectory ``Loss_train/`` with tag ``Loss``: joined into the parent as ``Loss/train``.
+- Keras' ``TensorBoard`` callback writes ``train/`` and ``validation/`` beside each
+  other: joined as one run, the validation tags as ``validation/<tag>``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from tuidiag.importers.source import ImportSourceError, SourceRun, SourceSeries
+
+INSTALL_HINT = (
+    "reading TensorBoard files needs the tensorboard package: "
+    "pip install 'tuidiag[tensorboard]' (or pip install tensorboard)"
+)
+SCALARS_PLUGIN = "scalars"
+KERAS_SPLITS = {"train": "", "validation": "validation/"}
+"""Keras' subdirectories and the prefix their tags get in the joined run."""
+OWN_EVENTS_DIR = "_root"
+"""Where the events of a directory go when runs also sit below it (runs do not nest)."""
+
+Scalars = dict[str, tuple[list[int], list[float], list[float]]]
+Parts = list[tuple[Path, list[SourceSeries]]]
+"""The event directories of one run, each with its series."""
+
+
+def _loader() -> tuple[Any, Any]:
+    """tensorboard's event file loader and tensor decoder, or a clear error when it is missing."""
+    try:
+        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+        from tensorboard.util import tensor_util
+    except ImportError as exc:
+        raise ImportSourceError(INSTALL_HINT) from exc
+    return EventFileLoader, tensor_util
+
+
+def is_event_file(name: str) -> bool:
+    """True for a TensorBoard event file name (``events.out.tfevents.*``, as TensorBoard itself matches)."""
+    return "tfevents" in name and not name.startswith(".")
+
+
+def event_dirs(logdir: Path) -> dict[Path, list[Path]]:
+    """Every directory under ``logdir`` (itself included) holding event files, with its files in name order."""
+    found: dict[Path, list[Path]] = {}
+    for dirpath, dirnames, filenames in os.walk(logdir, onerror=lambda _err: None):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        files = sorted(Path(dirpath) / f for f in filenames if is_event_file(f))
+        if files:
+            found[Path(dirpath)] = files
+    return found
+
+
+def read_scalars(files: list[Path], notes: list[str]) -> Scalars:
+    """Every scalar of one run's event files: tag -> (steps, values, wall times), in file order."""
+    event_file_loader, tensor_util = _loader()
+    plugins: dict[str, str] = {}
+    scalars: Scalars = defaultdict(lambda: ([], [], []))
+    for path in files:
+        try:
+            for event in event_file_loader(str(path)).Load():
+                _add_event(event, plugins, scalars, tensor_util)
+        except Exception as exc:  # a corrupt record ends that file, not the import
+            notes.append(f"{path.name}: stopped reading at a bad record ({type(exc).__name__}: {exc})")
+    return dict(scalars)
+
+
+def _add_event(event: Any, plugins: dict[str, str], scalars: Scalars, tensor_util: Any) -> None:
+    """Append the scalar values of one event."""
+    if not event.HasField("summary"):
+        return
+    for value in event.summary.value:
+        plugin = value.metadata.plugin_data.plugin_name
+        if plugin:
+            plugins[value.tag] = plugin
+        if plugins.get(value.tag) != SCALARS_PLUGIN or not value.HasField("tensor"):
+            continue
+        array = tensor_util.make_ndarray(value.tensor)
+        if array.size != 1:
+            continue
+        steps, values, walls = scalars[value.tag]
+        steps.append(int(event.step))
+        values.append(float(array.reshape(-1)[0]))
+        walls.append(float(event.wall_time))
+
+
+def _add_scalars_key(child: Path, tags: list[str]) -> str | None:
+    """The key of a torch ``add_scalars`` subdirectory (``Loss_train`` with tag ``Loss``: ``train``), else ``None``."""
+    if len(tags) != 1:
+        return None
+    prefix = tags[0].replace("/", "_") + "_"
+    return child.name[len(prefix):] if child.name.startswith(prefix) and len(child.name) > len(prefix) else None
+
+
+def _to_series(scalars: Scalars, prefix: str = "", suffix: str = "") -> list[SourceSeries]:
+    return [SourceSeries.from_lists(f"{prefix}{tag}{suffix}", *lists) for tag, lists in scalars.items()]
+
+
+class _Layout:
+    """The runs of one log directory: which event directories make up which run."""
+
+    def __init__(self, logdir: Path, name: str) -> None:
+        self.logdir, self.name = logdir, name
+        self.dirs = event_dirs(logdir)
+        self.cache: dict[Path, Scalars] = {}
+        self.notes: dict[Path, list[str]] = defaultdict(list)
+
+    def scalars(self, directory: Path) -> Scalars:
+        if directory not in self.cache:
+            self.cache[directory] = read_scalars(self.dirs[directory], self.notes[directory])
+        return self.cache[directory]
+
+    def runs(self) -> dict[Path, Parts]:
+        """Run directory -> its parts (event directory, series), joining the two known layouts."""
+        runs: dict[Path, Parts] = {}
+        joined: set[Path] = set()
+        for directory in self.dirs:
+            if directory in joined:
+                continue
+            parts = [(directory, _to_series(self.scalars(directory)))]
+            for child in (d for d in self.dirs if d.parent == directory):
+                key = _add_scalars_key(child, list(self.scalars(child)))
+                if key is not None:
+                    parts.append((child, _to_series(self.scalars(child), suffix=f"/{key}")))
+                    joined.add(child)
+            runs[directory] = parts
+        return self._join_keras(runs)
+
+    def _join_keras(self, runs: dict[Path, Parts]) -> dict[Path, Parts]:
+        """Keras' ``train/`` and ``validation/`` (in a directory without event files of its own) become one run."""
+        for parent in {d.parent for d in runs if d.name in KERAS_SPLITS and d != self.logdir}:
+            if parent in runs:
+                continue
+            splits = [parent / split for split in KERAS_SPLITS if parent / split in runs]
+            parts: Parts = []
+            for split in splits:
+                prefix = KERAS_SPLITS[split.name]
+                parts += [(d, [_prefixed(s, prefix) for s in series]) for d, series in runs.pop(split)]
+            runs[parent] = parts
+        return runs
+
+    def relative(self, run_dir: Path, all_runs: list[Path]) -> Path:
+        """Where a run goes below the output directory: NAME/<path below the log directory>."""
+        rel = Path(self.name) / run_dir.relative_to(self.logdir)
+        nested = any(other != run_dir and run_dir in other.parents for other in all_runs)
+        return rel / OWN_EVENTS_DIR if nested else rel
+
+
+def _prefixed(series: SourceSeries, prefix: str) -> SourceSeries:
+    return SourceSeries(prefix + series.name, series.steps, series.values, series.wall_times)
+
+
+def read_tensorboard(logdir: str | os.PathLike[str], name: str | None = None) -> list[SourceRun]:
+    """The runs of a TensorBoard log directory (or of one event file's directory)."""
+    path = Path(logdir)
+    if path.is_file() and is_event_file(path.name):
+        path = path.parent
+    if not path.is_dir():
+        problem = "does not exist" if not path.exists() else "is not a directory of TensorBoard event files"
+        raise ImportSourceError(f"{logdir} {problem}")
+    _loader()
+    layout = _Layout(path, name or path.resolve().name)
+    if not layout.dirs:
+        raise ImportSourceError(f"no TensorBoard event files (events.out.tfevents.*) under {logdir}")
+    grouped = layout.runs()
+    result = []
+    for run_dir, parts in sorted(grouped.items()):
+        series = [s for _, part in parts for s in part]
+        files = [str(f) for d, _ in parts for f in layout.dirs[d]]
+        notes = [n for d, _ in parts for n in layout.notes[d]]
+        if not series:
+            notes.append("no scalar summaries in its event files")
+        source = {"format": "tensorboard", "path": str(run_dir.resolve()), "files": files}
+        result.append(SourceRun(layout.relative(run_dir, list(grouped)), series, source, notes))
+    return result
