@@ -82,8 +82,11 @@ def summary(result: WrittenRun, source_run: SourceRun) -> str:
     """What was written for one run: where, how many values, the name mapping and notes."""
     steps = "no steps" if result.last_step is None else f"last step {result.last_step}"
     lines = [f"imported {source_run.source.get('path')} -> {result.path} ({result.rows:,} values, {steps})"]
-    mapped = ", ".join(f"{src} -> {dst}" for src, dst in result.names.mapped.items())
+    mapped = ", ".join(f"{src} -> {dst}" for src, dst in result.names.mapped.items() if src != dst)
     lines.append(f"  mapped: {mapped or '(nothing)'}")
+    same = ", ".join(src for src, dst in result.names.mapped.items() if src == dst)
+    if same:
+        lines.append(f"  already tuidiag names: {same}")
     kept = ", ".join(result.names.kept.values())
     lines.append(f"  kept as-is: {kept or '(nothing)'}")
     lines += [f"  note: {note}" for note in source_run.notes]

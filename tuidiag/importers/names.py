@@ -26,7 +26,7 @@ MAX_NAME_LENGTH = 200
 ALIASES: dict[str, tuple[str, ...]] = {
     LOSS: (
         "train_loss", "loss_train", "training_loss", "train_loss_step", "loss_step", "loss",
-        "epoch_loss", "train_epoch_loss", "train_loss_epoch", "loss_epoch",
+        "batch_loss", "epoch_loss", "train_epoch_loss", "train_loss_epoch", "loss_epoch",
     ),
     VAL_LOSS: (
         "val_loss", "loss_val", "validation_loss", "loss_validation", "valid_loss", "loss_valid",
@@ -44,7 +44,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     ),
     VAL_ACC: (
         "val_acc", "val_accuracy", "acc_val", "accuracy_val", "validation_accuracy", "valid_acc", "eval_accuracy",
-        "eval_acc", "val_epoch_accuracy", "val_acc_epoch",
+        "eval_acc", "val_epoch_accuracy", "validation_epoch_accuracy", "val_acc_epoch",
     ),
 }
 """tuidiag name -> aliases in normal form, most preferred first."""

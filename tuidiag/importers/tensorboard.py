@@ -4,7 +4,8 @@ Every scalar event is read, record by record, with tensorboard's ``EventFileLoad
 (never ``EventAccumulator``, whose default reservoir sampling keeps 10,000 scalars a
 tag and hides spikes). The loader turns TF1/torch ``simple_value`` scalars into
 tensors of the ``scalars`` plugin, as TF2 writes them; TF2 names the plugin only in
-a tag's first event, so the plugin of each tag is remembered across a run's files.
+a tag's first event, so one-number tensors are gathered per tag and kept when any
+of the run's files names the tag's plugin ``scalars``.
 
 One run per directory holding event files, keeping the layout below the log
 directory, with two well-known layouts joined into one run:
@@ -69,30 +70,30 @@ def read_scalars(files: list[Path], notes: list[str]) -> Scalars:
     """Every scalar of one run's event files: tag -> (steps, values, wall times), in file order."""
     event_file_loader, tensor_util = _loader()
     plugins: dict[str, str] = {}
-    scalars: Scalars = defaultdict(lambda: ([], [], []))
+    tensors: Scalars = defaultdict(lambda: ([], [], []))
     for path in files:
         try:
             for event in event_file_loader(str(path)).Load():
-                _add_event(event, plugins, scalars, tensor_util)
+                _add_event(event, plugins, tensors, tensor_util)
         except Exception as exc:  # a corrupt record ends that file, not the import
             notes.append(f"{path.name}: stopped reading at a bad record ({type(exc).__name__}: {exc})")
-    return dict(scalars)
+    return {tag: lists for tag, lists in tensors.items() if plugins.get(tag) == SCALARS_PLUGIN}
 
 
-def _add_event(event: Any, plugins: dict[str, str], scalars: Scalars, tensor_util: Any) -> None:
-    """Append the scalar values of one event."""
+def _add_event(event: Any, plugins: dict[str, str], tensors: Scalars, tensor_util: Any) -> None:
+    """Note the plugin of each tag and append the one-number tensors of one event (the plugin decides later)."""
     if not event.HasField("summary"):
         return
     for value in event.summary.value:
         plugin = value.metadata.plugin_data.plugin_name
         if plugin:
             plugins[value.tag] = plugin
-        if plugins.get(value.tag) != SCALARS_PLUGIN or not value.HasField("tensor"):
+        if plugins.get(value.tag, SCALARS_PLUGIN) != SCALARS_PLUGIN or not value.HasField("tensor"):
             continue
         array = tensor_util.make_ndarray(value.tensor)
-        if array.size != 1:
+        if array.size != 1 or array.dtype.kind not in "biuf":
             continue
-        steps, values, walls = scalars[value.tag]
+        steps, values, walls = tensors[value.tag]
         steps.append(int(event.step))
         values.append(float(array.reshape(-1)[0]))
         walls.append(float(event.wall_time))
