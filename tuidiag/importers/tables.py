@@ -9,7 +9,7 @@ import pandas as pd
 
 from tuidiag.importers.source import ImportSourceError, SourceSeries
 
-GENERIC_STEMS = {"metrics", "history", "log", "logs"}
+GENERIC_STEMS = {"metrics"}
 """File stems that say nothing about the run (Lightning always writes ``metrics.csv``): the folder names it instead."""
 
 
