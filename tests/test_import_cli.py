@@ -55,6 +55,7 @@ def test_a_directory_that_is_not_a_run_is_never_replaced(tmp_path: Path, capsys)
         ("csv", "step,loss\n", "no rows"),
         ("csv", "step,loss\n0,x\n", "no numeric metrics"),
         ("csv", "step,loss\n,1.0\n", "empty or non-numeric"),
+        ("csv", "\x00\xff\xfe garbage \x00\n\x01\x02", "no numeric metrics"),
     ],
 )
 def test_unreadable_files_exit_2_with_one_line(tmp_path: Path, capsys, kind: str, content: str, message: str) -> None:
@@ -75,12 +76,14 @@ def test_missing_file_and_directory_instead_of_file(tmp_path: Path, capsys) -> N
 
 def test_import_then_ls_in_a_real_process(tmp_path: Path, python: str) -> None:
     src = tmp_path / "log.csv"
-    src.write_text("step,train_loss,val_loss\n" + "".join(f"{s},{1 / (s + 1)},{'' if s % 5 else 0.5}\n" for s in range(50)))
+    rows = "".join(f"{s},{1 / (s + 1)},{'' if s % 5 else 0.5}\n" for s in range(50))
+    src.write_text("step,train_loss,val_loss\n" + rows)
     result = subprocess.run([python, "-m", "tuidiag", "import", "csv", str(src), str(tmp_path / "runs")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "train_loss -> train/loss" in result.stdout and "next: tuidiag diagnose" in result.stdout
-    listing = subprocess.run([python, "-m", "tuidiag", "ls", str(tmp_path / "runs")], capture_output=True, text=True, timeout=120)
+    listing = subprocess.run([python, "-m", "tuidiag", "ls", str(tmp_path / "runs")],
+                             capture_output=True, text=True, timeout=120)
     line = next(line for line in listing.stdout.splitlines() if line.startswith("log"))
     assert "finished" in line and "50" in line and "0.02" in line
     assert len(tuidiag.open_run(tmp_path / "runs" / "log").series("val/loss")) == 10
@@ -88,7 +91,8 @@ def test_import_then_ls_in_a_real_process(tmp_path: Path, python: str) -> None:
 
 async def test_the_monitor_shows_an_imported_run(tmp_path: Path) -> None:
     src = tmp_path / "history.json"
-    src.write_text(json.dumps({"loss": [2.0 * 0.97 ** e for e in range(80)], "val_loss": [1.0 + 0.01 * e for e in range(80)]}))
+    history = {"loss": [2.0 * 0.97**e for e in range(80)], "val_loss": [1.0 + 0.01 * e for e in range(80)]}
+    src.write_text(json.dumps(history))
     assert main(["import", "keras-history", str(src), str(tmp_path / "runs"), "--name", "keras-run"]) == 0
     app = TuidiagApp(tmp_path / "runs", clock=fixed_clock)
     async with app.run_test(size=(120, 30)) as pilot:

@@ -35,7 +35,8 @@ def test_keras_history_json_imports_epochs_as_steps_and_shows_overfitting(tmp_pa
     out = capsys.readouterr().out
     assert "loss -> train/loss" in out and "val_accuracy -> val/acc" in out
     run = tuidiag.open_run(tmp_path / "runs" / "training_history")
-    for name, metric in (("loss", "train/loss"), ("val_loss", "val/loss"), ("accuracy", "train/acc"), ("val_accuracy", "val/acc")):
+    pairs = (("loss", "train/loss"), ("val_loss", "val/loss"), ("accuracy", "train/acc"), ("val_accuracy", "val/acc"))
+    for name, metric in pairs:
         series = run.series(metric)
         np.testing.assert_array_equal(series.steps, np.arange(60))
         np.testing.assert_array_equal(series.values, np.array(history[name]))
@@ -70,6 +71,15 @@ def test_keras_csv_logger_file(tmp_path: Path, capsys) -> None:
     assert "epoch" not in run.metric_names
 
 
+def test_keras_csv_logger_with_another_separator(tmp_path: Path) -> None:
+    src = tmp_path / "semi.csv"
+    src.write_text("epoch;learning_rate;loss\n0;0.01;1.5\n1;0.01;nan\n2;0.001;inf\n")
+    assert main(["import", "csv", str(src), str(tmp_path / "runs")]) == 0
+    run = tuidiag.open_run(tmp_path / "runs" / "semi")
+    np.testing.assert_array_equal(run.series("train/loss").values, [1.5, np.nan, np.inf])
+    np.testing.assert_array_equal(run.series("lr/group0").steps, [0, 1, 2])
+
+
 def _lightning_run(root: Path) -> Path:
     """Train a tiny model with Lightning's Trainer and CSVLogger; returns its metrics.csv."""
     import lightning as L
@@ -99,9 +109,10 @@ def _lightning_run(root: Path) -> Path:
 
     x = torch.randn(64, 4, generator=torch.Generator().manual_seed(0))
     data = DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
-    trainer = L.Trainer(max_epochs=3, logger=CSVLogger(str(root)), callbacks=[LearningRateMonitor("step")], log_every_n_steps=1,
-                        enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False, accelerator="cpu",
-                        devices=1)
+    trainer = L.Trainer(
+        max_epochs=3, logger=CSVLogger(str(root)), callbacks=[LearningRateMonitor("step")], log_every_n_steps=1,
+        enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False, accelerator="cpu", devices=1,
+    )
     trainer.fit(Tiny(), data, data)
     return Path(trainer.logger.log_dir) / "metrics.csv"
 

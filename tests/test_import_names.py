@@ -11,9 +11,11 @@ from tuidiag.importers.names import TRAIN_ACC, VAL_ACC, VAL_LOSS, map_names, nor
 @pytest.mark.parametrize(
     ("source", "target"),
     [
-        ("train_loss", "train/loss"), ("loss", "train/loss"), ("Loss/train", "train/loss"), ("train/loss_step", "train/loss"),
+        ("train_loss", "train/loss"), ("loss", "train/loss"), ("Loss/train", "train/loss"),
+        ("train/loss_step", "train/loss"),
         ("val_loss", "val/loss"), ("Loss/val", "val/loss"), ("validation/loss", "val/loss"), ("eval_loss", "val/loss"),
-        ("lr", "lr/group0"), ("lr-Adam", "lr/group0"), ("learning_rate", "lr/group0"), ("train/learning_rate", "lr/group0"),
+        ("lr", "lr/group0"), ("lr-Adam", "lr/group0"), ("learning_rate", "lr/group0"),
+        ("train/learning_rate", "lr/group0"),
         ("lr-SGD/pg2", "lr/group1"), ("lr/group3", "lr/group3"),
         ("grad_norm", "grad_norm/total"), ("grad_2.0_norm_total", "grad_norm/total"),
         ("accuracy", "train/acc"), ("val_accuracy", "val/acc"), ("validation/epoch_accuracy", "val/acc"),
@@ -31,7 +33,8 @@ def test_other_names_are_kept_and_made_safe() -> None:
     assert names.mapped == {}
     assert names.kept["epoch"] == "epoch" and names.kept["top5/acc"] == "top5/acc"
     assert names.kept["lr-Adam-momentum"] == "lr-Adam-momentum"
-    assert "\x1b" not in names.kept["bad\x1b]0;title\x07name"] and names.kept["bad\x1b]0;title\x07name"].startswith("bad")
+    hostile = names.kept["bad\x1b]0;title\x07name"]
+    assert "\x1b" not in hostile and "\x07" not in hostile and hostile.startswith("bad")
     assert names.kept["  "] == "unnamed"
 
 
@@ -59,3 +62,13 @@ def test_mapped_names_are_the_ones_the_diagnosis_reads() -> None:
 
 def test_normal_form_ignores_case_and_separators() -> None:
     assert normal_form("Loss/Train") == normal_form("loss-train") == normal_form("loss.train") == "loss_train"
+
+
+def test_docs_list_every_alias() -> None:
+    from tests.conftest import ROOT
+    from tuidiag.importers.names import ALIASES
+
+    docs = (ROOT / "docs" / "import.md").read_text()
+    for target, aliases in ALIASES.items():
+        row = next(line for line in docs.splitlines() if line.startswith(f"| `{target}` |"))
+        assert all(f"`{alias}`" in row for alias in aliases), target

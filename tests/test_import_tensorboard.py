@@ -148,9 +148,10 @@ def test_diverging_tensorboard_run_is_diagnosed(tmp_path: Path, capsys) -> None:
 
 def test_a_missing_tensorboard_package_is_named(tmp_path: Path) -> None:
     _tf2_file(tmp_path / "logs", [(0, "loss", 1.0)], set())
-    code = "import sys; sys.modules['tensorboard'] = None; from tuidiag.cli.main import main; sys.exit(main(sys.argv[1:]))"
-    result = subprocess.run([sys.executable, "-c", code, "import", "tensorboard", str(tmp_path / "logs"), str(tmp_path / "out")],
-                            capture_output=True, text=True, timeout=120)
+    code = ("import sys; sys.modules['tensorboard'] = None; "
+            "from tuidiag.cli.main import main; sys.exit(main(sys.argv[1:]))")
+    args = ["import", "tensorboard", str(tmp_path / "logs"), str(tmp_path / "out")]
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert "pip install" in result.stderr and "tensorboard" in result.stderr
     assert not (tmp_path / "out").exists()

@@ -13,6 +13,7 @@ CSV files hold no times: every row gets the file's modification time.
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,24 @@ from tuidiag.importers.source import ImportSourceError, SourceRun
 from tuidiag.importers.tables import check_file, file_time, numbers, run_name, series_from_columns
 
 LIGHTNING_HPARAMS = "hparams.yaml"
+DELIMITERS = ",;\t|"
+
+
+def delimiter(path: Path) -> str:
+    """The header line's delimiter (Keras' ``CSVLogger(separator=...)`` may use ``;`` or a tab), default ``,``."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        header = handle.readline()
+    try:
+        return csv.Sniffer().sniff(header, delimiters=DELIMITERS).delimiter
+    except csv.Error:
+        return ","
 
 
 def read_table(path: Path) -> pd.DataFrame:
     """The CSV as text cells (empty cells stay empty strings, so 'not logged' differs from ``nan``)."""
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        frame = pd.read_csv(path, sep=delimiter(path), dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (OSError, ValueError) as exc:  # pandas' ParserError and EmptyDataError, bad encodings are ValueErrors
         raise ImportSourceError(f"cannot read {path} as CSV: {exc}") from exc
     if frame.empty:
         raise ImportSourceError(f"{path} has no rows")
