@@ -146,6 +146,22 @@ def test_diverging_tensorboard_run_is_diagnosed(tmp_path: Path, capsys) -> None:
     assert "finished" in capsys.readouterr().out
 
 
+def test_runs_never_nest_and_runs_without_scalars_are_skipped(tmp_path: Path, capsys) -> None:
+    logdir, out = tmp_path / "tb", tmp_path / "runs"
+    with SummaryWriter(str(logdir)) as writer:
+        writer.add_scalar("loss", 1.0, 0)
+    with SummaryWriter(str(logdir / "sub")) as writer:
+        writer.add_scalar("loss", 2.0, 0)
+    with SummaryWriter(str(logdir / "hist_only")) as writer:
+        writer.add_histogram("weights", np.arange(10.0), 0)
+    assert main(["import", "tensorboard", str(logdir), str(out), "--name", "x"]) == 0
+    assert "no scalar values" in capsys.readouterr().out
+    assert [p.name for p in tuidiag.find_runs(out)] == ["_root", "sub"]
+    assert tuidiag.open_run(out / "x" / "_root").series("train/loss").last == 1.0
+    assert tuidiag.open_run(out / "x" / "sub").series("train/loss").last == 2.0
+    assert not (out / "x" / "hist_only").exists()
+
+
 def test_a_missing_tensorboard_package_is_named(tmp_path: Path) -> None:
     _tf2_file(tmp_path / "logs", [(0, "loss", 1.0)], set())
     code = ("import sys; sys.modules['tensorboard'] = None; "

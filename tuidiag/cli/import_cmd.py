@@ -60,21 +60,23 @@ def run(args: argparse.Namespace) -> int:
     runs = [r for r in runs if r.series]
     if not runs:
         return fail("import", f"{args.src}: no scalar values to import")
-    out = Path(args.out)
+    return write_all(runs, Path(args.out), args.force)
+
+
+def write_all(runs: list[SourceRun], out: Path, force: bool) -> int:
+    """Check every target first (nothing is written when one would be overwritten), then write and report."""
     try:
         for source_run in runs:
-            check_target(target_of(source_run, out), args.force)
-        written = [(write_run(source_run, out, args.force), source_run) for source_run in runs]
+            check_target(target_of(source_run, out), force)
+        written = [(write_run(source_run, out, force), source_run) for source_run in runs]
     except RunExistsError as exc:
         return fail("import", str(exc))
     except OSError as exc:
         return fail("import", f"cannot write under {out}: {exc}")
     for result, source_run in written:
         print(summary(result, source_run))
-    if len(written) == 1:
-        print(clean(f"next: tuidiag diagnose {written[0][0].path}"))
-    else:
-        print(clean(f"next: tuidiag ls {out}"))
+    next_step = f"tuidiag diagnose {written[0][0].path}" if len(written) == 1 else f"tuidiag ls {out}"
+    print(clean(f"next: {next_step}"))
     return 0
 
 

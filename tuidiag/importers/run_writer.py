@@ -140,7 +140,11 @@ def _first_nonfinite(series: list[SourceSeries], names: NameMap) -> tuple[int, f
     return min(found) if found else None
 
 
-def events_table(run: SourceRun, names: NameMap) -> pa.Table:
+EventTuple = tuple[int, float, str, str, str, dict]
+"""step, wall time, kind, severity, message, data."""
+
+
+def event_rows(run: SourceRun, names: NameMap) -> list[EventTuple]:
     """An ``imported`` event naming the source, and a ``nonfinite`` one as the recorder would write it."""
     steps = [int(s.steps.min()) for s in run.series if len(s.steps)]
     times = [float(s.wall_times.min()) for s in run.series if len(s.wall_times)]
@@ -153,6 +157,12 @@ def events_table(run: SourceRun, names: NameMap) -> pa.Table:
         data = {"loss": repr(value) if name == LOSS else None, "params": []}
         message = f"{name} is {value} at step {step}"
         rows.append((step, min(walls, default=rows[0][1]), EVENT_NONFINITE, "critical", message, data))
+    return rows
+
+
+def events_table(run: SourceRun, names: NameMap) -> pa.Table:
+    """The run's events (:func:`event_rows`) as an events shard with the format's schema."""
+    rows = event_rows(run, names)
     return pa.Table.from_arrays(
         [
             pa.array([r[0] for r in rows], pa.int64()),

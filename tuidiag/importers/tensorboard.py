@@ -171,6 +171,14 @@ class _Layout:
             runs[parent] = parts
         return runs
 
+    def source_run(self, run_dir: Path, parts: Parts, all_runs: list[Path]) -> SourceRun:
+        """The run of ``run_dir`` made of ``parts``, with its event files and any reading notes."""
+        series = [s for _, part in parts for s in part]
+        files = [str(f) for d, _ in parts for f in self.dirs[d]]
+        notes = [n for d, _ in parts for n in self.notes[d]]
+        source = {"format": "tensorboard", "path": str(run_dir.resolve()), "files": files}
+        return SourceRun(self.relative(run_dir, all_runs), series, source, notes)
+
     def relative(self, run_dir: Path, all_runs: list[Path]) -> Path:
         """Where a run goes below the output directory: NAME/<path below the log directory>."""
         rel = Path(self.name) / run_dir.relative_to(self.logdir)
@@ -195,13 +203,4 @@ def read_tensorboard(logdir: str | os.PathLike[str], name: str | None = None) ->
     if not layout.dirs:
         raise ImportSourceError(f"no TensorBoard event files (events.out.tfevents.*) under {logdir}")
     grouped = layout.runs()
-    result = []
-    for run_dir, parts in sorted(grouped.items()):
-        series = [s for _, part in parts for s in part]
-        files = [str(f) for d, _ in parts for f in layout.dirs[d]]
-        notes = [n for d, _ in parts for n in layout.notes[d]]
-        if not series:
-            notes.append("no scalar summaries in its event files")
-        source = {"format": "tensorboard", "path": str(run_dir.resolve()), "files": files}
-        result.append(SourceRun(layout.relative(run_dir, list(grouped)), series, source, notes))
-    return result
+    return [layout.source_run(run_dir, parts, list(grouped)) for run_dir, parts in sorted(grouped.items())]
