@@ -80,12 +80,12 @@ def test_keras_csv_logger_with_another_separator(tmp_path: Path) -> None:
     np.testing.assert_array_equal(run.series("lr/group0").steps, [0, 1, 2])
 
 
-def _lightning_run(root: Path) -> Path:
-    """Train a tiny model with Lightning's Trainer and CSVLogger; returns its metrics.csv."""
+def _lightning_run(root: Path) -> tuple[Path, Path]:
+    """Train a tiny model with Lightning, logging to CSV and TensorBoard; returns metrics.csv and the TB dir."""
     import lightning as L
     import torch
     from lightning.pytorch.callbacks import LearningRateMonitor
-    from lightning.pytorch.loggers import CSVLogger
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -109,16 +109,17 @@ def _lightning_run(root: Path) -> Path:
 
     x = torch.randn(64, 4, generator=torch.Generator().manual_seed(0))
     data = DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=8)
+    loggers = [CSVLogger(str(root), name="csv"), TensorBoardLogger(str(root), name="tb", default_hp_metric=False)]
     trainer = L.Trainer(
-        max_epochs=3, logger=CSVLogger(str(root)), callbacks=[LearningRateMonitor("step")], log_every_n_steps=1,
+        max_epochs=3, logger=loggers, callbacks=[LearningRateMonitor("step")], log_every_n_steps=1,
         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False, accelerator="cpu", devices=1,
     )
     trainer.fit(Tiny(), data, data)
-    return Path(trainer.logger.log_dir) / "metrics.csv"
+    return Path(loggers[0].log_dir) / "metrics.csv", Path(loggers[1].log_dir)
 
 
-def test_lightning_csv_logger_output_imports_every_logged_cell(tmp_path: Path, capsys) -> None:
-    csv = _lightning_run(tmp_path / "logs")
+def test_lightning_csv_and_tensorboard_loggers_import_every_logged_value(tmp_path: Path, capsys) -> None:
+    csv, tb_dir = _lightning_run(tmp_path / "logs")
     capsys.readouterr()
     assert main(["import", "csv", str(csv), str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
@@ -136,3 +137,11 @@ def test_lightning_csv_logger_output_imports_every_logged_cell(tmp_path: Path, c
     np.testing.assert_allclose(np.unique(run.series("lr/group0").values), [0.0125, 0.025, 0.05])
     assert run.manifest["config"] == {"lr": 0.05}
     assert _diagnosis_codes(run.path, capsys)
+    # the same training through Lightning's TensorBoardLogger: the same values, stored as float32
+    assert main(["import", "tensorboard", str(tb_dir), str(tmp_path / "runs"), "--name", "tb"]) == 0
+    tb_run = tuidiag.open_run(tmp_path / "runs" / "tb")
+    assert tb_run.manifest["config"] == {"lr": 0.05}
+    for metric in ("train/loss", "val/loss", "lr/group0", "train_loss_epoch"):
+        ours, theirs = tb_run.series(metric), run.series(metric)
+        np.testing.assert_array_equal(ours.steps, theirs.steps)
+        np.testing.assert_array_equal(ours.values, theirs.values.astype(np.float32))

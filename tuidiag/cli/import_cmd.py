@@ -21,18 +21,18 @@ from tuidiag.textsafe import clean
 
 Reader = Callable[[str, "str | None"], list[SourceRun]]
 
-SOURCES: dict[str, tuple[str, str, Reader]] = {
+SOURCES: dict[str, tuple[str, str, str, Reader]] = {
     "tensorboard": (
         "TensorBoard event files (torch SummaryWriter, TensorFlow, Keras); one run per directory of event files",
-        "LOGDIR", read_tensorboard,
+        "LOGDIR", "a TensorBoard log directory (searched recursively) or one event file", read_tensorboard,
     ),
     "keras-history": (
         "a Keras History saved as JSON (loss, val_loss, accuracy, val_accuracy ...; epochs as steps)",
-        "JSON", lambda src, name: [read_keras_history(src, name)],
+        "JSON", "the history file", lambda src, name: [read_keras_history(src, name)],
     ),
     "csv": (
         "a CSV log: Lightning's CSVLogger metrics.csv or Keras' CSVLogger file",
-        "CSV", lambda src, name: [read_csv_log(src, name)],
+        "CSV", "the CSV file", lambda src, name: [read_csv_log(src, name)],
     ),
 }
 
@@ -40,9 +40,9 @@ SOURCES: dict[str, tuple[str, str, Reader]] = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register ``import`` and one sub-subcommand per source format."""
     sub = parser.add_subparsers(dest="source", metavar="SOURCE", required=True)
-    for source, (help_text, metavar, _) in SOURCES.items():
+    for source, (help_text, metavar, src_help, _) in SOURCES.items():
         command = sub.add_parser(source, help=help_text, description=help_text)
-        command.add_argument("src", metavar=metavar, help="what to import")
+        command.add_argument("src", metavar=metavar, help=src_help)
         command.add_argument("out", metavar="OUT", help="directory the runs are written under (e.g. runs/)")
         command.add_argument("--name", help="the run's directory below OUT (default: from the source's name)")
         command.add_argument("--force", action="store_true", help="replace runs that already exist")
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Import; exit 0 when every run with scalars was written, 2 otherwise."""
-    reader = SOURCES[args.source][2]
+    reader = SOURCES[args.source][3]
     try:
         runs = reader(args.src, args.name)
     except ImportSourceError as exc:

@@ -16,15 +16,13 @@ from __future__ import annotations
 import csv
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tuidiag.importers.source import ImportSourceError, SourceRun
-from tuidiag.importers.tables import check_file, file_time, numbers, run_name, series_from_columns
+from tuidiag.importers.tables import check_file, file_time, lightning_hparams, numbers, run_name, series_from_columns
 
-LIGHTNING_HPARAMS = "hparams.yaml"
 DELIMITERS = ",;\t|"
 
 
@@ -63,21 +61,6 @@ def step_column(frame: pd.DataFrame, notes: list[str]) -> tuple[np.ndarray, str,
     return np.arange(len(frame), dtype=np.int64), "rows", list(frame.columns)
 
 
-def lightning_hparams(path: Path, notes: list[str]) -> dict[str, Any]:
-    """Lightning's ``hparams.yaml`` beside the CSV, as the run's config (``{}`` when absent or unreadable)."""
-    hparams = path.parent / LIGHTNING_HPARAMS
-    if not hparams.is_file():
-        return {}
-    try:
-        import yaml
-
-        loaded = yaml.safe_load(hparams.read_text(encoding="utf-8"))
-    except Exception as exc:  # PyYAML missing or the file is not plain YAML: the metrics still import
-        notes.append(f"{LIGHTNING_HPARAMS} not read ({type(exc).__name__})")
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
-
-
 def read_csv_log(path: str | os.PathLike[str], name: str | None = None) -> SourceRun:
     """The run held by a CSV metrics log."""
     path = Path(path)
@@ -89,6 +72,6 @@ def read_csv_log(path: str | os.PathLike[str], name: str | None = None) -> Sourc
         series = series_from_columns(frame[metrics], steps, file_time(path), notes)
     except ImportSourceError as exc:
         raise ImportSourceError(f"{path}: {exc}") from exc
-    config = lightning_hparams(path, notes) if layout == "lightning" else {}
+    config = lightning_hparams(path.parent, notes) if layout == "lightning" else {}
     source = {"format": f"csv ({layout})", "path": str(path.resolve())}
     return SourceRun(run_name(path, name), series, source, notes, config)

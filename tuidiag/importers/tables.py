@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tuidiag.importers.source import ImportSourceError, SourceSeries
 
+LIGHTNING_HPARAMS = "hparams.yaml"
+"""Lightning's loggers (CSV and TensorBoard) write the hyperparameters here, beside the metrics."""
 GENERIC_STEMS = {"metrics"}
 """File stems that say nothing about the run (Lightning always writes ``metrics.csv``): the folder names it instead."""
 
@@ -59,6 +62,21 @@ def series_from_columns(
     if not result:
         raise ImportSourceError("no numeric metrics found")
     return result
+
+
+def lightning_hparams(directory: Path, notes: list[str]) -> dict[str, Any]:
+    """Lightning's ``hparams.yaml`` in ``directory``, as the run's config (``{}`` when absent or unreadable)."""
+    hparams = directory / LIGHTNING_HPARAMS
+    if not hparams.is_file():
+        return {}
+    try:
+        import yaml
+
+        loaded = yaml.safe_load(hparams.read_text(encoding="utf-8"))
+    except Exception as exc:  # PyYAML missing or the file is not plain YAML: the metrics still import
+        notes.append(f"{LIGHTNING_HPARAMS} not read ({type(exc).__name__})")
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def file_time(path: Path) -> float:

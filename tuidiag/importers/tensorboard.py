@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag.importers.source import ImportSourceError, SourceRun, SourceSeries
+from tuidiag.importers.tables import lightning_hparams
 
 INSTALL_HINT = (
     "reading TensorBoard files needs the tensorboard package: "
@@ -177,7 +178,8 @@ class _Layout:
         files = [str(f) for d, _ in parts for f in self.dirs[d]]
         notes = [n for d, _ in parts for n in self.notes[d]]
         source = {"format": "tensorboard", "path": str(run_dir.resolve()), "files": files}
-        return SourceRun(self.relative(run_dir, all_runs), series, source, notes)
+        config = lightning_hparams(run_dir, notes)
+        return SourceRun(self.relative(run_dir, all_runs), series, source, notes, config)
 
     def relative(self, run_dir: Path, all_runs: list[Path]) -> Path:
         """Where a run goes below the output directory: NAME/<path below the log directory>."""
