@@ -89,6 +89,16 @@ def test_import_then_ls_in_a_real_process(tmp_path: Path, python: str) -> None:
     assert len(tuidiag.open_run(tmp_path / "runs" / "log").series("val/loss")) == 10
 
 
+def test_importers_run_without_torch(tmp_path: Path, python: str) -> None:
+    src = _history_file(tmp_path / "h.json")
+    code = ("import sys; sys.modules['torch'] = None; from tuidiag.cli.main import main; "
+            "code = main(sys.argv[1:]); assert 'torch' not in sys.modules or sys.modules['torch'] is None; sys.exit(code)")
+    result = subprocess.run([python, "-c", code, "import", "keras-history", str(src), str(tmp_path / "runs")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert tuidiag.open_run(tmp_path / "runs" / "h").series("train/loss").last == 1.0 / 40
+
+
 async def test_the_monitor_shows_an_imported_run(tmp_path: Path) -> None:
     src = tmp_path / "history.json"
     history = {"loss": [2.0 * 0.97**e for e in range(80)], "val_loss": [1.0 + 0.01 * e for e in range(80)]}
