@@ -162,6 +162,22 @@ def test_runs_never_nest_and_runs_without_scalars_are_skipped(tmp_path: Path, ca
     assert not (out / "x" / "hist_only").exists()
 
 
+def test_a_corrupt_record_keeps_what_came_before_and_is_reported(tmp_path: Path, capsys) -> None:
+    logdir = tmp_path / "tb"
+    with SummaryWriter(str(logdir / "r")) as writer:
+        for step in range(1000):
+            writer.add_scalar("loss", 1.0 / (step + 1), step)
+    path = next((logdir / "r").glob("events.out.tfevents.*"))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    assert main(["import", "tensorboard", str(logdir), str(tmp_path / "runs")]) == 0
+    assert "corrupt or truncated" in capsys.readouterr().out
+    loss = tuidiag.open_run(tmp_path / "runs" / "tb" / "r").series("train/loss")
+    assert 0 < len(loss) < 1000 and len(loss) == len(_tbparse(logdir, "scalars"))
+    np.testing.assert_array_equal(loss.steps, np.arange(len(loss)))
+
+
 def test_a_missing_tensorboard_package_is_named(tmp_path: Path) -> None:
     _tf2_file(tmp_path / "logs", [(0, "loss", 1.0)], set())
     code = ("import sys; sys.modules['tensorboard'] = None; "

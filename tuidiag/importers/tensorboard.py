@@ -1,11 +1,13 @@
 """Import TensorBoard event files (torch's ``SummaryWriter``, TensorFlow 1 and 2, Keras) as tuidiag runs.
 
-Every scalar event is read, record by record, with tensorboard's event file loader
+Every scalar event is read, record by record, with tensorboard's record reader
 (never ``EventAccumulator``, whose default reservoir sampling keeps 10,000 scalars a
 tag and hides spikes). Both forms are decoded here: ``simple_value`` (torch's
 ``SummaryWriter``, TF1) and float tensors of the ``scalars`` plugin (TF2); the
-loader's compat layer, which rewrites every ``simple_value`` into a tensor proto
-first, is skipped: it made reading about five times slower. TF2 names the plugin only in
+``EventFileLoader`` compat layer, which rewrites every ``simple_value`` into a tensor
+proto first, is skipped: it made reading about five times slower. tensorboard's
+reader stops quietly at a corrupt or truncated record; the bytes left unread are
+reported. TF2 names the plugin only in
 a tag's first event, so one-number tensors are gathered per tag and kept when any
 of the run's files names the tag's plugin ``scalars``.
 
@@ -43,14 +45,19 @@ Parts = list[tuple[Path, list[SourceSeries]]]
 """The event directories of one run, each with its series."""
 
 
-def _loader() -> tuple[Any, Any]:
-    """tensorboard's event file reader (records parsed, no compat rewriting) and tensor decoder, or a clear error."""
+RECORD_OVERHEAD = 16
+"""Bytes a TFRecord adds around each event: length (8), its CRC (4), data CRC (4)."""
+
+
+def _loader() -> tuple[Any, Any, Any]:
+    """tensorboard's raw record reader, Event proto and tensor decoder, or a clear error when it is missing."""
     try:
-        from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+        from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+        from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.util import tensor_util
     except ImportError as exc:
         raise ImportSourceError(INSTALL_HINT) from exc
-    return LegacyEventFileLoader, tensor_util
+    return RawEventFileLoader, Event, tensor_util
 
 
 def is_event_file(name: str) -> bool:
@@ -71,16 +78,30 @@ def event_dirs(logdir: Path) -> dict[Path, list[Path]]:
 
 def read_scalars(files: list[Path], notes: list[str]) -> Scalars:
     """Every scalar of one run's event files: tag -> (steps, values, wall times), in file order."""
-    event_file_loader, tensor_util = _loader()
+    raw_loader, event_proto, tensor_util = _loader()
     plugins: dict[str, str] = {}
     tensors: Scalars = defaultdict(lambda: ([], [], []))
     for path in files:
+        read = 0
         try:
-            for event in event_file_loader(str(path)).Load():
-                _add_event(event, plugins, tensors, tensor_util)
-        except Exception as exc:  # a corrupt record ends that file, not the import
-            notes.append(f"{path.name}: stopped reading at a bad record ({type(exc).__name__}: {exc})")
+            for record in raw_loader(str(path)).Load():
+                read += len(record) + RECORD_OVERHEAD
+                _add_event(event_proto.FromString(record), plugins, tensors, tensor_util)
+        except Exception as exc:  # a record that does not parse ends that file, not the import
+            notes.append(f"{path.name}: stopped at a record that does not parse ({type(exc).__name__})")
+        _note_unread_tail(path, read, notes)
     return {tag: lists for tag, lists in tensors.items() if plugins.get(tag) == SCALARS_PLUGIN}
+
+
+def _note_unread_tail(path: Path, read: int, notes: list[str]) -> None:
+    """tensorboard's reader stops quietly at a corrupt or truncated record: say so when bytes were left."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        notes.append(f"{path.name}: not readable ({exc.strerror})")
+        return
+    if read < size:
+        notes.append(f"{path.name}: read {read:,} of {size:,} bytes; the rest is corrupt or truncated and was skipped")
 
 
 def _add_event(event: Any, plugins: dict[str, str], tensors: Scalars, tensor_util: Any) -> None:
