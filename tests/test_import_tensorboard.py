@@ -189,6 +189,15 @@ def test_a_missing_tensorboard_package_is_named(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_tensorboard_import_runs_without_torch(tmp_path: Path) -> None:
+    _tf2_file(tmp_path / "logs", [(step, "train/loss", 1.0 / (step + 1)) for step in range(30)], set())
+    code = "import sys; sys.modules['torch'] = None; from tuidiag.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    args = ["import", "tensorboard", str(tmp_path / "logs"), str(tmp_path / "out")]
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert len(tuidiag.open_run(tmp_path / "out" / "logs").series("train/loss")) == 30
+
+
 @pytest.mark.parametrize("make", ["missing", "empty_dir", "file"])
 def test_unreadable_logdir_exits_2(tmp_path: Path, capsys, make: str) -> None:
     src = tmp_path / "src"
