@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import tuidiag
 from tuidiag.cli.main import main
@@ -118,6 +119,7 @@ def _lightning_run(root: Path) -> tuple[Path, Path]:
     return Path(loggers[0].log_dir) / "metrics.csv", Path(loggers[1].log_dir)
 
 
+@pytest.mark.slow
 def test_lightning_csv_and_tensorboard_loggers_import_every_logged_value(tmp_path: Path, capsys) -> None:
     csv, tb_dir = _lightning_run(tmp_path / "logs")
     capsys.readouterr()
