@@ -1,0 +1,114 @@
+"""``tuidiag import`` as a user runs it: errors, never overwriting without --force, then ls and the monitor."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable
+
+import tuidiag
+from tests.app_helpers import fixed_clock, run_keys, wait_for
+from tuidiag.app.app import TuidiagApp
+from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.cli.main import main
+
+
+def _history_file(path: Path, epochs: int = 40) -> Path:
+    path.write_text(json.dumps({"loss": [1.0 / (e + 1) for e in range(epochs)], "val_loss": [0.6] * epochs}))
+    return path
+
+
+def test_existing_run_is_kept_unless_forced(tmp_path: Path, capsys) -> None:
+    src, out = _history_file(tmp_path / "h.json"), tmp_path / "runs"
+    assert main(["import", "keras-history", str(src), str(out)]) == 0
+    first_id = tuidiag.open_run(out / "h").manifest["run_id"]
+    capsys.readouterr()
+    assert main(["import", "keras-history", str(src), str(out)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert tuidiag.open_run(out / "h").manifest["run_id"] == first_id
+    _history_file(src, epochs=10)
+    assert main(["import", "keras-history", str(src), str(out), "--force"]) == 0
+    replaced = tuidiag.open_run(out / "h")
+    assert replaced.manifest["run_id"] != first_id and replaced.last_step == 9
+    assert sorted(p.name for p in out.iterdir()) == ["h"]  # no temporary directory left behind
+
+
+def test_a_directory_that_is_not_a_run_is_never_replaced(tmp_path: Path, capsys) -> None:
+    src, out = _history_file(tmp_path / "h.json"), tmp_path / "runs"
+    (out / "h").mkdir(parents=True)
+    (out / "h" / "notes.txt").write_text("mine")
+    assert main(["import", "keras-history", str(src), str(out), "--force"]) == 2
+    assert "not a tuidiag run" in capsys.readouterr().err
+    assert (out / "h" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    ("kind", "content", "message"),
+    [
+        ("keras-history", "[1, 2, 3]", "not a Keras history"),
+        ("keras-history", "{not json", "cannot read"),
+        ("keras-history", '{"loss": ["a", "b"]}', "no numeric metrics"),
+        ("csv", "", "cannot read"),
+        ("csv", "step,loss\n", "no rows"),
+        ("csv", "step,loss\n0,x\n", "no numeric metrics"),
+        ("csv", "step,loss\n,1.0\n", "empty or non-numeric"),
+        ("csv", "\x00\xff\xfe garbage \x00\n\x01\x02", "no numeric metrics"),
+    ],
+)
+def test_unreadable_files_exit_2_with_one_line(tmp_path: Path, capsys, kind: str, content: str, message: str) -> None:
+    src = tmp_path / "bad.txt"
+    src.write_text(content)
+    assert main(["import", kind, str(src), str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_missing_file_and_directory_instead_of_file(tmp_path: Path, capsys) -> None:
+    assert main(["import", "csv", str(tmp_path / "nope.csv"), str(tmp_path / "runs")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["import", "keras-history", str(tmp_path), str(tmp_path / "runs")]) == 2
+    assert "is not a file" in capsys.readouterr().err
+
+
+def test_import_then_ls_in_a_real_process(tmp_path: Path, python: str) -> None:
+    src = tmp_path / "log.csv"
+    rows = "".join(f"{s},{1 / (s + 1)},{'' if s % 5 else 0.5}\n" for s in range(50))
+    src.write_text("step,train_loss,val_loss\n" + rows)
+    result = subprocess.run([python, "-m", "tuidiag", "import", "csv", str(src), str(tmp_path / "runs")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "train_loss -> train/loss" in result.stdout and "next: tuidiag diagnose" in result.stdout
+    listing = subprocess.run([python, "-m", "tuidiag", "ls", str(tmp_path / "runs")],
+                             capture_output=True, text=True, timeout=120)
+    line = next(line for line in listing.stdout.splitlines() if line.startswith("log"))
+    assert "finished" in line and "50" in line and "0.02" in line
+    assert len(tuidiag.open_run(tmp_path / "runs" / "log").series("val/loss")) == 10
+
+
+def test_importers_run_without_torch(tmp_path: Path, python: str) -> None:
+    src = _history_file(tmp_path / "h.json")
+    # a None entry makes every "import torch" raise ImportError
+    code = "import sys; sys.modules['torch'] = None; from tuidiag.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    result = subprocess.run([python, "-c", code, "import", "keras-history", str(src), str(tmp_path / "runs")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert tuidiag.open_run(tmp_path / "runs" / "h").series("train/loss").last == 1.0 / 40
+
+
+async def test_the_monitor_shows_an_imported_run(tmp_path: Path) -> None:
+    src = tmp_path / "history.json"
+    history = {"loss": [2.0 * 0.97**e for e in range(80)], "val_loss": [1.0 + 0.01 * e for e in range(80)]}
+    src.write_text(json.dumps(history))
+    assert main(["import", "keras-history", str(src), str(tmp_path / "runs"), "--name", "keras-run"]) == 0
+    app = TuidiagApp(tmp_path / "runs", clock=fixed_clock)
+    async with app.run_test(size=(120, 30)) as pilot:
+        assert await wait_for(pilot, lambda: run_keys(app) == ["keras-run"])
+        assert await wait_for(pilot, lambda: app.summaries and app.summaries[0].health == "overfitting")
+        app.screen.query_one("#runs", DataTable).move_cursor(row=0)
+        await pilot.press("enter")
+        assert isinstance(app.screen, RunScreen)
+        assert await wait_for(pilot, lambda: app.screen.detail is not None)
