@@ -28,7 +28,7 @@ HELPERS = Path(__file__).resolve().parent / "lightning_helpers.py"
 def _fit(run_dir: Path, model: TinyRegressor | None = None, **trainer_kwargs) -> TinyRegressor:
     train_loader, val_loader = loaders()
     model = model or TinyRegressor(lr=0.02)
-    callback = TuidiagCallback(run_dir, config={"batch_size": 8}, flush_interval=0.2, weights_every=4)
+    callback = TuidiagCallback(run_dir, config={"batch_size": 8}, flush_interval=0.2, weights_every=4, activations_every=4)
     quiet_trainer(callback, **trainer_kwargs).fit(model, train_loader, val_loader)
     return model
 
@@ -50,7 +50,12 @@ def test_fit_with_clipping_records_pre_clip_gradients_lr_loss_and_validation(run
     val = run.series("val_loss")
     assert val.steps.tolist() == [3, 7, 11] and val.values[-1] < val.values[0]  # sanity check not recorded
     assert loss.values[-1] < loss.values[0]
-    assert len(run.series("input/mean")) == 12 and run.series("weight_norm/net.0.weight").steps.tolist() == [1, 5, 9]
+    assert len(run.series("input/mean")) == 12 and len(run.series("time/data_wait")) == 11
+    # Lightning runs the closure inside optimizer.step(): the weight hooks see the step index one late
+    assert run.series("weight_norm/net.0.weight").steps.tolist() == [1, 5, 9]
+    # activations of the first micro-batch of sampled steps only, no "#2" from the second micro-batch
+    assert run.series("act/dead_frac/net.1").steps.tolist() == [0, 4, 8]
+    assert not [name for name in run.metric_names if "#" in name]
     assert run.manifest["config"]["lr"] == 0.02 and run.manifest["config"]["batch_size"] == 8
     assert run.manifest["config"]["trainer"]["accumulate_grad_batches"] == 2
     assert run.manifest["max_grad_norm"] == CLIP

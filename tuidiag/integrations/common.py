@@ -116,3 +116,20 @@ def base_optimizer(optimizer: Any) -> Any:
     """The torch optimizer inside a framework wrapper (Accelerate, Lightning), else ``optimizer``."""
     inner = getattr(optimizer, "optimizer", None)
     return inner if inner is not None and hasattr(inner, "param_groups") else optimizer
+
+
+def take_activations(recorder: Any) -> dict[str, Any]:
+    """Collect and disarm the activation hooks that ``recorder.batch()`` armed, as ``{name: tensor}``.
+
+    With gradient accumulation the callbacks call ``batch()`` at a step's *first*
+    micro-batch (so ``time/data_wait`` is the wait for data, not the earlier
+    micro-batches' compute) and take the activations right after its forward pass:
+    the later micro-batches would otherwise add ``#2``, ``#3``... entries. The
+    callback logs them at the step. Reaches into the recorder's watch, which has
+    no public accessor.
+    """
+    watch = getattr(recorder, "_watch", None)
+    if watch is None:
+        return {}
+    names, values = watch.activation_parts()
+    return dict(zip(names, values))

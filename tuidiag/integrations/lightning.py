@@ -19,8 +19,9 @@ Where each value comes from (checked against Lightning 2.6's source):
   as ``lr/opt<j>/group<i>``. Gradients and weight updates are those of the
   LightningModule's parameters; with several optimizers, the step is recorded at
   the first optimizer's step.
-- Input health and the data-wait/compute split come from the batch of the
-  micro-batch that completes the optimizer step (``on_train_batch_start``).
+- Input health, activation health and the data-wait/compute split come from
+  the step's first micro-batch (``on_train_batch_start``; see
+  :func:`tuidiag.integrations.common.take_activations`).
 - Validation metrics: the entries of ``trainer.callback_metrics`` that the
   validation loop set, at ``on_validation_end`` (sanity checks skipped), under
   the names they were logged with (``val_loss``, ``val/loss``, ...).
@@ -36,7 +37,9 @@ import os
 from typing import Any, Mapping
 
 from tuidiag.format import STATUS_FAILED, STATUS_FINISHED
-from tuidiag.integrations.common import GuardedCallback, base_optimizer, guarded_hook, json_safe_dict, split_batch
+from tuidiag.integrations.common import (
+    GuardedCallback, base_optimizer, guarded_hook, json_safe_dict, split_batch, take_activations,
+)
 
 try:
     from lightning.pytorch import Callback
@@ -67,7 +70,8 @@ class TuidiagCallback(GuardedCallback, Callback):
         self.name = name
         self.recorder_kwargs = recorder_kwargs
         self._loss: Any = None
-        self._watched = False
+        self._watched = self._step_open = self._accumulating = False
+        self._activations: dict[str, Any] | None = None
         self._before_validation: dict[str, Any] = {}
 
     @guarded_hook
@@ -78,15 +82,19 @@ class TuidiagCallback(GuardedCallback, Callback):
         self._close(STATUS_FINISHED)
         config = lightning_config(trainer, pl_module, self.config)
         self.recorder = Recorder(self.run_dir, config=config, name=self.name, **self.recorder_kwargs)
-        self._watched, self._loss = False, None
+        self._watched = self._step_open = False
+        self._loss = self._activations = None
 
     @guarded_hook
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        """Mark the start of the micro-batch that completes an optimizer step, with its input health."""
-        if self.recorder is None or not steps_after_batch(trainer, batch_idx):
+        """Mark the start of an optimizer step's first micro-batch, with its input health."""
+        if self.recorder is None:
             return
-        self._ensure_watch(trainer, pl_module)
-        self.recorder.batch(*split_batch(batch))
+        self._accumulating = not steps_after_batch(trainer, batch_idx)
+        if not self._step_open:
+            self._step_open = True
+            self._ensure_watch(trainer, pl_module)
+            self.recorder.batch(*split_batch(batch))
 
     @guarded_hook
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
@@ -95,6 +103,8 @@ class TuidiagCallback(GuardedCallback, Callback):
             return
         loss = loss.detach()
         self._loss = loss if self._loss is None else self._loss + loss
+        if self._accumulating and self._activations is None:
+            self._activations = take_activations(self.recorder)  # first micro-batch's forward is done
 
     @guarded_hook
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
@@ -104,8 +114,11 @@ class TuidiagCallback(GuardedCallback, Callback):
             return
         self._ensure_watch(trainer, pl_module)
         loss, self._loss = self._loss, None
-        step = trainer.global_step if pl_module.automatic_optimization else None
-        self.recorder.step(loss, step=step)
+        activations, self._activations = self._activations, None
+        self._step_open = False
+        step = self.recorder.step(loss, step=trainer.global_step if pl_module.automatic_optimization else None)
+        if activations:
+            self.recorder.log(activations, step=step)
         if len(optimizers) > 1:
             self.recorder.log(other_optimizer_lrs(optimizers))
 
