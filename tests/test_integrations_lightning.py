@@ -28,7 +28,8 @@ HELPERS = Path(__file__).resolve().parent / "lightning_helpers.py"
 def _fit(run_dir: Path, model: TinyRegressor | None = None, **trainer_kwargs) -> TinyRegressor:
     train_loader, val_loader = loaders()
     model = model or TinyRegressor(lr=0.02)
-    callback = TuidiagCallback(run_dir, config={"batch_size": 8}, flush_interval=0.2, weights_every=4, activations_every=4)
+    callback = TuidiagCallback(run_dir, config={"batch_size": 8}, flush_interval=0.2,
+                               weights_every=4, activations_every=4)
     quiet_trainer(callback, **trainer_kwargs).fit(model, train_loader, val_loader)
     return model
 
@@ -123,4 +124,5 @@ def test_ddp_on_cpu_writes_shards_of_both_ranks(tmp_path, python, strategy) -> N
         assert run.series("train/loss", rank=rank).steps.tolist() == list(range(8))
         assert len(run.series("val_loss", rank=rank)) == 2
     # DDP all-reduces the gradients before Lightning's hook: both ranks see the same norms
-    assert np.allclose(run.series("grad_norm/total", rank=0).values, run.series("grad_norm/total", rank=1).values, rtol=1e-5)
+    norms = [run.series("grad_norm/total", rank=rank).values for rank in (0, 1)]
+    assert np.allclose(norms[0], norms[1], rtol=1e-5)

@@ -132,4 +132,4 @@ def take_activations(recorder: Any) -> dict[str, Any]:
     if watch is None:
         return {}
     names, values = watch.activation_parts()
-    return dict(zip(names, values))
+    return dict(zip(names, values, strict=True))

@@ -197,12 +197,13 @@ def lightning_config(trainer: Any, pl_module: Any, user: Mapping[str, Any]) -> d
     if datamodule is not None:
         config.update(json_safe_dict(getattr(datamodule, "hparams", None)))
     config.update(user)
+    algorithm = trainer.gradient_clip_algorithm
     config["trainer"] = json_safe_dict({
         "max_epochs": trainer.max_epochs,
         "max_steps": trainer.max_steps,
         "accumulate_grad_batches": trainer.accumulate_grad_batches,
         "gradient_clip_val": trainer.gradient_clip_val,
-        "gradient_clip_algorithm": str(getattr(trainer.gradient_clip_algorithm, "value", trainer.gradient_clip_algorithm)),
+        "gradient_clip_algorithm": str(getattr(algorithm, "value", algorithm)),
         "precision": str(trainer.precision),
         "strategy": type(trainer.strategy).__name__,
         "world_size": trainer.world_size,

@@ -46,7 +46,7 @@ import os
 from typing import Any, Mapping
 
 from tuidiag.format import LOSS, STATUS_FINISHED
-from tuidiag.integrations.common import GuardedCallback, base_optimizer, guarded_hook, json_safe_dict, split_batch
+from tuidiag.integrations.common import GuardedCallback, base_optimizer, guarded_hook, json_safe_dict
 
 try:
     from transformers import TrainerCallback
@@ -78,7 +78,8 @@ class TuidiagCallback(GuardedCallback, TrainerCallback):
         self._probe: Any = None
 
     @guarded_hook
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None, **kwargs: Any) -> None:
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None,
+                       **kwargs: Any) -> None:
         """Open the recorder and hook the model."""
         from tuidiag.integrations.transformers_step import TrainerStepProbe
         from tuidiag.recorder import Recorder
@@ -109,12 +110,13 @@ class TuidiagCallback(GuardedCallback, TrainerCallback):
             self._probe.end_step()
 
     @guarded_hook
-    def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Mapping[str, Any] | None = None,
+                    **kwargs: Any) -> None:
         """Record the evaluation metrics at the last training step."""
         if self.recorder is None or not metrics:
             return
-        named = {eval_metric_name(k): v for k, v in metrics.items() if not k.endswith(SKIPPED_EVAL_SUFFIXES) and k != "epoch"}
-        self.recorder.log(named)
+        kept = {k: v for k, v in metrics.items() if not k.endswith(SKIPPED_EVAL_SUFFIXES) and k != "epoch"}
+        self.recorder.log({eval_metric_name(k): v for k, v in kept.items()})
 
     @guarded_hook
     def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:

@@ -115,7 +115,8 @@ class TrainerStepProbe:
         except Exception as exc:
             self.recorder.errors.report("forward_pre_hook", exc)
 
-    def _after_forward(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+    def _after_forward(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                       output: Any) -> None:
         try:
             if not self._training_forward():
                 return
