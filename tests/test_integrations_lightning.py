@@ -77,6 +77,18 @@ def test_loss_is_the_mean_over_accumulated_micro_batches(run_dir) -> None:
     assert loss.values[0] == pytest.approx(np.mean(first_four), rel=1e-5)
 
 
+def test_validate_after_fit_leaves_the_closed_run_alone(run_dir) -> None:
+    callback = TuidiagCallback(run_dir)
+    train_loader, val_loader = loaders()
+    trainer = quiet_trainer(callback, max_epochs=1)
+    model = TinyRegressor()
+    trainer.fit(model, train_loader, val_loader)
+    before = tuidiag.open_run(run_dir).series("val_loss").steps.tolist()
+    trainer.validate(model, val_loader, verbose=False)
+    run = tuidiag.open_run(run_dir)
+    assert run.status == "finished" and run.series("val_loss").steps.tolist() == before == [7]
+
+
 def test_diagnose_reads_a_lightning_run(run_dir, capsys) -> None:
     _fit(run_dir, max_epochs=2, gradient_clip_val=1.0)
     assert main(["diagnose", str(run_dir), "--json"]) == 0

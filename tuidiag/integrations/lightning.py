@@ -28,7 +28,13 @@ Where each value comes from (checked against Lightning 2.6's source):
 - Config: the module's (and datamodule's) ``hparams``, your ``config``, and the
   trainer's settings under ``trainer``; values JSON cannot hold are dropped.
 - The recorder closes as ``finished`` at ``on_fit_end`` and ``failed`` at
-  ``on_exception`` (Ctrl-C included).
+  ``on_exception`` (Ctrl-C included). Only ``fit`` is recorded: a later
+  ``trainer.validate()`` or ``test()`` writes nothing.
+- Weight norms and update ratios come from the recorder's optimizer hooks;
+  Lightning runs the closure (and so the recorded step) inside
+  ``optimizer.step()``, after the pre-step hook, so they are sampled on steps
+  ``s`` with ``(s - 1) % weights_every == 0`` (and labelled with ``s``, the step
+  whose update they measure).
 """
 
 from __future__ import annotations
@@ -156,8 +162,10 @@ class TuidiagCallback(GuardedCallback, Callback):
         self.recorder.watch(pl_module, optimizers[0] if optimizers else None, max_grad_norm=clip_norm(trainer))
 
     def _close(self, status: str) -> None:
-        if self.recorder is not None:
-            self.recorder.close(status)
+        """Close the recorder; hooks after this (``trainer.validate()`` later) record nothing."""
+        recorder, self.recorder = self.recorder, None
+        if recorder is not None:
+            recorder.close(status)
 
 
 def steps_after_batch(trainer: Any, batch_idx: int) -> bool:

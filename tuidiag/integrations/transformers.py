@@ -35,7 +35,8 @@ which clips with ``max_grad_norm`` *before* ``on_pre_optimizer_step``):
   entries are skipped.
 - Config: ``lr`` and ``batch_size``, your ``config``, ``TrainingArguments`` under
   ``training_args`` and the model config under ``model_config`` (JSON-safe values only).
-- Closed as ``finished`` at ``on_train_end``. The Trainer has no exception hook:
+- Closed as ``finished`` at ``on_train_end``; a later ``trainer.evaluate()``
+  writes nothing. The Trainer has no exception hook:
   a training that dies of an exception is marked ``failed`` when the process
   exits (the recorder's ``atexit`` hook).
 """
@@ -134,8 +135,9 @@ class TuidiagCallback(GuardedCallback, TrainerCallback):
         if self._probe is not None:
             self._probe.remove()
             self._probe = None
-        if self.recorder is not None:
-            self.recorder.close(STATUS_FINISHED)
+        recorder, self.recorder = self.recorder, None  # a later trainer.evaluate() records nothing
+        if recorder is not None:
+            recorder.close(STATUS_FINISHED)
 
 
 def eval_metric_name(key: str) -> str:
