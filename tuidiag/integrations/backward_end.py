@@ -3,11 +3,16 @@
 The Hugging Face ``Trainer`` clips gradients before any callback runs, so a
 callback only sees clipped gradients. This module reaches the moment between:
 every trainable parameter gets a post-accumulate-grad hook; the first one that
-fires in a backward pass that should be recorded queues a callback on the
-autograd engine, which runs once the whole backward pass is done. That callback
-queues a second one: DDP queues its own finaliser (which writes the all-reduced
+fires in a backward pass queues a callback on the autograd engine, which runs
+once the whole backward pass is done. If the pass is to be recorded, that
+callback queues a second one: DDP queues its own finaliser (which writes the all-reduced
 gradients into ``.grad``) during the backward pass, and engine callbacks run in
 the order they were queued, so the second callback runs after DDP's finaliser.
+
+Limitation: with *reentrant* activation checkpointing (``use_reentrant=True``;
+Transformers uses the non-reentrant kind), a pass whose first gradient lands on a
+parameter inside a checkpointed segment would end early, at the end of that
+segment's inner backward pass.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ class BackwardEnd:
 
     Args:
         model: whose trainable parameters are hooked.
-        wanted: asked at the first gradient of a backward pass; false skips that pass.
+        wanted: asked once per backward pass, when it is done; false skips that pass.
         fire: called with all gradients of the pass accumulated (and all-reduced under DDP).
         report: receives any exception raised by ``wanted`` or ``fire`` (never raised into backward).
     """
@@ -43,6 +48,10 @@ class BackwardEnd:
             p.register_post_accumulate_grad_hook(self._on_grad) for p in model.parameters() if p.requires_grad
         ]
 
+    def reset(self) -> None:
+        """Forget a pass whose end never came (a backward pass that raised)."""
+        self._pending = False
+
     def remove(self) -> None:
         """Remove every hook."""
         for handle in self._handles:
@@ -53,18 +62,20 @@ class BackwardEnd:
         if self._pending:
             return
         try:
-            if self._wanted():
-                self._pending = True
-                self._queue(self._after_backward)
+            self._pending = True
+            self._queue(self._after_backward)
         except Exception as exc:
+            self._pending = False
             self._report("backward_hook", exc)
 
     def _after_backward(self) -> None:
         try:
-            self._queue(self._run)  # after every callback queued during the pass (DDP's finaliser)
+            if self._wanted():
+                self._queue(self._run)  # after every callback queued during the pass (DDP's finaliser)
+                return
         except Exception as exc:
-            self._pending = False
             self._report("backward_end", exc)
+        self._pending = False
 
     def _run(self) -> None:
         self._pending = False

@@ -64,6 +64,7 @@ class TrainerStepProbe:
     def begin_step(self) -> None:
         """The first micro-batch of an optimizer step is next."""
         self.in_step, self.recorded, self.batch_marked = True, False, False
+        self._backward.reset()
         self._losses, self._activations = [], None
 
     def end_step(self) -> None:
