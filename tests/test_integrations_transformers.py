@@ -54,7 +54,7 @@ def test_trainer_run_records_pre_clip_grad_norm_loss_lr_and_eval_loss(tmp_path, 
     # the output layer is tied to the embedding (one parameter); optimizer.step() runs after the recorded step
     assert run.series("weight_norm/transformer.wte.weight").steps.tolist() == [0, 5, 10]
     config = run.manifest["config"]
-    assert config["lr"] == 5e-3 and config["batch_size"] == 4 and config["task"] == "increment"
+    assert config["lr"] == 5e-3 and config["batch_size"] == 4 * 2 and config["task"] == "increment"
     assert config["training_args"]["gradient_accumulation_steps"] == 2 and config["model_config"]["n_embd"] == 32
     assert not [e for e in run.events if e.kind == "recorder_error"]
 

@@ -33,7 +33,8 @@ which clips with ``max_grad_norm`` *before* ``on_pre_optimizer_step``):
   ``eval_accuracy`` as ``eval/accuracy`` (any ``<prefix>_<name>`` as
   ``<prefix>/<name>``), at the last training step; runtime and throughput
   entries are skipped.
-- Config: ``lr`` and ``batch_size``, your ``config``, ``TrainingArguments`` under
+- Config: ``lr``, ``batch_size`` (samples per optimizer step: per-device batch
+  times accumulation steps times ranks, what the diagnosis counts), your ``config``, ``TrainingArguments`` under
   ``training_args`` and the model config under ``model_config`` (JSON-safe values only).
 - Closed as ``finished`` at ``on_train_end``; a later ``trainer.evaluate()``
   writes nothing. The Trainer has no exception hook:
@@ -148,7 +149,8 @@ def eval_metric_name(key: str) -> str:
 
 def transformers_config(args: Any, model: Any, user: Mapping[str, Any]) -> dict[str, Any]:
     """The run's config: LR and batch size, the user's entries, TrainingArguments and the model config."""
-    config: dict[str, Any] = {"lr": args.learning_rate, "batch_size": args.per_device_train_batch_size}
+    samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * max(1, args.world_size)
+    config: dict[str, Any] = {"lr": args.learning_rate, "batch_size": samples_per_step}
     config.update(user)
     config["training_args"] = json_safe_dict(args.to_dict())
     model_config = getattr(model, "config", None)
