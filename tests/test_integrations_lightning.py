@@ -123,7 +123,7 @@ def test_errors_inside_the_callback_never_reach_the_training(tmp_path, capsys) -
 @pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
 def test_ddp_on_cpu_writes_shards_of_both_ranks(tmp_path, python, strategy) -> None:
     run_dir = tmp_path / "run"
-    env = dict(os.environ, PYTHONPATH=str(HELPERS.parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(HELPERS.parent.parent), OMP_NUM_THREADS="1")
     result = subprocess.run([python, str(HELPERS), str(run_dir), strategy], env=env, cwd=tmp_path,
                             capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]

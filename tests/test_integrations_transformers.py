@@ -99,7 +99,7 @@ def test_ddp_ranks_record_the_all_reduced_pre_clip_gradients(tmp_path) -> None:
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                "--master-port", str(_free_port()), str(HELPERS), str(tmp_path), str(run_dir)]
-    env = dict(os.environ, PYTHONPATH=str(HELPERS.parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(HELPERS.parent.parent), OMP_NUM_THREADS="1")
     result = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     run = tuidiag.open_run(run_dir)
