@@ -1,0 +1,113 @@
+"""The Transformers callback on a real Trainer with a tiny randomly initialised GPT-2 (nothing downloaded)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+
+from transformers import Trainer  # noqa: E402
+
+import tuidiag  # noqa: E402
+from tuidiag.cli.main import main  # noqa: E402
+from tests.transformers_helpers import VOCAB, train  # noqa: E402
+from tuidiag.integrations.transformers import eval_metric_name  # noqa: E402
+
+HELPERS = Path(__file__).resolve().parent / "transformers_helpers.py"
+
+
+def _logged(trainer: Trainer, key: str) -> tuple[list[int], list[float]]:
+    rows = [row for row in trainer.state.log_history if key in row]
+    return [row["step"] - 1 for row in rows], [row[key] for row in rows]
+
+
+def test_trainer_run_records_pre_clip_grad_norm_loss_lr_and_eval_loss(tmp_path, run_dir) -> None:
+    trainer = train(tmp_path, run_dir, max_grad_norm=1.0)
+    run = tuidiag.open_run(run_dir)
+    assert run.status == "finished"
+    loss = run.series("train/loss")
+    assert loss.steps.tolist() == list(range(12))
+    steps, logged_loss = _logged(trainer, "loss")
+    assert steps == list(range(12)) and np.allclose(loss.values, logged_loss, rtol=1e-4)
+    # the Trainer logs the norm clip_grad_norm_ returns: the pre-clip total
+    _, logged_norm = _logged(trainer, "grad_norm")
+    total = run.series("grad_norm/total").values
+    assert np.allclose(total, logged_norm, rtol=1e-4)
+    assert total.max() > 1.0  # clipped steps are recorded with their pre-clip norm
+    assert run.series("grad/clipped").values.tolist() == (total > 1.0).astype(float).tolist()
+    _, logged_lr = _logged(trainer, "learning_rate")
+    assert np.allclose(run.series("lr/group0").values, logged_lr, rtol=1e-6)
+    eval_steps, eval_loss = _logged(trainer, "eval_loss")
+    recorded_eval = run.series("eval/loss")
+    assert recorded_eval.steps.tolist() == eval_steps == [3, 7, 11] and np.allclose(recorded_eval.values, eval_loss)
+    assert not run.has("eval/runtime")
+    assert run.series("input/max").values.max() < VOCAB and len(run.series("input/max")) == 12
+    assert len(run.series("grad_norm/transformer.wte.weight")) == 12
+    # the output layer is tied to the embedding (one parameter); optimizer.step() runs after the recorded step
+    assert run.series("weight_norm/transformer.wte.weight").steps.tolist() == [0, 5, 10]
+    config = run.manifest["config"]
+    assert config["lr"] == 5e-3 and config["batch_size"] == 4 * 2 and config["task"] == "increment"
+    assert config["training_args"]["gradient_accumulation_steps"] == 2 and config["model_config"]["n_embd"] == 32
+    assert not [e for e in run.events if e.kind == "recorder_error"]
+
+
+def test_without_clipping_or_accumulation(tmp_path, run_dir) -> None:
+    trainer = train(tmp_path, run_dir, max_grad_norm=0.0, accumulation=1)
+    run = tuidiag.open_run(run_dir)
+    _, logged_norm = _logged(trainer, "grad_norm")
+    assert np.allclose(run.series("grad_norm/total").values, logged_norm, rtol=1e-4)
+    assert not run.has("grad/clipped") and run.manifest["max_grad_norm"] is None
+    _, logged_loss = _logged(trainer, "loss")
+    assert np.allclose(run.series("train/loss").values, logged_loss, rtol=1e-4)
+
+
+def test_diagnose_reads_a_transformers_run(tmp_path, run_dir, capsys) -> None:
+    train(tmp_path, run_dir)
+    assert main(["diagnose", str(run_dir)]) == 0
+    assert capsys.readouterr().out.strip()
+
+
+def test_eval_metric_names() -> None:
+    assert eval_metric_name("eval_loss") == "eval/loss"
+    assert eval_metric_name("eval_accuracy") == "eval/accuracy"
+    assert eval_metric_name("test_f1_macro") == "test/f1_macro"
+    assert eval_metric_name("custom") == "custom"
+
+
+def test_errors_inside_the_callback_never_reach_the_training(tmp_path, capsys) -> None:
+    trainer = train(tmp_path, Path("\0invalid"), max_steps=3)  # the recorder cannot be created
+    assert trainer.state.global_step == 3
+    assert capsys.readouterr().err.count("recorder error in callback.on_train_begin") == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_ddp_ranks_record_the_all_reduced_pre_clip_gradients(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+               "--master-port", str(_free_port()), str(HELPERS), str(tmp_path), str(run_dir)]
+    env = dict(os.environ, PYTHONPATH=str(HELPERS.parent.parent), OMP_NUM_THREADS="1")
+    result = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = tuidiag.open_run(run_dir)
+    assert run.ranks == [0, 1] and run.manifest["world_size"] == 2 and run.status == "finished"
+    norms = [run.series("grad_norm/total", rank=rank) for rank in (0, 1)]
+    assert norms[0].steps.tolist() == norms[1].steps.tolist() == list(range(6))
+    # recorded after DDP's all-reduce (identical on both ranks; before it they differ) and before clipping to 1.0
+    assert np.allclose(norms[0].values, norms[1].values, rtol=1e-5) and norms[0].values.max() > 1.0
+    losses = [run.series("train/loss", rank=rank).values for rank in (0, 1)]
+    assert not np.allclose(losses[0], losses[1])  # each rank's own batches
+    assert run.series("eval/loss", rank=1).steps.tolist() == [3, 5]  # every 4 steps and at the end
