@@ -22,13 +22,15 @@ def write_ranks(run_dir: Path, ranks: RankMetrics, wall_start: float | None = No
     for rank, series in ranks.items():
         by_step: dict[int, dict[str, float]] = {}
         for name, (st, values) in series.items():
-            for step, value in zip(st.tolist(), values.tolist()):
+            for step, value in zip(st.tolist(), values.tolist(), strict=True):
                 by_step.setdefault(int(step), {})[name] = value
         steps = sorted(by_step)
         writer = ShardWriter(run_dir, rank, flush_interval=60.0, max_queue=len(steps) + 10)
         for step in steps:
             row = by_step[step]
-            writer.submit(MetricBatch(step, start + 0.01 * step, Layout(list(row)), np.array(list(row.values()))), len(row))
+            writer.submit(
+                MetricBatch(step, start + 0.01 * step, Layout(list(row)), np.array(list(row.values()))), len(row)
+            )
         writer.close()
         last = max(last, steps[-1] if steps else 0)
     info = new_manifest(run_dir.name, {"lr": 1e-3}, len(ranks), 1.0)

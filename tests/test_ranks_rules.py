@@ -40,7 +40,9 @@ def test_first_nonfinite_is_none_when_ranks_break_together_or_never() -> None:
 
 
 def test_aligned_keeps_common_steps_only() -> None:
-    ranks, steps, values = aligned({0: (np.array([0, 1, 2, 3]), np.arange(4.0)), 1: (np.array([1, 3, 5]), np.array([10.0, 30, 50]))})
+    ranks, steps, values = aligned(
+        {0: (np.array([0, 1, 2, 3]), np.arange(4.0)), 1: (np.array([1, 3, 5]), np.array([10.0, 30, 50]))}
+    )
     assert ranks == [0, 1] and steps.tolist() == [1, 3]
     assert values.tolist() == [[1.0, 3.0], [10.0, 30.0]]
 
@@ -72,7 +74,9 @@ def test_straggler_by_step_time_and_by_data_wait() -> None:
     rank, kind, own, others, step_s = straggler(synced, waits)
     assert (rank, kind, own, step_s) == (1, "data", 0.040, 0.050)
     assert straggler(synced, {0: _flat(0.0003), 1: _flat(0.0004)}) is None
-    assert straggler({r: _flat(0.0010 + r * 0.0005) for r in range(2)}, {}) is None  # tiny steps: jitter, not straggling
+    assert (
+        straggler({r: _flat(0.0010 + r * 0.0005) for r in range(2)}, {}) is None
+    )  # tiny steps: jitter, not straggling
 
 
 def _healthy_rank(rank: int, lr: float = 1e-3) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -95,7 +99,9 @@ def _codes(run_dir: Path) -> set[str]:
 
 
 def test_rules_stay_quiet_on_healthy_ranks_and_single_rank(tmp_path: Path) -> None:
-    assert not {"rank_nonfinite_first", "rank_desync", "straggler_rank"} & _codes(write_ranks(tmp_path / "ok", {r: _healthy_rank(r) for r in range(3)}))
+    assert not {"rank_nonfinite_first", "rank_desync", "straggler_rank"} & _codes(
+        write_ranks(tmp_path / "ok", {r: _healthy_rank(r) for r in range(3)})
+    )
     one = _healthy_rank(0)
     one["time/step"] = (T[1:], np.full(N - 1, 0.05))
     one["time/data_wait"] = (T[1:], np.full(N - 1, 0.04))

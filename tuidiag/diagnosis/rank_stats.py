@@ -48,7 +48,9 @@ def first_nonfinite(loss: RankSeries, grads: RankSeries) -> tuple[int, int, dict
     if len(ranks) < 2:
         return None
     loss_first = {r: _first_bad(loss.get(r)) for r in ranks}
-    onset = {r: min((s for s in (loss_first[r], _first_bad(grads.get(r))) if s is not None), default=None) for r in ranks}
+    onset = {
+        r: min((s for s in (loss_first[r], _first_bad(grads.get(r))) if s is not None), default=None) for r in ranks
+    }
     started = {r: s for r, s in onset.items() if s is not None}
     if not started:
         return None
@@ -74,7 +76,9 @@ def aligned(series: RankSeries) -> tuple[list[int], np.ndarray, np.ndarray]:
     return ranks, common, np.vstack(rows) if rows else np.empty((0, 0))
 
 
-def norm_disagreement(series: RankSeries, tolerance: float = REPLICA_TOLERANCE) -> tuple[int, float, dict[int, float]] | None:
+def norm_disagreement(
+    series: RankSeries, tolerance: float = REPLICA_TOLERANCE
+) -> tuple[int, float, dict[int, float]] | None:
     """(first step, relative gap at the newest common step, each rank's value there) when ranks disagree.
 
     Only steps where every rank has a finite value count; the gap must hold at the

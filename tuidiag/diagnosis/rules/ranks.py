@@ -46,7 +46,9 @@ def rank_nonfinite_first(view: RunView) -> Finding | None:
         return None
     rank, step, others = found
     evidence = [f"rank {rank} went non-finite first, at step {step}"]
-    later = ", ".join(f"rank {r} at step {s}" if s is not None else f"rank {r} never" for r, s in sorted(others.items()))
+    later = ", ".join(
+        f"rank {r} at step {s}" if s is not None else f"rank {r} never" for r, s in sorted(others.items())
+    )
     evidence.append(f"the other ranks: {later}")
     bad_inputs = per_rank(view, INPUT_PREFIX + "nonfinite").get(rank)
     tags = set()
@@ -55,10 +57,22 @@ def rank_nonfinite_first(view: RunView) -> Finding | None:
         if len(at_step) and at_step[0] > 0:
             evidence.append(f"rank {rank}'s batch at step {step} held {int(at_step[0])} non-finite input values")
             tags.add("bad_input")
-    fix = (f"the fault is local to rank {rank}: inspect the batch rank {rank} loaded at step {step} (its data shard or sampler), "
-           f"replay it with `tuidiag nan-hunt RUN --capture captures/nan-r{rank}-step{step}.pt`, and check that rank's device")
+    fix = (
+        f"the fault is local to rank {rank}: inspect the batch rank {rank} loaded at step {step} "
+        f"(its data shard or sampler), replay it with `tuidiag nan-hunt RUN --capture captures/nan-r{rank}-step{step}.pt`, "
+        "and check that rank's device"
+    )
     confidence = 0.95 if tags else 0.85
-    return Finding("rank_nonfinite_first", f"Rank {rank} turned non-finite first", confidence, "critical", evidence, fix, step, tags=tags)
+    return Finding(
+        "rank_nonfinite_first",
+        f"Rank {rank} turned non-finite first",
+        confidence,
+        "critical",
+        evidence,
+        fix,
+        step,
+        tags=tags,
+    )
 
 
 def _weight_evidence(view: RunView) -> tuple[list[str], int | None, float]:
@@ -89,16 +103,25 @@ def rank_desync(view: RunView) -> Finding | None:
     evidence, first, worst = _weight_evidence(view)
     if first is None:
         return None
-    evidence.append(f"largest relative gap {worst:.1%}; replicas of a data-parallel model should hold identical weights")
+    evidence.append(
+        f"largest relative gap {worst:.1%}; replicas of a data-parallel model should hold identical weights"
+    )
     lrs = {r: float(v[-1]) for r, (_, v) in per_rank(view, "lr/group0").items()}
     if len(set(lrs.values())) > 1:
-        evidence.append("learning rates differ between ranks: " + ", ".join(f"rank {r} {fmt(v)}" for r, v in sorted(lrs.items())))
+        evidence.append(
+            "learning rates differ between ranks: " + ", ".join(f"rank {r} {fmt(v)}" for r, v in sorted(lrs.items()))
+        )
     grads = norm_disagreement(per_rank(view, GRAD_NORM_TOTAL))
-    evidence.append("gradient norms also differ between ranks: gradients are not all-reduced the same way everywhere"
-                    if grads is not None else "gradient norms agree (they are all-reduced): the optimizer step differs between ranks")
-    fix = ("make every rank take the same optimizer step: the same LR and schedule (no rank-dependent config), the same optimizer "
-           "state on resume, every rank stepping on every iteration; wrap the model in DistributedDataParallel (or all-reduce "
-           "every gradient) and broadcast the initial weights from rank 0")
+    evidence.append(
+        "gradient norms also differ between ranks: gradients are not all-reduced the same way everywhere"
+        if grads is not None
+        else "gradient norms agree (they are all-reduced): the optimizer step differs between ranks"
+    )
+    fix = (
+        "make every rank take the same optimizer step: the same LR and schedule (no rank-dependent config), "
+        "the same optimizer state on resume, every rank stepping on every iteration; wrap the model in "
+        "DistributedDataParallel (or all-reduce every gradient) and broadcast the initial weights from rank 0"
+    )
     return Finding("rank_desync", "Replicas out of sync between ranks", 0.85, "critical", evidence, fix, first)
 
 
@@ -111,14 +134,21 @@ def straggler_rank(view: RunView) -> Finding | None:
         return None
     rank, kind, own, others, step_s = found
     if kind == "data":
-        evidence = [f"rank {rank} waits {fmt(own * 1e3)} ms per step for data, the other ranks {fmt(others * 1e3)} ms",
-                    f"the other ranks spend that time waiting for rank {rank} in the gradient all-reduce; every step takes {fmt(step_s * 1e3)} ms"]
-        fix = (f"speed up rank {rank}'s input pipeline: check its host (CPU contention, disk or network), DataLoader num_workers, "
-               "and whether its data shard is larger or slower to decode")
+        evidence = [
+            f"rank {rank} waits {fmt(own * 1e3)} ms per step for data, the other ranks {fmt(others * 1e3)} ms",
+            f"the other ranks spend that time waiting for rank {rank} in the gradient all-reduce; "
+            f"every step takes {fmt(step_s * 1e3)} ms",
+        ]
+        fix = (
+            f"speed up rank {rank}'s input pipeline: check its host (CPU contention, disk or network), "
+            "DataLoader num_workers, and whether its data shard is larger or slower to decode"
+        )
     else:
         evidence = [f"rank {rank} takes {fmt(own * 1e3)} ms per step, the other ranks {fmt(others * 1e3)} ms (median)"]
-        fix = (f"look at rank {rank}'s device and host: thermal throttling or a slower GPU (nvidia-smi -q -d PERFORMANCE), "
-               "other processes on it, a larger share of the data")
+        fix = (
+            f"look at rank {rank}'s device and host: thermal throttling or a slower GPU "
+            "(nvidia-smi -q -d PERFORMANCE), other processes on it, a larger share of the data"
+        )
     confidence = float(min(0.9, 0.6 + 0.1 * np.log2(max(own, 1e-9) / max(others, 1e-9))))
     return Finding("straggler_rank", f"Rank {rank} is a straggler", confidence, "warning", evidence, fix)
 
