@@ -59,7 +59,8 @@ def rank_nonfinite_first(view: RunView) -> Finding | None:
             tags.add("bad_input")
     fix = (
         f"the fault is local to rank {rank}: inspect the batch rank {rank} loaded at step {step} "
-        f"(its data shard or sampler), replay it with `tuidiag nan-hunt RUN --capture captures/nan-r{rank}-step{step}.pt`, "
+        f"(its data shard or sampler), "
+        f"replay it with `tuidiag nan-hunt RUN --capture RUN/captures/nan-r{rank}-step{step}.pt`, "
         "and check that rank's device"
     )
     confidence = 0.95 if tags else 0.85
