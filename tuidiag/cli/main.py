@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 from tuidiag import __version__
 from tuidiag.cli import demo_cmd, diagnose_cmd, ls_cmd, watch_cmd
 from tuidiag.cli import compare_cmd, jobs_cmd, report_cmd
+from tuidiag.cli import query_cmd, status_cmd
 
 Subcommand = tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
 
@@ -19,6 +20,8 @@ SUBCOMMANDS: list[Subcommand] = [
     ("diagnose", "ranked causes of a run's problems, with evidence and fixes", diagnose_cmd.add_arguments, diagnose_cmd.run),
     ("report", "write a Markdown report with plots for a run", report_cmd.add_arguments, report_cmd.run),
     ("compare", "compare two runs before/after a fix, with a verdict", compare_cmd.add_arguments, compare_cmd.run),
+    ("query", "SQL (DuckDB) over every run's shards: views runs, metrics, events", query_cmd.add_arguments, query_cmd.run),
+    ("status", "one line for a tmux status bar: step, loss, top finding, staleness", status_cmd.add_arguments, status_cmd.run),
     ("demo", "write demo runs from real small CPU trainings", demo_cmd.add_arguments, demo_cmd.run),
     ("lr-find", "LR range test on the run's factory: suggested LR with a chart", jobs_cmd.add_lr_find_arguments, jobs_cmd.lr_find),
     ("nan-hunt", "replay the captured NaN step and name the module and op that produced it", jobs_cmd.add_nan_hunt_arguments, jobs_cmd.nan_hunt),
