@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tuidiag.format import METRICS_DIR
+from tuidiag.store.decode import to_numpy
 from tuidiag.store.shards import list_shards
 
 MAX_SHARDS = 16
@@ -59,26 +59,28 @@ def _latest_in(path: Path, metric: str) -> Latest | None:
     with pq.ParquetFile(path, pre_buffer=False) as handle:
         for group in range(handle.metadata.num_row_groups - 1, -1, -1):
             table = handle.read_row_group(group, columns=_COLUMNS)
-            rows = table.filter(_matches(table.column("metric"), metric))
-            if rows.num_rows:
-                steps = rows.column("step").to_numpy()
-                i = int(len(steps) - 1 - np.argmax(steps[::-1]))  # the last row of the highest step
-                value = rows.column("value")[i].as_py()
-                return Latest(
-                    int(steps[i]),
-                    float("nan") if value is None else float(value),
-                    float(rows.column("wall_time")[i].as_py()),
-                )
+            rows = np.flatnonzero(_matches(table.column("metric"), metric))
+            if len(rows):
+                steps = to_numpy(table.column("step"))[rows]
+                i = int(rows[len(rows) - 1 - int(np.argmax(steps[::-1]))])  # the last row of the highest step
+                value = table.column("value")[i].as_py()
+                wall = table.column("wall_time")[i].as_py()
+                return Latest(int(table.column("step")[i].as_py()), float("nan") if value is None else float(value), float(wall))
     return None
 
 
-def _matches(column: pa.ChunkedArray, metric: str) -> pa.ChunkedArray:
-    """Mask of rows whose metric is ``metric``, comparing dictionary codes rather than strings."""
+def _matches(column: pa.ChunkedArray, metric: str) -> np.ndarray:
+    """Mask of rows whose metric is ``metric``, comparing dictionary codes rather than strings.
+
+    Plain numpy on the Arrow buffers: pyarrow's compute functions import pandas, which
+    alone would cost a status line most of its time.
+    """
     masks = []
     for chunk in column.chunks:
-        if pa.types.is_dictionary(chunk.type):
-            code = chunk.dictionary.index(metric).as_py()
-            masks.append(pc.equal(chunk.indices, code) if code >= 0 else pa.array(np.zeros(len(chunk), bool)))
-        else:
-            masks.append(pc.equal(chunk, metric))
-    return pa.chunked_array(masks, pa.bool_())
+        if not pa.types.is_dictionary(chunk.type):
+            masks.append(np.array([name == metric for name in chunk.to_pylist()], bool))
+            continue
+        names = chunk.dictionary.to_pylist()  # a few hundred names at most
+        code = names.index(metric) if metric in names else -1
+        masks.append(to_numpy(chunk.indices) == code)
+    return np.concatenate(masks) if masks else np.zeros(0, bool)
