@@ -67,6 +67,8 @@ def first_nonfinite(loss: RankSeries, grads: RankSeries) -> tuple[int, int, dict
 def aligned(series: RankSeries) -> tuple[list[int], np.ndarray, np.ndarray]:
     """(ranks, common steps, values as ranks x steps) at the steps every rank recorded (first value per step)."""
     ranks = sorted(series)
+    if ranks and _same_increasing_steps([series[r][0] for r in ranks]):  # the usual case: no sorting needed
+        return ranks, series[ranks[0]][0], np.vstack([series[r][1] for r in ranks])
     uniques = {r: np.unique(series[r][0], return_index=True) for r in ranks}
     common = reduce(np.intersect1d, (u for u, _ in uniques.values())) if ranks else np.empty(0, np.int64)
     rows = []
@@ -74,6 +76,14 @@ def aligned(series: RankSeries) -> tuple[list[int], np.ndarray, np.ndarray]:
         steps, first_index = uniques[r]
         rows.append(series[r][1][first_index[np.searchsorted(steps, common)]])
     return ranks, common, np.vstack(rows) if rows else np.empty((0, 0))
+
+
+def _same_increasing_steps(steps: list[np.ndarray]) -> bool:
+    """True when every array equals the first and it is strictly increasing."""
+    first = steps[0]
+    return all(len(s) == len(first) and np.array_equal(s, first) for s in steps[1:]) and bool(
+        np.all(np.diff(first) > 0)
+    )
 
 
 def norm_disagreement(
