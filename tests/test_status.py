@@ -91,3 +91,12 @@ def test_not_a_run_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["status", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 2 and "not a tuidiag run" in err
+
+
+def test_unwritable_cache_still_prints_the_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("TUIDIAG_CACHE_DIR", str(blocker))
+    assert _line(capsys, "--ascii", str(DEMO / "lr-too-low")).split(" > ")[2].startswith("lr_too_low ")

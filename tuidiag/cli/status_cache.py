@@ -86,12 +86,19 @@ def refresh(run_dir: Path) -> dict[str, Any]:
         "step": diagnosis.step,
         "top": {"code": top.code, "title": top.title, "confidence": top.confidence, "severity": top.severity},
     }
-    path = _entry(run_dir)
+    try:
+        _write(_entry(run_dir), entry)
+    except OSError:
+        pass  # an unwritable cache only costs speed: the next call diagnoses again
+    return entry
+
+
+def _write(path: Path, entry: dict[str, Any]) -> None:
+    """Write a cache entry atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
     tmp.write_text(json.dumps(entry), encoding="utf-8")
     os.replace(tmp, path)
-    return entry
 
 
 def top_finding(run_dir: Path, inline: bool = False) -> tuple[dict[str, Any] | None, bool]:
@@ -116,15 +123,12 @@ def _lock(run_dir: Path) -> Path:
 def start_background(run_dir: Path) -> bool:
     """Start a detached refresher unless one is running; True when one was started."""
     lock = _lock(run_dir)
-    lock.parent.mkdir(parents=True, exist_ok=True)
     try:
-        if time.time() - lock.stat().st_mtime > LOCK_STALE:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        if lock.exists() and time.time() - lock.stat().st_mtime > LOCK_STALE:
             lock.unlink(missing_ok=True)
-    except OSError:
-        pass
-    try:
         os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-    except FileExistsError:
+    except OSError:  # held by a running refresher (FileExistsError), or an unwritable cache
         return False
     command = [sys.executable, "-m", "tuidiag", "status", str(run_dir), "--refresh-cache"]
     subprocess.Popen(

@@ -114,7 +114,7 @@ def rank_desync(view: RunView) -> Finding | None:
         )
     grads = norm_disagreement(per_rank(view, GRAD_NORM_TOTAL))
     evidence.append(
-        "gradient norms also differ between ranks: gradients are not all-reduced the same way everywhere"
+        "gradient norms also differ between ranks (not all-reduced, or recorded before the all-reduce)"
         if grads is not None
         else "gradient norms agree (they are all-reduced): the optimizer step differs between ranks"
     )
