@@ -37,6 +37,15 @@ def _multi(view: RunView) -> bool:
     return len(view.run.ranks) > 1
 
 
+def _bad_inputs(view: RunView, rank: int, step: int) -> int:
+    """How many non-finite input values ``rank``'s batch held at ``step`` (0 when unknown)."""
+    series = per_rank(view, INPUT_PREFIX + "nonfinite").get(rank)
+    if series is None:
+        return 0
+    at_step = series[1][series[0] == step]
+    return int(at_step[0]) if len(at_step) and at_step[0] > 0 else 0
+
+
 def rank_nonfinite_first(view: RunView) -> Finding | None:
     """One rank's loss or gradients turned non-finite before the other ranks'."""
     if not _multi(view):
@@ -45,35 +54,21 @@ def rank_nonfinite_first(view: RunView) -> Finding | None:
     if found is None:
         return None
     rank, step, others = found
-    evidence = [f"rank {rank} went non-finite first, at step {step}"]
     later = ", ".join(
         f"rank {r} at step {s}" if s is not None else f"rank {r} never" for r, s in sorted(others.items())
     )
-    evidence.append(f"the other ranks: {later}")
-    bad_inputs = per_rank(view, INPUT_PREFIX + "nonfinite").get(rank)
-    tags = set()
-    if bad_inputs is not None:
-        at_step = bad_inputs[1][bad_inputs[0] == step]
-        if len(at_step) and at_step[0] > 0:
-            evidence.append(f"rank {rank}'s batch at step {step} held {int(at_step[0])} non-finite input values")
-            tags.add("bad_input")
+    evidence = [f"rank {rank} went non-finite first, at step {step}", f"the other ranks: {later}"]
+    bad = _bad_inputs(view, rank, step)
+    if bad:
+        evidence.append(f"rank {rank}'s batch at step {step} held {bad} non-finite input values")
     fix = (
-        f"the fault is local to rank {rank}: inspect the batch rank {rank} loaded at step {step} "
-        f"(its data shard or sampler), "
-        f"replay it with `tuidiag nan-hunt RUN --capture RUN/captures/nan-r{rank}-step{step}.pt`, "
+        f"the fault is local to rank {rank}: inspect the batch rank {rank} loaded at step {step} (its data shard or "
+        f"sampler), replay it with `tuidiag nan-hunt RUN --capture RUN/captures/nan-r{rank}-step{step}.pt`, "
         "and check that rank's device"
     )
-    confidence = 0.95 if tags else 0.85
-    return Finding(
-        "rank_nonfinite_first",
-        f"Rank {rank} turned non-finite first",
-        confidence,
-        "critical",
-        evidence,
-        fix,
-        step,
-        tags=tags,
-    )
+    title = f"Rank {rank} turned non-finite first"
+    tags = {"bad_input"} if bad else set()
+    return Finding("rank_nonfinite_first", title, 0.95 if bad else 0.85, "critical", evidence, fix, step, tags=tags)
 
 
 def _weight_evidence(view: RunView) -> tuple[list[str], int | None, float]:
