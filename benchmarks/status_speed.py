@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -26,8 +27,16 @@ from tuidiag.store.manifest import new_manifest, write_manifest
 from tuidiag.store.shards import write_table_atomic
 from tuidiag.store.tail import latest
 
-METRICS = ("train/loss", "lr/group0", "grad_norm/total", "grad_norm/l0.weight", "grad_norm/l1.weight",
-           "grad_norm/l2.weight", "time/step", "time/data_wait")
+METRICS = (
+    "train/loss",
+    "lr/group0",
+    "grad_norm/total",
+    "grad_norm/l0.weight",
+    "grad_norm/l1.weight",
+    "grad_norm/l2.weight",
+    "time/step",
+    "time/data_wait",
+)
 
 
 FLUSH_STEPS = 10_000
@@ -40,8 +49,17 @@ def shard_table(first_step: int, steps: int) -> pa.Table:
     t = step.astype(float)
     value = np.where(codes == 0, 2.0 * np.exp(-t / 2e5) + 0.1, 1e-3) * (1 + 0.01 * np.sin(t))
     metric = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(METRICS))
-    return pa.table({"step": step, "wall_time": 1.7e9 + t * 0.01, "metric": metric, "value": value,
-                     "rank": np.zeros(len(step), np.int32), "seq": step // FLUSH_STEPS}, schema=METRICS_SCHEMA)
+    return pa.table(
+        {
+            "step": step,
+            "wall_time": 1.7e9 + t * 0.01,
+            "metric": metric,
+            "value": value,
+            "rank": np.zeros(len(step), np.int32),
+            "seq": step // FLUSH_STEPS,
+        },
+        schema=METRICS_SCHEMA,
+    )
 
 
 def write_run(run_dir: Path, steps: int, shards: int) -> None:
@@ -56,14 +74,17 @@ def write_run(run_dir: Path, steps: int, shards: int) -> None:
     write_manifest(run_dir, info)
 
 
-def timed(command: list[str], repeat: int = 3) -> float:
-    """Median wall seconds of running ``command``."""
-    times = []
+def timed(command: list[str], repeat: int = 3) -> str:
+    """Median wall and CPU (user + system) seconds of running ``command``; CPU is far less sensitive to load."""
+    walls, cpus = [], []
     for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return f"{np.median(walls):.2f} s wall, {np.median(cpus):.2f} s CPU"
 
 
 def measure(run_dir: Path) -> None:
@@ -71,16 +92,18 @@ def measure(run_dir: Path) -> None:
     cli = [sys.executable, "-m", "tuidiag", "status", str(run_dir)]
     start = time.perf_counter()
     found = latest(run_dir, "train/loss")
-    print(f"  tail read in-process: {(time.perf_counter() - start) * 1e3:.1f} ms (step {found.step if found else None})")
-    print(f"  python -c pass (interpreter floor): {timed([sys.executable, '-c', 'pass']):.2f} s")
-    print(f"  status --no-diagnosis: {timed(cli + ['--no-diagnosis']):.2f} s")
-    print(f"  status, cold cache (starts the background diagnosis): {timed(cli, 1):.2f} s")
+    print(
+        f"  tail read in-process: {(time.perf_counter() - start) * 1e3:.1f} ms (step {found.step if found else None})"
+    )
+    print(f"  python -c pass (interpreter floor): {timed([sys.executable, '-c', 'pass'])}")
+    print(f"  status --no-diagnosis: {timed(cli + ['--no-diagnosis'])}")
+    print(f"  status, cold cache (starts the background diagnosis): {timed(cli, 1)}")
     deadline = time.time() + 600
     while status_cache.load(run_dir) is None and time.time() < deadline:
         time.sleep(0.5)
     entry = status_cache.load(run_dir) or {}
     print(f"  background diagnosis: {entry.get('cost', float('nan')):.2f} s -> {entry.get('top', {}).get('code')}")
-    print(f"  status, warm cache: {timed(cli):.2f} s")
+    print(f"  status, warm cache: {timed(cli)}")
 
 
 def main() -> None:
@@ -95,7 +118,8 @@ def main() -> None:
             start = time.perf_counter()
             write_run(run_dir, args.steps, shards)
             size = sum(p.stat().st_size for p in (run_dir / METRICS_DIR).iterdir()) / 2**20
-            print(f"{args.steps:,} steps, {shards} shard(s), {size:.1f} MiB, written in {time.perf_counter() - start:.1f} s")
+            took = time.perf_counter() - start
+            print(f"{args.steps:,} steps, {shards} shard(s), {size:.1f} MiB, written in {took:.1f} s")
             measure(run_dir)
 
 
