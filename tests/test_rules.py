@@ -23,6 +23,7 @@ from benchmarks.suite.synthetic import LAYERS, Series, healthy_series, model_sum
 from tuidiag.cli.main import main  # noqa: E402
 from tuidiag.diagnosis import diagnose  # noqa: E402
 from tuidiag.diagnosis.rules import RULES  # noqa: E402
+from tuidiag.diagnosis.rules.ranks import RULES as RANK_RULES  # noqa: E402
 from tuidiag.diagnosis.view import RunView  # noqa: E402
 from tuidiag.recorder.writer import EventRow  # noqa: E402
 from tuidiag.store import open_run  # noqa: E402
@@ -199,7 +200,7 @@ CASES: dict[str, tuple[Plant, Plant]] = {
     "deep_without_normalization": (deep, big_model),
     "loss_accuracy_mismatch": (acc_stalls, underfitting),
 }
-RULE_BY_NAME = {rule.__name__: rule for rule in RULES}
+RULE_BY_NAME = {rule.__name__: rule for rule in RULES if rule not in RANK_RULES}  # multi-rank: tests/test_ranks_rules.py
 
 
 def build(tmp_path: Path, plant: Plant | None = None, name: str = "run") -> Path:

@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 from tuidiag import __version__
 from tuidiag.cli import demo_cmd, diagnose_cmd, ls_cmd, watch_cmd
 from tuidiag.cli import act_cmd, compare_cmd, jobs_cmd, report_cmd
-from tuidiag.cli import import_cmd
+from tuidiag.cli import import_cmd, query_cmd, status_cmd
 
 Subcommand = tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
 
@@ -21,8 +21,10 @@ SUBCOMMANDS: list[Subcommand] = [
     ("report", "write a Markdown report with plots for a run", report_cmd.add_arguments, report_cmd.run),
     ("compare", "compare two runs before/after a fix, with a verdict", compare_cmd.add_arguments, compare_cmd.run),
     ("import", "import TensorBoard, Keras history or CSV logs as runs", import_cmd.add_arguments, import_cmd.run),
+    ("query", "SQL (DuckDB) over every run's shards: views runs, metrics, events", query_cmd.add_arguments, query_cmd.run),
+    ("status", "one line for a tmux status bar: step, loss, top finding, staleness", status_cmd.add_arguments, status_cmd.run),
     ("demo", "write demo runs from real small CPU trainings", demo_cmd.add_arguments, demo_cmd.run),
-    ("lr-find", "LR range test on the run's factory: suggested LR with a chart", jobs_cmd.add_lr_find_arguments, jobs_cmd.lr_find),
+    ("lr-find", "LR range test in the live training or on the run's factory: suggested LR with a chart", jobs_cmd.add_lr_find_arguments, jobs_cmd.lr_find),
     ("nan-hunt", "replay the captured NaN step and name the module and op that produced it", jobs_cmd.add_nan_hunt_arguments, jobs_cmd.nan_hunt),
     ("overfit-batch", "can the model memorise one batch? pass/fail with the loss curve", jobs_cmd.add_overfit_arguments, jobs_cmd.overfit_batch),
     ("sharpness", "flat or sharp minimum: loss increase under random weight perturbations", jobs_cmd.add_sharpness_arguments, jobs_cmd.sharpness),

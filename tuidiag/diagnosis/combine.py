@@ -33,6 +33,9 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "dead_layer": ("underfitting",),
     "train_mode_bug": ("underfitting",),
     "loss_spikes": ("exploding_gradients",),
+    "rank_nonfinite_first": ("nonfinite_loss", "lr_too_high", "bad_input_data", "exploding_gradients", "loss_spikes", "rank_desync"),
+    "rank_desync": ("loss_spikes", "lr_too_high", "exploding_gradients"),
+    "straggler_rank": ("data_loading_bottleneck",),
 }
 """cause -> symptoms it explains when both fire."""
 
@@ -43,6 +46,7 @@ CONDITIONS: dict[tuple[str, str], Condition] = {
     ("exploding_gradients", "lr_too_high"): lambda cause, _: "from_start" in cause.tags,
     ("lr_too_high", "exploding_gradients"): lambda _, symptom: "from_start" not in symptom.tags,
     ("loss_spikes", "exploding_gradients"): lambda _, symptom: "isolated" in symptom.tags,
+    ("rank_nonfinite_first", "lr_too_high"): lambda cause, _: "bad_input" in cause.tags,
 }
 """Pairs that hold only under a condition on the cause or the symptom."""
 SYMPTOM_DISCOUNT = 0.6

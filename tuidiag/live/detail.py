@@ -13,6 +13,7 @@ from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
 from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
 from tuidiag.live.downsample import downsample
 from tuidiag.live.jobs_view import job_texts
+from tuidiag.live.ranks import RankLines, rank_lines
 from tuidiag.live.snapshot import Chart, LayerGrid, RunDetail, RunSummary
 from tuidiag.store import Event, Run
 
@@ -29,6 +30,7 @@ class DetailData:
     system: tuple[tuple[str, str], ...]
     steps: tuple[int, int]
     event_steps: frozenset[int]
+    ranks: RankLines | None = None
 
 
 def detail_data(run: Run, at: int | None, points: int) -> DetailData:
@@ -42,6 +44,7 @@ def detail_data(run: Run, at: int | None, points: int) -> DetailData:
         system=system_figures(view),
         steps=(int(steps[0]), int(steps[-1])) if len(steps) else (0, 0),
         event_steps=frozenset(e.step for e in run.events),
+        ranks=rank_lines(view, points),
     )
 
 
@@ -63,6 +66,7 @@ def build_detail(run: Run, summary: RunSummary, diagnosis: Diagnosis, at: int | 
         steps=data.steps,
         first_steps={f.code: f.first_step for f in diagnosis.findings if f.first_step is not None},
         jobs=job_texts(run.path),
+        ranks=data.ranks,
         marks=tuple(sorted(data.event_steps | {f.first_step for f in (live or diagnosis).findings if f.first_step is not None})),
     )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +16,9 @@ from tuidiag.diagnosis import Diagnosis
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 from tuidiag.live.downsample import tail_spark
 from tuidiag.store import Event, Run
+
+if TYPE_CHECKING:
+    from tuidiag.live.ranks import RankLines
 
 STALLED_AFTER = 120.0
 """A running run with no new data for this many seconds shows as stalled."""
@@ -80,6 +84,8 @@ class RunDetail:
     jobs: tuple[tuple[str, str], ...] = ()
     """(job, rendered result) of the newest result of each job in ``RUN/jobs/``."""
     """Steps of every event and finding onset in the whole run (replay jumps to them)."""
+    ranks: "RankLines | None" = None
+    """Per-rank and spread lines of the loss and gradient-norm charts (multi-rank runs only)."""
 
 
 def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: tuple[float, ...] | None = None) -> RunSummary:

@@ -26,6 +26,7 @@ Run view
   5          per-layer gradient norms (layers x time)
   d          diagnosis (narrow terminals)
   g          log/linear y axis      f        jump to the next finding's first step
+  k          multi-rank runs: loss and grad norm of all ranks, their spread, one rank
   [ ]        previous/next event or finding   enter on an event: mark its step
   esc        back to the overview
 

@@ -17,6 +17,7 @@ from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.layers import LayerHeatmap
 from tuidiag.live.jobs_view import jobs_text
+from tuidiag.live.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.live.snapshot import RunDetail
 from tuidiag.textsafe import literal
 
@@ -51,6 +52,7 @@ class RunScreen(Screen):
         Binding("s", "job('sharpness')", "Sharpness", show=False),
         Binding("x", "app.cancel_job", "Cancel job", show=False),
         Binding("a", "live_action", "Apply fix", show=False),
+        Binding("k", "rank_mode", "Ranks", show=False),
     ]
 
     @dataclass
@@ -83,6 +85,8 @@ class RunScreen(Screen):
         self.playing = False
         self.marker: int | None = None
         self._finding_index = -1
+        self.rank_mode = 0
+        """Index into ``rank_modes``: the default chart, all ranks, the spread, one rank."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
@@ -120,14 +124,28 @@ class RunScreen(Screen):
         """Redraw everything from ``detail``."""
         self.detail = detail
         self._title(detail)
-        for tab, _, _ in CHART_TABS:
-            self.query_one(f"#chart-{tab}", MetricChart).show(detail.charts[tab], self._marker())
+        self._show_charts(detail)
         self.query_one("#layer-grid", LayerHeatmap).show(detail.layers)
         self.query_one("#diagnosis", DiagnosisPanel).show(detail.diagnosis, detail.at, detail.first_steps)
         self.query_one("#events", EventsPanel).show(detail.events)
         self.query_one("#jobs-text", Static).update(jobs_text(detail.jobs))
         self.query_one("#system-strip", Static).update(_system(detail))
         self._cursor_bar()
+
+    def _show_charts(self, detail: RunDetail) -> None:
+        modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
+        mode = modes[self.rank_mode % len(modes)]
+        for tab, _, _ in CHART_TABS:
+            chart = chart_for_mode(detail.charts[tab], detail.ranks, tab, mode)
+            self.query_one(f"#chart-{tab}", MetricChart).show(chart, self._marker())
+
+    def action_rank_mode(self) -> None:
+        """Cycle the loss and grad-norm charts of a multi-rank run: default, all ranks, spread, each rank."""
+        if self.detail is None or self.detail.ranks is None:
+            self.notify("one rank only: nothing to switch")
+            return
+        self.rank_mode = (self.rank_mode + 1) % len(rank_modes(self.detail.ranks.ranks))
+        self._show_charts(self.detail)
 
     def _marker(self) -> int | None:
         return self.at if self.replay and self.at is not None else self.marker

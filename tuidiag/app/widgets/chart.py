@@ -11,7 +11,7 @@ from tuidiag.live.snapshot import Chart
 from tuidiag.diagnosis.stats import fmt
 from tuidiag.textsafe import clean
 
-COLORS = ("cyan", "orange", "green", "magenta")
+COLORS = ("cyan", "orange", "green", "magenta", "blue", "yellow", "white", "gray")
 
 
 class MetricChart(PlotextPlot):

@@ -1,6 +1,6 @@
 """The diagnosis rules: small pure functions ``rule(view) -> Finding | None``, one code each."""
 
-from tuidiag.diagnosis.rules import activations, data, generalization, gradients, loss, lr, review, system
+from tuidiag.diagnosis.rules import activations, data, generalization, gradients, loss, lr, ranks, review, system
 
 RULES = [
     *loss.RULES,
@@ -10,6 +10,7 @@ RULES = [
     *activations.RULES,
     *data.RULES,
     *system.RULES,
+    *ranks.RULES,
     *review.RULES,
 ]
 

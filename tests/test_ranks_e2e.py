@@ -1,0 +1,110 @@
+"""Multi-rank findings end to end: real DDP training (gloo, 2 CPU processes) with planted faults.
+
+One pair of processes trains four runs in turn: a healthy control, one where rank 1
+is fed a NaN batch, one where rank 1 uses a 10x larger LR (replicas drift apart),
+and one where rank 1 loads its data slowly (a straggler the other rank waits for).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tuidiag.diagnosis import diagnose
+
+RANK_CODES = {"rank_nonfinite_first", "rank_desync", "straggler_rank"}
+
+WORKER = textwrap.dedent(
+    """
+    import sys, time, torch, torch.distributed as dist
+    import tuidiag
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    root = sys.argv[1]
+
+    def train(name, lr=0.05, nan_at=None, sleep=0.0, steps=40):
+        torch.manual_seed(0)
+        model = torch.nn.parallel.DistributedDataParallel(
+            torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)))
+        opt = torch.optim.SGD(model.parameters(), lr)
+        gen = torch.Generator().manual_seed(100 + rank)
+        with tuidiag.Recorder(f"{root}/{name}", config={"lr": lr}, weights_every=5) as rec:
+            rec.watch(model, opt)
+            for step in range(steps):
+                time.sleep(sleep)
+                x = torch.randn(16, 8, generator=gen)
+                if step == nan_at:
+                    x[0, 0] = float("nan")
+                y = x.sum(1, keepdim=True)
+                rec.batch(x, y)
+                loss = (model(x) - y).pow(2).mean()
+                loss.backward()
+                rec.step(loss)
+                opt.step()
+                opt.zero_grad()
+        dist.barrier()
+
+    train("healthy")
+    train("nan", nan_at=15 if rank == 1 else None)
+    train("desync", lr=0.05 if rank == 0 else 0.005)
+    train("straggler", sleep=0.04 if rank == 1 else 0.0, steps=30)
+    dist.destroy_process_group()
+    """
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Four runs trained by two gloo ranks; returns their root."""
+    root = tmp_path_factory.mktemp("ddp")
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2", OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(root)], env=dict(env, RANK=str(r))) for r in range(2)]
+    assert [p.wait(timeout=240) for p in procs] == [0, 0]
+    return root
+
+
+def _codes(run_dir: Path) -> dict[str, object]:
+    diagnosis = diagnose(run_dir)
+    return {f.code: f for f in diagnosis.findings}
+
+
+def test_healthy_ddp_run_has_no_rank_findings(ddp_runs: Path) -> None:
+    codes = _codes(ddp_runs / "healthy")
+    assert not RANK_CODES & set(codes), codes
+
+
+def test_rank_fed_a_nan_batch_is_named(ddp_runs: Path) -> None:
+    diagnosis = diagnose(ddp_runs / "nan")
+    top = diagnosis.top
+    assert top.code == "rank_nonfinite_first" and top.first_step == 15
+    assert "rank 1" in top.title.lower()
+    assert any("non-finite input" in e for e in top.evidence)
+    assert {"nonfinite_loss", "lr_too_high"} & set(top.related)
+
+
+def test_rank_with_other_lr_is_a_desync(ddp_runs: Path) -> None:
+    codes = _codes(ddp_runs / "desync")
+    assert "rank_desync" in codes and "rank_nonfinite_first" not in codes
+    finding = codes["rank_desync"]
+    assert finding.first_step is not None and finding.first_step <= 5
+    assert any("learning rates differ" in e and "0.005" in e for e in finding.evidence)
+    assert any("gradient norms agree" in e for e in finding.evidence)
+
+
+def test_slow_rank_is_a_straggler(ddp_runs: Path) -> None:
+    codes = _codes(ddp_runs / "straggler")
+    finding = codes["straggler_rank"]
+    assert finding.title == "Rank 1 is a straggler"
+    assert "waits" in finding.evidence[0] and "all-reduce" in finding.evidence[1]

@@ -1,0 +1,102 @@
+"""``tuidiag status RUN``: the one-line summary, its cached finding (inline and in the background), exit codes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tuidiag
+from tuidiag.cli import status_cache
+from tuidiag.cli.main import main
+from tuidiag.store.tail import latest
+
+DEMO = Path(__file__).resolve().parent.parent / "demo_runs"
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private cache directory (the background refresher inherits it through the environment)."""
+    monkeypatch.setenv("TUIDIAG_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _line(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["status", *args]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    return out.strip()
+
+
+def test_line_of_a_finished_run(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _line(capsys, str(DEMO / "lr-too-high"))
+    name, progress, finding, age = line.split(" \N{BLACK RIGHT-POINTING SMALL TRIANGLE} ")
+    assert name == "lr-too-high" and progress == "step 254 loss nan"
+    assert finding.startswith("lr_too_high ") and finding.endswith("%")
+    assert age.startswith("failed ") and age.endswith(" ago")
+    assert _line(capsys, "--ascii", "--no-diagnosis", str(DEMO / "healthy")).startswith(
+        "healthy > step 1,499 loss 0.1157 > finished"
+    )
+
+
+def test_newest_loss_comes_from_the_end_of_the_run(tmp_path: Path) -> None:
+    with tuidiag.Recorder(tmp_path / "run", flush_interval=60.0) as rec:
+        for step in range(300):
+            rec.log({"train/loss": 1.0 / (step + 1), "other": 0.0}, step=step)
+        rec.flush()
+        rec.log({"other": 1.0}, step=300)  # the newest shard has no loss: look further back
+    found = latest(tmp_path / "run", "train/loss")
+    assert found is not None and found.step == 299 and found.value == pytest.approx(1 / 300)
+    assert latest(tmp_path / "run", "never/logged") is None
+
+
+def test_running_run_in_tmux_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rec = tuidiag.Recorder(tmp_path / "run", name="exp #5 #[fg=red]", flush_interval=60.0)
+    for step in range(50):
+        rec.log({"train/loss": 0.5}, step=step)
+    rec.flush()
+    try:
+        line = _line(capsys, "--tmux", "--ascii", str(tmp_path / "run"))
+    finally:
+        rec.close()
+    assert line.startswith("exp ##5 ##[fg=red] > step 49 loss 0.5 > #[fg=")
+    assert line.endswith("s ago") and "running" not in line
+
+
+def test_large_run_is_diagnosed_in_the_background(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(status_cache, "INLINE_BYTES", 0)  # every run counts as large
+    run = tmp_path / "run"
+    with tuidiag.Recorder(run, flush_interval=60.0) as rec:
+        for step, loss in enumerate(np.linspace(2.0, 0.1, 200)):
+            rec.log({"train/loss": float(loss)}, step=step)
+    assert _line(capsys, "--ascii", str(run)).split(" > ")[2] == "diagnosing..."
+    deadline = time.monotonic() + 120
+    while status_cache.load(run) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    entry = status_cache.load(run)
+    assert entry is not None and entry["top"]["code"] == "healthy" and entry["step"] == 199
+    assert _line(capsys, "--ascii", str(run)).split(" > ")[2] == "healthy"
+    with tuidiag.Recorder(run, flush_interval=60.0) as rec:  # resumed: new data, the cached finding is now stale
+        rec.log({"train/loss": 0.05}, step=200)
+    assert _line(capsys, "--ascii", str(run)).split(" > ")[2] == "healthy*"
+
+
+def test_not_a_run_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", str(tmp_path / "nope")]) == 2
+    (tmp_path / "empty").mkdir()
+    assert main(["status", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "not a tuidiag run" in err
+
+
+def test_unwritable_cache_still_prints_the_finding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("TUIDIAG_CACHE_DIR", str(blocker))
+    assert _line(capsys, "--ascii", str(DEMO / "lr-too-low")).split(" > ")[2].startswith("lr_too_low ")

@@ -1,0 +1,150 @@
+"""The top finding for ``tuidiag status``, cached so a status bar polling every few seconds stays cheap.
+
+A diagnosis reads the whole run; on a large run that takes seconds. The cache
+(``$TUIDIAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/tuidiag``, else ``~/.cache/tuidiag``)
+keeps the last top finding with the run's *signature* (the newest flush of each
+rank and table). When the signature changed: a small run is re-diagnosed inline;
+a large one in a detached ``tuidiag status --refresh-cache`` process (one at a
+time, guarded by a lock file, at most every ``max(MIN_INTERVAL, COST_FACTOR x its
+cost)`` seconds), while the status line shows the previous finding marked stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tuidiag.format import EVENTS_DIR, METRICS_DIR
+from tuidiag.store.shards import list_shards
+
+INLINE_BYTES = 4 * 1024 * 1024
+"""Runs whose metric shards total less than this are diagnosed inline (a fraction of a second)."""
+MIN_INTERVAL = 10.0
+COST_FACTOR = 10.0
+LOCK_STALE = 600.0
+"""A lock older than this is from a refresher that died."""
+
+
+def cache_dir() -> Path:
+    """Where cached findings live."""
+    explicit = os.environ.get("TUIDIAG_CACHE_DIR")
+    if explicit:
+        return Path(explicit) / "status"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tuidiag" / "status"
+
+
+def _entry(run_dir: Path) -> Path:
+    digest = hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:20]
+    return cache_dir() / f"{digest}.json"
+
+
+def signature(run_dir: Path) -> tuple[str, int]:
+    """(the newest flush of each table and rank, total metric shard bytes): changes whenever data arrives."""
+    parts, size = [], 0
+    for table in (METRICS_DIR, EVENTS_DIR):
+        newest: dict[int, int] = {}
+        for shard, path in list_shards(run_dir / table):
+            newest[shard.rank] = max(newest.get(shard.rank, -1), shard.last)
+            if table == METRICS_DIR:
+                try:
+                    size += path.stat().st_size
+                except OSError:
+                    continue
+        parts.append(",".join(f"r{r}:{s}" for r, s in sorted(newest.items())))
+    return "/".join(parts), size
+
+
+def load(run_dir: Path) -> dict[str, Any] | None:
+    """The cached entry of ``run_dir``, or ``None``."""
+    try:
+        entry = json.loads(_entry(run_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return entry if isinstance(entry, dict) else None
+
+
+def refresh(run_dir: Path) -> dict[str, Any]:
+    """Diagnose ``run_dir`` now and cache its top finding; returns the cache entry."""
+    from tuidiag.diagnosis import diagnose
+
+    sig, _ = signature(run_dir)  # taken first: data arriving meanwhile makes the entry stale, not wrong
+    start = time.perf_counter()
+    diagnosis = diagnose(run_dir)
+    top = diagnosis.top
+    entry = {
+        "path": str(run_dir.resolve()),
+        "signature": sig,
+        "computed": time.time(),
+        "cost": time.perf_counter() - start,
+        "step": diagnosis.step,
+        "top": {"code": top.code, "title": top.title, "confidence": top.confidence, "severity": top.severity},
+    }
+    try:
+        _write(_entry(run_dir), entry)
+    except OSError:
+        pass  # an unwritable cache only costs speed: the next call diagnoses again
+    return entry
+
+
+def _write(path: Path, entry: dict[str, Any]) -> None:
+    """Write a cache entry atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    tmp.write_text(json.dumps(entry), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def top_finding(run_dir: Path, inline: bool = False) -> tuple[dict[str, Any] | None, bool]:
+    """(the top finding, whether it covers the newest data); refreshes inline or in the background as needed."""
+    sig, size = signature(run_dir)
+    cached = load(run_dir)
+    if cached is not None and cached.get("signature") == sig:
+        return cached.get("top"), True
+    if inline or size < INLINE_BYTES:
+        return refresh(run_dir)["top"], True
+    if cached is None or time.time() - float(cached.get("computed", 0)) > max(
+        MIN_INTERVAL, COST_FACTOR * float(cached.get("cost", 0))
+    ):
+        start_background(run_dir)
+    return (cached or {}).get("top"), False
+
+
+def _lock(run_dir: Path) -> Path:
+    return _entry(run_dir).with_suffix(".lock")
+
+
+def start_background(run_dir: Path) -> bool:
+    """Start a detached refresher unless one is running; True when one was started."""
+    lock = _lock(run_dir)
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        if lock.exists() and time.time() - lock.stat().st_mtime > LOCK_STALE:
+            lock.unlink(missing_ok=True)
+        os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except OSError:  # held by a running refresher (FileExistsError), or an unwritable cache
+        return False
+    command = [sys.executable, "-m", "tuidiag", "status", str(run_dir), "--refresh-cache"]
+    subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+    return True
+
+
+def refresh_locked(run_dir: Path) -> None:
+    """The background refresher's body: refresh, then release the lock taken by :func:`start_background`."""
+    try:
+        refresh(run_dir)
+    finally:
+        _lock(run_dir).unlink(missing_ok=True)

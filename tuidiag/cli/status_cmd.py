@@ -1,0 +1,126 @@
+"""``tuidiag status RUN``: one line for a tmux status bar: step, loss, top finding, staleness.
+
+``myrun ▸ step 12,345 loss 0.4312 ▸ lr_too_high 80% ▸ 3s ago``. It reads ``run.json``,
+the newest loss row from the end of the newest shard and a cached top finding
+(:mod:`tuidiag.cli.status_cache`), never the whole run, so it can run every few
+seconds. A finding computed before the newest data is marked with ``*``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from tuidiag.cli.common import RunNotReadable, fail
+from tuidiag.cli.status_cache import refresh_locked, top_finding
+from tuidiag.format import LOSS, STATUS_RUNNING
+from tuidiag.store.discovery import is_run_dir
+from tuidiag.store.manifest import effective_status, read_manifest
+from tuidiag.store.tail import latest
+from tuidiag.textsafe import clean
+
+UNICODE = {"sep": " \N{BLACK RIGHT-POINTING SMALL TRIANGLE} ", "wait": "diagnosing\N{HORIZONTAL ELLIPSIS}"}
+ASCII = {"sep": " > ", "wait": "diagnosing..."}
+TMUX_COLOURS = {"critical": "red", "warning": "yellow", "info": "green"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the ``status`` arguments."""
+    parser.add_argument("run", help="a run directory")
+    parser.add_argument("--ascii", action="store_true", help="'>' and '...' instead of Unicode separators")
+    parser.add_argument(
+        "--tmux", action="store_true", help="colour the finding with tmux #[fg=...] styles (and escape #)"
+    )
+    parser.add_argument(
+        "--no-diagnosis", action="store_true", help="leave the finding out (reads no more than the run's end)"
+    )
+    parser.add_argument(
+        "--sync", action="store_true", help="diagnose now if the cached finding is stale (slow on large runs)"
+    )
+    parser.add_argument("--refresh-cache", action="store_true", help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the status line; exit 2 when ``RUN`` is not a readable run."""
+    path = Path(args.run)
+    try:
+        manifest = _manifest(path)
+    except RunNotReadable as exc:
+        return fail("status", str(exc))
+    if args.refresh_cache:
+        refresh_locked(path)
+        return 0
+    finding = None if args.no_diagnosis else top_finding(path, inline=args.sync)
+    print(status_line(path, manifest, finding, symbols=ASCII if args.ascii else UNICODE, tmux=args.tmux))
+    return 0
+
+
+def _manifest(path: Path) -> dict[str, Any]:
+    if not path.is_dir() or not is_run_dir(path):
+        raise RunNotReadable(f"{path} is not a tuidiag run (no run.json or metrics/ inside)")
+    try:
+        return read_manifest(path)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise RunNotReadable(f"cannot read {path}/run.json: {exc}") from exc
+
+
+def status_line(
+    path: Path,
+    manifest: dict[str, Any],
+    finding: tuple[dict[str, Any] | None, bool] | None,
+    symbols: dict[str, str] = UNICODE,
+    tmux: bool = False,
+    now: float | None = None,
+) -> str:
+    """The one line: name, step and loss, top finding (``None``: left out), age or end state."""
+    now = time.time() if now is None else now
+    loss = latest(path, LOSS)
+    name = _text(manifest.get("name") or path.name, tmux, 40)
+    parts = [f"{name}{symbols['sep']}{_progress(manifest, loss)}"]
+    if finding is not None:
+        parts.append(_finding(*finding, symbols, tmux))
+    status = effective_status(manifest) if manifest else "unknown"
+    when = loss.wall_time if loss is not None else manifest.get("heartbeat")
+    age = _age(now - when) if isinstance(when, (int, float)) else "no data"
+    parts.append(age if status == STATUS_RUNNING else f"{_text(status, tmux, 20)} {age}")
+    return symbols["sep"].join(parts)
+
+
+def _progress(manifest: dict[str, Any], loss: Any) -> str:
+    step = loss.step if loss is not None else manifest.get("last_step")
+    text = f"step {step:,}" if isinstance(step, int) else "step -"
+    if loss is not None:
+        text += f" loss {loss.value:.4g}" if math.isfinite(loss.value) else f" loss {loss.value}"
+    return text
+
+
+def _finding(top: dict[str, Any] | None, fresh: bool, symbols: dict[str, str], tmux: bool) -> str:
+    if not top:
+        return symbols["wait"]
+    code = _text(top.get("code", "?"), tmux, 40)
+    confidence = top.get("confidence")
+    text = code if code == "healthy" or not isinstance(confidence, (int, float)) else f"{code} {confidence:.0%}"
+    text += "" if fresh else "*"
+    if tmux:
+        colour = TMUX_COLOURS.get(str(top.get("severity")), "default")
+        text = f"#[fg={colour}]{text}#[default]"
+    return text
+
+
+def _text(value: object, tmux: bool, max_len: int) -> str:
+    """Text from run files, without control characters; ``#`` doubled for tmux (never a format)."""
+    text = clean(value, max_len)
+    return text.replace("#", "##") if tmux else text
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit} ago"
+    return f"{seconds:.0f}s ago"

@@ -1,0 +1,180 @@
+"""SQL over every run under a root: DuckDB views ``runs``, ``metrics`` (alias ``scalars``) and ``events``.
+
+Each view has a ``run`` column, the run directory's path relative to the root.
+Shards are chosen as the incremental reader chooses them (``docs/format.md``,
+section 4): one file per ``(rank, seq)``, so a compaction caught half-way never
+doubles rows. Files of a newer format or missing columns are skipped with a
+warning. DuckDB is imported only here, and only when a query runs: it is the
+optional extra ``tuidiag[query]``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tuidiag.format import EVENTS_DIR, EVENTS_SCHEMA, METRICS_DIR, METRICS_SCHEMA
+from tuidiag.store.decode import ShardError, _open_shard
+from tuidiag.store.discovery import find_runs
+from tuidiag.store.manifest import effective_status, read_manifest
+from tuidiag.store.seqset import SeqSet
+from tuidiag.store.shards import list_shards
+
+COLUMNS = {
+    METRICS_DIR: ("step BIGINT", "wall_time DOUBLE", "metric VARCHAR", "value DOUBLE", "rank INTEGER", "seq BIGINT"),
+    EVENTS_DIR: (
+        "step BIGINT",
+        "wall_time DOUBLE",
+        "kind VARCHAR",
+        "severity VARCHAR",
+        "message VARCHAR",
+        "data VARCHAR",
+        "rank INTEGER",
+        "seq BIGINT",
+    ),
+}
+RUNS_COLUMNS = (
+    "run VARCHAR",
+    "name VARCHAR",
+    "path VARCHAR",
+    "status VARCHAR",
+    "run_id VARCHAR",
+    "created DOUBLE",
+    "heartbeat DOUBLE",
+    "ended DOUBLE",
+    "last_step BIGINT",
+    "world_size INTEGER",
+    "config JSON",
+    "manifest JSON",
+)
+
+
+class QueryUnavailable(Exception):
+    """DuckDB is not installed."""
+
+
+@dataclass
+class Scan:
+    """Files of one run's table read together, minus flushes another file already supplied."""
+
+    files: list[Path]
+    excluded: list[tuple[int, int]] = field(default_factory=list)
+    """Inclusive ``seq`` ranges to drop (only for a shard partly covered by a wider one)."""
+
+
+def _gaps(seen: SeqSet, first: int, last: int) -> list[tuple[int, int]]:
+    """The inclusive ranges of ``[first, last]`` that ``seen`` already holds."""
+    values = np.arange(first, last + 1, dtype=np.int64)
+    held = seen.contains_mask(values)
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], held, [False]]).astype(np.int8)))
+    return [(int(values[a]), int(values[b - 1])) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+
+
+def select_shards(directory: Path, schema: Any, warnings: list[str]) -> list[Scan]:
+    """Scans that read each ``(rank, seq)`` of a table directory from exactly one readable file."""
+    shards = sorted(list_shards(directory), key=lambda item: (item[0].rank, item[0].first, -item[0].last))
+    seen: dict[int, SeqSet] = {}
+    whole, partial = [], []
+    for shard, path in shards:
+        done = seen.setdefault(shard.rank, SeqSet())
+        if done.covers(shard.first, shard.last) or not _readable(path, schema, warnings):
+            continue
+        if done.overlaps(shard.first, shard.last):
+            partial.append(Scan([path], _gaps(done, shard.first, shard.last)))
+        else:
+            whole.append(path)
+        done.add_range(shard.first, shard.last)
+    return ([Scan(whole)] if whole else []) + partial
+
+
+def _readable(path: Path, schema: Any, warnings: list[str]) -> bool:
+    """True when the file is a shard this reader understands; a warning names it otherwise."""
+    try:
+        _open_shard(path, schema).close()
+        return True
+    except FileNotFoundError:
+        return False
+    except ShardError as exc:
+        warnings.append(f"skipped {path}: {exc}")
+        return False
+
+
+def _literal(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _scan_sql(run: str, scan: Scan, table: str) -> str:
+    """``SELECT`` of one scan with the run's name as a column."""
+    names = ", ".join(c.split()[0] for c in COLUMNS[table])
+    files = "[" + ", ".join(_literal(str(p)) for p in scan.files) + "]"
+    where = " AND ".join(f"NOT (seq BETWEEN {a} AND {b})" for a, b in scan.excluded) or "true"
+    return f"SELECT {_literal(run)} AS run, {names} FROM read_parquet({files}, union_by_name = true) WHERE {where}"
+
+
+def _empty_sql(table: str) -> str:
+    columns = ", ".join(f"NULL::{c.split()[1]} AS {c.split()[0]}" for c in ("run VARCHAR", *COLUMNS[table]))
+    return f"SELECT {columns} WHERE false"
+
+
+def _run_label(path: Path, root: Path) -> str:
+    try:
+        label = path.relative_to(root).as_posix()
+    except ValueError:
+        label = path.as_posix()
+    return path.name if label in ("", ".") else label
+
+
+def _run_row(path: Path, label: str, warnings: list[str]) -> tuple[Any, ...]:
+    """One row of the ``runs`` view from ``run.json`` (NULLs when it is missing or unreadable)."""
+    try:
+        manifest = read_manifest(path)
+    except (OSError, ValueError) as exc:
+        warnings.append(f"{path}: run.json unreadable ({exc})")
+        manifest = {}
+    get = manifest.get
+    status = effective_status(manifest) if manifest else "unknown"
+    config = get("config") if isinstance(get("config"), dict) else {}
+    return (
+        label,
+        str(get("name") or path.name),
+        str(path),
+        status,
+        get("run_id"),
+        get("created"),
+        get("heartbeat"),
+        get("ended"),
+        get("last_step"),
+        get("world_size"),
+        json.dumps(config),
+        json.dumps(manifest),
+    )
+
+
+def connect(root: str | Path, warnings: list[str] | None = None) -> Any:
+    """An in-memory DuckDB connection with views over every run at or below ``root``."""
+    try:
+        import duckdb
+    except ImportError as exc:
+        raise QueryUnavailable("tuidiag query needs DuckDB: pip install 'tuidiag[query]'") from exc
+    warnings = [] if warnings is None else warnings
+    root = Path(root)
+    con = duckdb.connect(":memory:")
+    con.execute(f"CREATE TABLE runs ({', '.join(RUNS_COLUMNS)})")
+    selects: dict[str, list[str]] = {METRICS_DIR: [], EVENTS_DIR: []}
+    for path in find_runs(root):
+        label = _run_label(path, root)
+        con.execute(f"INSERT INTO runs VALUES ({', '.join('?' * len(RUNS_COLUMNS))})", _run_row(path, label, warnings))
+        for table, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
+            selects[table] += [_scan_sql(label, scan, table) for scan in select_shards(path / table, schema, warnings)]
+    for table, parts in selects.items():
+        con.execute(f"CREATE VIEW {table} AS " + (" UNION ALL ".join(parts) if parts else _empty_sql(table)))
+    con.execute(f"CREATE VIEW scalars AS SELECT * FROM {METRICS_DIR}")
+    return con
+
+
+__all__ = ["QueryUnavailable", "Scan", "connect", "select_shards"]

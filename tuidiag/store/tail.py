@@ -1,0 +1,86 @@
+"""The newest value of one metric, read from the end of a run without loading the run.
+
+``tuidiag status`` runs every few seconds from a tmux status bar: it must cost
+milliseconds on a run of millions of steps. Rows are in flush order (``docs/format.md``),
+so the newest rows are in the shard with the highest ``seq`` and, within it, in
+the last row group: read backwards, one row group and four columns at a time,
+until the metric shows up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tuidiag.format import METRICS_DIR
+from tuidiag.store.decode import to_numpy
+from tuidiag.store.shards import list_shards
+
+MAX_SHARDS = 16
+"""Shards looked at, newest first, before giving up on a metric that is rarely written."""
+_COLUMNS = ["step", "wall_time", "metric", "value"]
+
+
+@dataclass(frozen=True)
+class Latest:
+    """The newest row of a metric: its step, value and wall time."""
+
+    step: int
+    value: float
+    wall_time: float
+
+
+def latest(run_dir: str | Path, metric: str, rank: int | None = None) -> Latest | None:
+    """The newest row of ``metric`` for ``rank`` (default: the lowest rank), or ``None``.
+
+    Unreadable or vanished shards (compacted away meanwhile) are skipped.
+    """
+    shards = list_shards(Path(run_dir) / METRICS_DIR)
+    if not shards:
+        return None
+    rank = min(s.rank for s, _ in shards) if rank is None else rank
+    newest = sorted((item for item in shards if item[0].rank == rank), key=lambda item: (-item[0].last, item[0].first))
+    for _, path in newest[:MAX_SHARDS]:
+        try:
+            found = _latest_in(path, metric)
+        except (OSError, pa.ArrowException, KeyError):
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def _latest_in(path: Path, metric: str) -> Latest | None:
+    """The newest row of ``metric`` in one shard, reading row groups from the last one back."""
+    with pq.ParquetFile(path, pre_buffer=False) as handle:
+        for group in range(handle.metadata.num_row_groups - 1, -1, -1):
+            table = handle.read_row_group(group, columns=_COLUMNS)
+            rows = np.flatnonzero(_matches(table.column("metric"), metric))
+            if len(rows):
+                steps = to_numpy(table.column("step"))[rows]
+                i = int(rows[len(rows) - 1 - int(np.argmax(steps[::-1]))])  # the last row of the highest step
+                value = table.column("value")[i].as_py()
+                wall = table.column("wall_time")[i].as_py()
+                return Latest(int(table.column("step")[i].as_py()), float("nan") if value is None else float(value), float(wall))
+    return None
+
+
+def _matches(column: pa.ChunkedArray, metric: str) -> np.ndarray:
+    """Mask of rows whose metric is ``metric``, comparing dictionary codes rather than strings.
+
+    Plain numpy on the Arrow buffers: pyarrow's compute functions import pandas, which
+    alone would cost a status line most of its time.
+    """
+    masks = []
+    for chunk in column.chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            masks.append(np.array([name == metric for name in chunk.to_pylist()], bool))
+            continue
+        names = chunk.dictionary.to_pylist()  # a few hundred names at most
+        code = names.index(metric) if metric in names else -1
+        masks.append(to_numpy(chunk.indices) == code)
+    return np.concatenate(masks) if masks else np.zeros(0, bool)
