@@ -10,9 +10,27 @@ Training side::
 Reading side: ``tuidiag.open_run(path)`` and ``tuidiag.find_runs(root)``.
 """
 
-from tuidiag.recorder import Recorder
-from tuidiag.store import Event, Run, Series, find_runs, open_run
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 __all__ = ["Event", "Recorder", "Run", "Series", "__version__", "find_runs", "open_run"]
+
+_EXPORTS = {"Recorder": "tuidiag.recorder", "Event": "tuidiag.store", "Run": "tuidiag.store", "Series": "tuidiag.store",
+            "find_runs": "tuidiag.store", "open_run": "tuidiag.store"}
+"""Loaded on first use, so ``tuidiag status`` and other commands start without the recorder's imports."""
+
+if TYPE_CHECKING:
+    from tuidiag.recorder import Recorder
+    from tuidiag.store import Event, Run, Series, find_runs, open_run
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tuidiag' has no attribute {name!r}")

@@ -3,37 +3,41 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from tuidiag import __version__
-from tuidiag.cli import demo_cmd, diagnose_cmd, ls_cmd, watch_cmd
-from tuidiag.cli import act_cmd, compare_cmd, jobs_cmd, report_cmd
-from tuidiag.cli import import_cmd, query_cmd, status_cmd
 
-Subcommand = tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
+Subcommand = tuple[str, str, str, str, str]
+"""(name, help, module in ``tuidiag.cli``, its function adding the arguments, its handler)."""
 
 SUBCOMMANDS: list[Subcommand] = [
-    ("watch", "the live monitor (Textual) over a directory of runs or one run", watch_cmd.add_watch_arguments, watch_cmd.watch),
-    ("replay", "play a finished run back with a time cursor", watch_cmd.add_replay_arguments, watch_cmd.replay),
-    ("ls", "list runs with status, steps and last loss", ls_cmd.add_arguments, ls_cmd.run),
-    ("diagnose", "ranked causes of a run's problems, with evidence and fixes", diagnose_cmd.add_arguments, diagnose_cmd.run),
-    ("report", "write a Markdown report with plots for a run", report_cmd.add_arguments, report_cmd.run),
-    ("compare", "compare two runs before/after a fix, with a verdict", compare_cmd.add_arguments, compare_cmd.run),
-    ("import", "import TensorBoard, Keras history or CSV logs as runs", import_cmd.add_arguments, import_cmd.run),
-    ("query", "SQL (DuckDB) over every run's shards: views runs, metrics, events", query_cmd.add_arguments, query_cmd.run),
-    ("status", "one line for a tmux status bar: step, loss, top finding, staleness", status_cmd.add_arguments, status_cmd.run),
-    ("demo", "write demo runs from real small CPU trainings", demo_cmd.add_arguments, demo_cmd.run),
-    ("lr-find", "LR range test in the live training or on the run's factory: suggested LR with a chart", jobs_cmd.add_lr_find_arguments, jobs_cmd.lr_find),
-    ("nan-hunt", "replay the captured NaN step and name the module and op that produced it", jobs_cmd.add_nan_hunt_arguments, jobs_cmd.nan_hunt),
-    ("overfit-batch", "can the model memorise one batch? pass/fail with the loss curve", jobs_cmd.add_overfit_arguments, jobs_cmd.overfit_batch),
-    ("sharpness", "flat or sharp minimum: loss increase under random weight perturbations", jobs_cmd.add_sharpness_arguments, jobs_cmd.sharpness),
-    ("act", "apply a change to a live training: scale the LR, clip gradients, checkpoint now", act_cmd.add_arguments, act_cmd.run),
+    ("watch", "the live monitor (Textual) over a directory of runs or one run", "watch_cmd", "add_watch_arguments", "watch"),
+    ("replay", "play a finished run back with a time cursor", "watch_cmd", "add_replay_arguments", "replay"),
+    ("ls", "list runs with status, steps and last loss", "ls_cmd", "add_arguments", "run"),
+    ("diagnose", "ranked causes of a run's problems, with evidence and fixes", "diagnose_cmd", "add_arguments", "run"),
+    ("report", "write a Markdown report with plots for a run", "report_cmd", "add_arguments", "run"),
+    ("compare", "compare two runs before/after a fix, with a verdict", "compare_cmd", "add_arguments", "run"),
+    ("import", "import TensorBoard, Keras history or CSV logs as runs", "import_cmd", "add_arguments", "run"),
+    ("query", "SQL (DuckDB) over every run's shards: views runs, metrics, events", "query_cmd", "add_arguments", "run"),
+    ("status", "one line for a tmux status bar: step, loss, top finding, staleness", "status_cmd", "add_arguments", "run"),
+    ("demo", "write demo runs from real small CPU trainings", "demo_cmd", "add_arguments", "run"),
+    ("lr-find", "LR range test in the live training or on the run's factory: suggested LR with a chart", "jobs_cmd", "add_lr_find_arguments", "lr_find"),
+    ("nan-hunt", "replay the captured NaN step and name the module and op that produced it", "jobs_cmd", "add_nan_hunt_arguments", "nan_hunt"),
+    ("overfit-batch", "can the model memorise one batch? pass/fail with the loss curve", "jobs_cmd", "add_overfit_arguments", "overfit_batch"),
+    ("sharpness", "flat or sharp minimum: loss increase under random weight perturbations", "jobs_cmd", "add_sharpness_arguments", "sharpness"),
+    ("act", "apply a change to a live training: scale the LR, clip gradients, checkpoint now", "act_cmd", "add_arguments", "run"),
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand registered."""
+def _load(module: str, attribute: str) -> Callable[..., Any]:
+    return getattr(importlib.import_module(f"tuidiag.cli.{module}"), attribute)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered; only ``only``'s module is imported
+    and its arguments added (the others are listed for ``--help``), so one command starts fast."""
     parser = argparse.ArgumentParser(
         prog="tuidiag",
         description="Record a PyTorch training's health and find out why it is failing.",
@@ -41,16 +45,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tuidiag {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, help_text, add_arguments, handler in SUBCOMMANDS:
+    for name, help_text, module, add_arguments, handler in SUBCOMMANDS:
         command = sub.add_parser(name, help=help_text, description=help_text)
-        add_arguments(command)
-        command.set_defaults(handler=handler)
+        if only is None or name == only:
+            _load(module, add_arguments)(command)
+            command.set_defaults(handler=_load(module, handler))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit status."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    names = {entry[0] for entry in SUBCOMMANDS}
+    parser = build_parser(next((a for a in argv if a in names), None) if argv and not argv[0].startswith("-") else None)
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:
         parser.print_help()
