@@ -6,6 +6,7 @@ handlers on the UI thread hand the frozen snapshots to the screens.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -36,7 +37,12 @@ from tuidiag.store.manifest import read_manifest
 
 FAST_POLL = 1.0
 SLOW_POLL = 5.0
-COALESCE = 0.25
+COALESCE = 0.1
+"""Least wait after a file event before a refresh, so a burst of files becomes one read."""
+EVENT_GRACE = 2 * SLOW_POLL
+"""A run that grew with no file event for this many seconds means file events do not arrive here."""
+REFRESH_BUDGET = 0.04
+"""Share of one core that refreshes may take: with many busy runs, refreshes space out to stay within it."""
 """Seconds to gather file events before one refresh (no redraw storms on a slow link)."""
 
 CSS = """
@@ -87,6 +93,8 @@ class TuidiagApp(App):
 
         summaries: list[RunSummary]
         detail: RunDetail | None
+        cost: float = 0.0
+        """CPU seconds the refresh worker spent."""
 
     @dataclass
     class DetailReady(Message):
@@ -143,9 +151,13 @@ class TuidiagApp(App):
         self.summaries: list[RunSummary] = []
         self._pending: set[Path] = set()
         self._flush_timer = None
+        self._last_refresh = 0.0
+        self._refresh_cost = 0.0
+        """Recent CPU seconds per refresh (the worker's reading, the UI thread's widget updates), smoothed."""
         self._poll_timer = None
         self._steps: dict[str, int | None] = {}
-        self._recent_events: set[str] = set()
+        self._event_times: dict[str, float] = {}
+        """When a file event last arrived for each run (``time.monotonic()``)."""
         self._job_process: subprocess.Popen[str] | None = None
 
     def on_mount(self) -> None:
@@ -170,9 +182,11 @@ class TuidiagApp(App):
     # ---- data path -------------------------------------------------------------
     def on_tuidiag_app_files_changed(self, message: FilesChanged) -> None:
         self._pending |= message.dirs
-        self._recent_events |= {str(d) for d in message.dirs}
+        now = time.monotonic()
+        self._event_times.update((str(d), now) for d in message.dirs)
         if self._flush_timer is None:
-            self._flush_timer = self.set_timer(COALESCE, self._flush_pending)
+            spaced = self._last_refresh + self._refresh_cost / REFRESH_BUDGET - time.monotonic()
+            self._flush_timer = self.set_timer(max(COALESCE, spaced), self._flush_pending)
 
     def _flush_pending(self) -> None:
         self._flush_timer = None
@@ -185,15 +199,17 @@ class TuidiagApp(App):
             return
         screen = self.screen
         key, at = (screen.key, screen.at) if isinstance(screen, RunScreen) else (None, None)
+        self._last_refresh = time.monotonic()
         self.refresh_runs(dirs, key, at)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def refresh_runs(self, dirs: set[Path] | None, key: str | None, at: int | None) -> None:
         """Worker: discover runs, read what is new, rebuild the open run's view."""
-        new = self.model.discover()
+        started = time.thread_time()
+        new = self.model.discover() if dirs is None or not self.model.knows(dirs) else []
         summaries = self.model.refresh(None if new or dirs is None else dirs)
         detail = self.model.detail(key, at) if key else None
-        self.post_message(self.RunsRefreshed(summaries, detail))
+        self.post_message(self.RunsRefreshed(summaries, detail, time.thread_time() - started))
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def load_detail(self, key: str, at: int | None) -> None:
@@ -208,6 +224,12 @@ class TuidiagApp(App):
         self.post_message(self.CompareReady(self.model.compare(keys)))
 
     def on_tuidiag_app_runs_refreshed(self, message: RunsRefreshed) -> None:
+        started = time.thread_time()
+        self._show_refresh(message)
+        cost = message.cost + time.thread_time() - started  # reading (worker) and updating widgets (UI thread)
+        self._refresh_cost = 0.7 * self._refresh_cost + 0.3 * cost
+
+    def _show_refresh(self, message: RunsRefreshed) -> None:
         self.summaries = message.summaries
         self._check_watcher({s.key for s in message.summaries if self._steps.get(s.key, s.step) != s.step})
         self._steps = {s.key: s.step for s in message.summaries}
@@ -228,8 +250,8 @@ class TuidiagApp(App):
 
     def _check_watcher(self, grew: set[str]) -> None:
         """Runs grew without a file event: the watcher misses writes here (network FS); poll fast."""
-        unseen = grew - self._recent_events
-        self._recent_events.clear()
+        now = time.monotonic()  # a refresh may read a shard before its event is handled: allow some seconds
+        unseen = {key for key in grew if now - self._event_times.get(key, -math.inf) > EVENT_GRACE}
         if self.watching and unseen and self._steps:
             self.watching = False
             self._set_poll(FAST_POLL)

@@ -66,6 +66,12 @@ class RunsModel:
                 self.runs[path] = open_run(path)
             return found
 
+    def knows(self, dirs: set[Path]) -> bool:
+        """True when every one of ``dirs`` is a run already open (no discovery needed)."""
+        with self._lock:
+            known = set(self.runs) | {self._resolve(p) for p in self.runs}
+        return all(d in known or d.resolve() in known for d in dirs)
+
     def refresh(self, dirs: set[Path] | None = None) -> list[RunSummary]:
         """Read new data of ``dirs`` (default: every run) and return every run's summary."""
         with self._lock:

@@ -11,6 +11,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.screen import Screen
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Footer, Input, Static
 
 from tuidiag.diagnosis.stats import fmt
@@ -53,6 +54,8 @@ class OverviewScreen(Screen):
         self.selected: set[str] = set()
         self.filter_text = ""
         self.sort = "name"
+        self._shown: list[tuple[str, list[object]]] = []
+        """(key, cell signatures) of the rows on screen, to update only the cells that changed."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="overview-title")
@@ -78,14 +81,26 @@ class OverviewScreen(Screen):
 
     def _fill(self) -> None:
         table = self.query_one("#runs", DataTable)
-        keep = self._current_key()
-        table.clear()
-        for summary in self._visible():
-            table.add_row(*self._cells(summary), key=summary.key)
-        if keep is not None and keep in table.rows:
-            table.move_cursor(row=table.get_row_index(keep))
+        visible = self._visible()
+        rows = [(s.key, self._cells(s)) for s in visible]
+        if [key for key, _ in rows] == [k for k, _ in self._shown]:
+            self._update_changed(table, rows)  # same runs in the same order: touch only what changed
+        else:
+            keep = self._current_key()
+            table.clear()
+            for key, cells in rows:
+                table.add_row(*cells, key=key)
+            if keep is not None and keep in table.rows:
+                table.move_cursor(row=table.get_row_index(keep))
+        self._shown = [(key, [_signature(c) for c in cells]) for key, cells in rows]
         hint = "no runs yet: a run is a directory with run.json or metrics/" if not self.summaries else ""
         self.query_one("#overview-hint", Static).update(hint)
+
+    def _update_changed(self, table: DataTable, rows: list[tuple[str, list[object]]]) -> None:
+        for row, ((_, cells), (_, before)) in enumerate(zip(rows, self._shown)):
+            for column, (cell, old) in enumerate(zip(cells, before)):
+                if _signature(cell) != old:
+                    table.update_cell_at(Coordinate(row, column), cell)
 
     def _visible(self) -> list[RunSummary]:
         needle = self.filter_text.lower()
@@ -174,3 +189,10 @@ def _age(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds / size:.0f}{unit}"
     return f"{seconds:.0f}s"
+
+
+def _signature(cell: object) -> object:
+    """What a cell shows, comparable: text and style, or a sparkline's values."""
+    if isinstance(cell, Text):
+        return (cell.plain, str(cell.style))
+    return tuple(getattr(cell, "data", ()) or ())

@@ -128,7 +128,9 @@ class RunScreen(Screen):
         self.query_one("#layer-grid", LayerHeatmap).show(detail.layers)
         self.query_one("#diagnosis", DiagnosisPanel).show(detail.diagnosis, detail.at, detail.first_steps)
         self.query_one("#events", EventsPanel).show(detail.events)
-        self.query_one("#jobs-text", Static).update(jobs_text(detail.jobs))
+        if detail.jobs != getattr(self, "_jobs_shown", None):
+            self._jobs_shown = detail.jobs
+            self.query_one("#jobs-text", Static).update(jobs_text(detail.jobs))
         self.query_one("#system-strip", Static).update(_system(detail))
         self._cursor_bar()
 

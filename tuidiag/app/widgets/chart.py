@@ -24,7 +24,9 @@ class MetricChart(PlotextPlot):
         self.marker: int | None = None
 
     def show(self, chart: Chart, marker: int | None = None) -> None:
-        """Draw ``chart`` (and a vertical marker at step ``marker``)."""
+        """Draw ``chart`` (and a vertical marker at step ``marker``); nothing to do when both are unchanged."""
+        if chart is self.chart and marker == self.marker:
+            return
         self.chart, self.marker = chart, marker
         self.redraw()
 

@@ -27,7 +27,10 @@ class DiagnosisPanel(VerticalScroll):
         self.border_title = "Diagnosis"
 
     def show(self, diagnosis: Diagnosis, at: int | None = None, first_steps: dict[str, int] | None = None) -> None:
-        """Render ``diagnosis`` (as of ``at`` in replay)."""
+        """Render ``diagnosis`` (as of ``at`` in replay); nothing to do when it is the one shown."""
+        if (diagnosis, at) == getattr(self, "_shown", None):
+            return
+        self._shown = (diagnosis, at)
         self.border_title = f"Diagnosis at step {diagnosis.step}" if at is not None else "Diagnosis (live)"
         self.query_one("#diagnosis-text", Static).update(render_diagnosis(diagnosis))
 

@@ -31,9 +31,16 @@ def cell_style(log_norm: float) -> tuple[str, str]:
 class LayerHeatmap(Static):
     """Rows are weight layers in model order, columns are step ranges."""
 
+    _drawn: tuple[int, int] | None = None
+
     def show(self, grid: LayerGrid) -> None:
-        """Render ``grid`` to fit the widget's width."""
-        self.update(render_grid(grid, max(10, self.size.width - 2)))
+        """Render ``grid`` to fit the widget's width (nothing to do when neither changed)."""
+        width = max(10, self.size.width - 2)
+        if self._drawn == (id(grid), width):
+            return
+        self._drawn = (id(grid), width)
+        self._grid = grid  # keeps the grid alive, so its id is not reused
+        self.update(render_grid(grid, width))
 
 
 def render_grid(grid: LayerGrid, width: int) -> Text:
