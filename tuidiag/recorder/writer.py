@@ -114,8 +114,7 @@ class ShardWriter:
         self._layout_codes: dict[int, tuple[Layout, np.ndarray]] = {}
         self._rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._events: list[EventRow] = []
-        for sub in (METRICS_DIR, EVENTS_DIR):
-            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+        self._dirs_ready = self._make_dirs()
         self._seq = self._next_seq()
         self._thread = threading.Thread(target=self._loop, name=f"tuidiag-writer-r{rank}", daemon=True)
         self._thread.start()
@@ -225,6 +224,7 @@ class ShardWriter:
         seq, wrote = self._seq, False
         name = ShardName(self.rank, seq, seq).filename
         try:
+            self._dirs_ready = self._dirs_ready or self._make_dirs(raise_errors=True)
             if self._rows:
                 metrics = self._metrics_table(seq)
                 write_table_atomic(self.run_dir / METRICS_DIR / name, metrics)
@@ -242,6 +242,17 @@ class ShardWriter:
             self._seq += 1 if wrote else 0
         if wrote:
             self._guard(self._compact_some)
+
+    def _make_dirs(self, raise_errors: bool = False) -> bool:
+        """Create ``metrics/`` and ``events/``; on a read-only or full disk, try again at the next flush."""
+        try:
+            for sub in (METRICS_DIR, EVENTS_DIR):
+                (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        except OSError:
+            if raise_errors:
+                raise
+            return False
+        return True
 
     def _keep_for_retry(self, exc: OSError) -> None:
         """Disk full or read-only: report once, keep the newest rows (bounded) for the next flush."""
