@@ -10,6 +10,7 @@ tailing reader de-duplicate exactly (see :mod:`tuidiag.store.reader`).
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from pathlib import Path
 
@@ -83,9 +84,10 @@ def plan_compaction(
 
 def _is_small(path: Path, small_bytes: int) -> bool:
     try:
-        return path.stat().st_size < small_bytes
+        info = path.stat()
     except OSError:
         return False
+    return stat.S_ISREG(info.st_mode) and info.st_size < small_bytes  # never merge a FIFO or device
 
 
 def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Schema) -> ShardName | None:
