@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from tests.app_helpers import wait_for
 from tuidiag.cli.main import main
 from tuidiag.format import FORMAT_VERSION_KEY, METRICS_SCHEMA
 from tuidiag.store import decode
-from tuidiag.store.manifest import new_manifest, write_manifest
+from tuidiag.store.manifest import write_manifest
 
 BAD_SHARDS = 12
 """Bad files in the ``badshards`` run, each one reader warning."""
@@ -48,7 +47,8 @@ def _bad_shards(run_dir: Path) -> None:
     (metrics / name(101)).write_bytes(b"")
     (metrics / name(102)).write_bytes(b"PAR1" + os.urandom(300) + b"PAR1")
     pq.write_table(pa.table({"a": [1, 2]}), metrics / name(103))
-    future = pa.table({f.name: pa.array([], f.type) for f in METRICS_SCHEMA}).replace_schema_metadata({FORMAT_VERSION_KEY: b"999"})
+    future = pa.table({f.name: pa.array([], f.type) for f in METRICS_SCHEMA})
+    future = future.replace_schema_metadata({FORMAT_VERSION_KEY: b"999"})
     pq.write_table(future, metrics / name(104))
     wrong_types = {f.name: pa.array(["x"], pa.string()) for f in METRICS_SCHEMA}
     pq.write_table(pa.table(wrong_types), metrics / name(105))
@@ -67,12 +67,13 @@ def hostile_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("hostile")
     _good_run(root / "good")
     _bad_shards(root / "badshards")
-    for name, text in (("badjson", "{not json"), ("arrayjson", "[1, 2]"), ("hugeint", '{"status": "running", "pid": 1e999}')):
+    manifests = {"badjson": "{not json", "arrayjson": "[1, 2]", "hugeint": '{"status": "running", "pid": 1e999}'}
+    for name, text in manifests.items():
         _good_run(root / name)
         (root / name / "run.json").write_text(text)
     _good_run(root / "oddtypes")
-    (root / "oddtypes" / "run.json").write_text(json.dumps(
-        {"status": 5, "heartbeat": "soon", "flush_interval": "x", "name": {"a": 1}, "config": "s", "pid": "abc", "last_step": "x"}))
+    odd = {"status": 5, "heartbeat": "soon", "flush_interval": "x", "name": {"a": 1}, "config": "s", "pid": "abc"}
+    (root / "oddtypes" / "run.json").write_text(json.dumps(odd))
     _good_run(root / "nojson")
     (root / "nojson" / "run.json").unlink()
     _good_run(root / "fifojson")
@@ -137,7 +138,9 @@ def test_ls_lists_every_run_and_prints_the_warnings(hostile_root: Path, capsys) 
     assert "not a regular file" in out and "newer tuidiag" in out
 
 
-@pytest.mark.parametrize("name", ["badshards", "badjson", "arrayjson", "oddtypes", "nojson", "fifojson", "clock", "empty", "hugeint"])
+@pytest.mark.parametrize(
+    "name", ["badshards", "badjson", "arrayjson", "oddtypes", "nojson", "fifojson", "clock", "empty", "hugeint"]
+)
 def test_diagnose_keeps_going_and_names_what_it_skipped(hostile_root: Path, name: str, capsys) -> None:
     assert main(["diagnose", str(hostile_root / name)]) == 0
     out = capsys.readouterr().out
@@ -159,7 +162,9 @@ def test_report_keeps_going_and_lists_what_it_skipped(hostile_root: Path, name: 
 
 def test_cli_errors_are_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
     (tmp_path / "file").write_text("x")
-    for command in (["diagnose", str(tmp_path / "nope")], ["report", str(tmp_path / "file")], ["ls", str(tmp_path / "nope")]):
+    missing, a_file = str(tmp_path / "nope"), str(tmp_path / "file")
+    commands = (["diagnose", missing], ["report", a_file], ["ls", missing])
+    for command in commands:
         assert main(command) == 2
         captured = capsys.readouterr()
         message = (captured.err or captured.out).strip()
@@ -207,7 +212,7 @@ async def test_monitor_survives_a_run_directory_deleted_while_watched(tmp_path: 
 def test_fifo_manifest_does_not_block_discovery_in_a_subprocess(hostile_root: Path, python: str) -> None:
     import subprocess
 
-    done = subprocess.run([python, "-m", "tuidiag", "ls", str(hostile_root)], capture_output=True, text=True, timeout=60,
-                          env=os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    command = [python, "-m", "tuidiag", "ls", str(hostile_root)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0 and "fifojson" in done.stdout
-    assert sys.executable

@@ -50,5 +50,6 @@ def render_diagnosis(diagnosis: Diagnosis) -> Text:
             out.append_text(literal(f"  {item}", "yellow", max_len=300))
             out.append("\n")
         if len(diagnosis.skipped) > SKIPPED_SHOWN:
-            out.append(f"  ... and {len(diagnosis.skipped) - SKIPPED_SHOWN} more (tuidiag diagnose RUN lists them all)\n", style="yellow")
+            more = len(diagnosis.skipped) - SKIPPED_SHOWN
+            out.append(f"  ... and {more} more (tuidiag diagnose RUN lists them all)\n", style="yellow")
     return out
