@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tuidiag
@@ -104,6 +104,7 @@ def test_random_bytes_are_skipped_with_a_warning(data: bytes) -> None:
 
 
 @FUZZ
+@example(flips=[(723, 128)], cut=None, insert=None)  # found by this test: invalid UTF-8 in the footer
 @given(
     flips=st.lists(st.tuples(st.integers(0, len(VALID_SHARD) - 1), st.integers(0, 255)), max_size=8),
     cut=st.one_of(st.none(), st.integers(0, len(VALID_SHARD))),

@@ -86,9 +86,13 @@ def _open_shard(path: Path, schema: pa.Schema) -> pq.ParquetFile:
         handle = pq.ParquetFile(path, pre_buffer=False)  # local files: pre-buffering only adds work
     except FileNotFoundError:
         raise
-    except (OSError, pa.ArrowException) as exc:
+    except (OSError, pa.ArrowException, ValueError) as exc:  # a mangled footer can hold invalid UTF-8
         raise ShardError(f"not a readable Parquet file ({exc})") from exc
-    file_schema = handle.schema_arrow
+    try:
+        file_schema = handle.schema_arrow
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        handle.close()
+        raise ShardError(f"unreadable schema ({exc})") from exc
     version = _format_version(file_schema)
     missing = [f.name for f in schema if f.name not in file_schema.names]
     if (version is not None and version > FORMAT_VERSION) or missing:

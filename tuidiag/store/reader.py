@@ -481,7 +481,7 @@ def _rows_in(shards: list[tuple[ShardName, Path]]) -> int:
             check_regular_file(path)
             with pq.ParquetFile(path) as handle:
                 total += handle.metadata.num_rows
-        except (OSError, pa.ArrowException, ShardError):
+        except (OSError, pa.ArrowException, ValueError, ShardError):
             continue
         covered.add_range(shard.first, shard.last)
     return total
