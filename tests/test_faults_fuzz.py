@@ -110,7 +110,9 @@ def test_random_bytes_are_skipped_with_a_warning(data: bytes) -> None:
     cut=st.one_of(st.none(), st.integers(0, len(VALID_SHARD))),
     insert=st.one_of(st.none(), st.tuples(st.integers(0, len(VALID_SHARD)), st.binary(min_size=1, max_size=64))),
 )
-def test_mutated_valid_shards_never_raise(flips: list[tuple[int, int]], cut: int | None, insert: tuple[int, bytes] | None) -> None:
+def test_mutated_valid_shards_never_raise(
+    flips: list[tuple[int, int]], cut: int | None, insert: tuple[int, bytes] | None
+) -> None:
     data = bytearray(VALID_SHARD)
     for position, value in flips:
         data[position] = value
