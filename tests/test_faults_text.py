@@ -26,8 +26,9 @@ def _hostile_run(run_dir: Path, steps: int = 80) -> Path:
     """A finished run whose name, config, metric names and event text are all hostile."""
     with tuidiag.Recorder(run_dir, name=HOSTILE, config={HOSTILE[:200]: HOSTILE, "lr": 0.1}) as rec:
         for step in range(steps):
-            values = {"train/loss": 3.0 / (step + 1), f"grad_norm/{HOSTILE[:120]}": 1.0 / (step + 1), "grad_norm/total": 1.0}
-            rec.log(values | {"val/loss": 2.0 / (step + 1), f"act/dead_frac/{HOSTILE[:80]}": 0.9}, step=step)
+            values = {"train/loss": 3.0 / (step + 1), f"grad_norm/{HOSTILE[:120]}": 1.0 / (step + 1)}
+            values |= {"grad_norm/total": 1.0, "val/loss": 2.0 / (step + 1), f"act/dead_frac/{HOSTILE[:80]}": 0.9}
+            rec.log(values, step=step)
         rec.event(HOSTILE[:300], HOSTILE, severity="warning", data={HOSTILE[:20]: HOSTILE[:50]}, step=40)
     return run_dir
 
