@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +44,44 @@ def train(run_dir: Path, steps: int = 30, lr: float = 1e-2, poison_at: int | Non
             if step % 10 == 0:
                 rec.log({"val/loss": float(step), "val/acc": torch.tensor(0.5)})
     return model
+
+
+LIVE_TRAINING = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    sys.path.insert(0, {tests!r})
+    import jobs_factory, tuidiag
+    run_dir = Path(sys.argv[1])
+    parts = jobs_factory.healthy()
+    model, opt, loss_fn, batches = parts["model"], parts["optimizer"], parts["loss_fn"], parts["batches"]
+    with tuidiag.Recorder(run_dir, flush_interval=0.2) as rec:
+        rec.watch(model, opt, loss_fn=loss_fn)
+        for step in range(100000):
+            if (run_dir / "stop").exists():
+                break
+            x, y = batches[step % len(batches)]
+            rec.batch(x, y)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            rec.step(loss)
+            opt.step()
+            opt.zero_grad()
+            time.sleep(0.01)
+""")
+
+
+@contextmanager
+def live_training(run_dir: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real training process (healthy MLP, ~100 steps/s) that accepts job requests until the block ends."""
+    script = run_dir.parent / f"{run_dir.name}-train.py"
+    script.write_text(LIVE_TRAINING.format(tests=str(Path(__file__).parent)))
+    training = subprocess.Popen([sys.executable, str(script), str(run_dir)])
+    try:
+        for _ in range(600):  # the manifest names "control" once rec.watch() ran and a heartbeat wrote it
+            if (run_dir / "run.json").exists() and '"control"' in (run_dir / "run.json").read_text():
+                break
+            time.sleep(0.1)
+        yield training
+    finally:
+        (run_dir / "stop").touch()
+        training.wait(60)

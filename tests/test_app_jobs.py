@@ -59,3 +59,22 @@ async def test_a_run_without_factory_is_refused(tmp_path) -> None:
         await pilot.press("l")
         await pilot.pause(0.2)
         assert isinstance(app.screen, RunScreen) and app._job_process is None
+
+
+async def test_lr_finder_on_a_live_training_from_the_monitor(tmp_path) -> None:
+    from helpers import live_training
+
+    run = tmp_path / "live"
+    with live_training(run):
+        app = TuidiagApp(run)
+        async with app.run_test(size=(120, 40)) as pilot:
+            assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+            await pilot.press("l")
+            assert isinstance(app.screen, JobConfirmScreen)
+            assert app.screen.live is not None and "live training process" in app.screen.live
+            await pilot.press("y")
+            assert await wait_for(pilot, lambda: any(job == "lr_find" for job, _ in app.screen.detail.jobs), timeout=120)
+            await pilot.press("7")
+            text = str(app.screen.query_one("#jobs-text", Static).render())
+            assert "suggested" in text
+    assert (run / "jobs").is_dir() and any((run / "jobs").glob("lr_find-*.json"))

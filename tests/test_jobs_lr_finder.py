@@ -143,3 +143,17 @@ def test_lr_find_stops_when_a_one_shot_iterator_runs_out() -> None:
     result = lr_find(as_parts(built), CPU, LRFindConfig(steps=50))
     assert result["stopped"] == "data exhausted" and result["steps_run"] == 12
     assert all(math.isfinite(v) for v in result["smoothed"])
+
+
+def test_a_model_that_cannot_learn_gets_an_unreliable_suggestion() -> None:
+    from tuidiag.jobs.factory import as_parts
+
+    result = lr_find(as_parts(jobs_factory.broken()), torch.device("cpu"), LRFindConfig(steps=60))
+    assert result["reliable"] is False and "no clear descent" in result["warning"]
+
+
+def test_a_healthy_model_gets_a_reliable_suggestion() -> None:
+    from tuidiag.jobs.factory import as_parts
+
+    result = lr_find(as_parts(jobs_factory.plain_mlp()), torch.device("cpu"), LRFindConfig(steps=60))
+    assert result["reliable"] is True and result["warning"] is None

@@ -28,6 +28,7 @@ from tuidiag.live.model import RunsModel
 from tuidiag.live.snapshot import Chart, RunDetail, RunSummary
 from tuidiag.live.watcher import RunWatcher
 from tuidiag.store.discovery import is_run_dir
+from tuidiag.store.control import live_problem
 from tuidiag.store.manifest import read_manifest
 
 FAST_POLL = 1.0
@@ -48,6 +49,8 @@ RunScreen.narrow #diagnosis { width: 1fr; height: 50%; min-width: 0; }
 #cursor-bar { height: 1; }
 TabPane { padding: 0; }
 LayerHeatmap { height: 1fr; }
+#jobs-scroll { overflow-x: auto; overflow-y: auto; }
+#jobs-text { width: auto; }
 """
 
 
@@ -90,10 +93,11 @@ class TuidiagApp(App):
 
     @dataclass
     class JobProgress(Message):
-        """A job is still running after ``elapsed`` seconds."""
+        """A job is still running after ``elapsed`` seconds (``progress``: a live job's state, e.g. "running 40/100")."""
 
         job: str
         elapsed: float
+        progress: str = ""
 
     @dataclass
     class JobFinished(Message):
@@ -191,8 +195,17 @@ class TuidiagApp(App):
         for screen in self.screen_stack:
             if isinstance(screen, OverviewScreen):
                 screen.show(message.summaries, str(self.root))
-        if message.detail is not None and isinstance(self.screen, RunScreen) and self.screen.key == message.detail.summary.key:
-            self.screen.show(message.detail)
+        if message.detail is not None:
+            self._show_detail(message.detail)
+
+    def _top_screen(self) -> object:
+        """The active screen, or None while the app starts or shuts down (messages still arrive then)."""
+        return self.screen_stack[-1] if self.screen_stack else None
+
+    def _show_detail(self, detail: RunDetail) -> None:
+        top = self._top_screen()
+        if isinstance(top, RunScreen) and top.key == detail.summary.key:
+            top.show(detail)
 
     def _check_watcher(self, grew: set[str]) -> None:
         """Runs grew without a file event: the watcher misses writes here (network FS); poll fast."""
@@ -204,12 +217,12 @@ class TuidiagApp(App):
             self.notify("file events are not arriving (network filesystem?): polling every second", severity="warning")
 
     def on_tuidiag_app_detail_ready(self, message: DetailReady) -> None:
-        if isinstance(self.screen, RunScreen) and self.screen.key == message.detail.summary.key:
-            self.screen.show(message.detail)
+        self._show_detail(message.detail)
 
     def on_tuidiag_app_compare_ready(self, message: CompareReady) -> None:
-        if isinstance(self.screen, CompareScreen):
-            self.screen.show(message.charts)
+        top = self._top_screen()
+        if isinstance(top, CompareScreen):
+            top.show(message.charts)
 
     # ---- navigation --------------------------------------------------------------
     def on_overview_screen_run_chosen(self, message: OverviewScreen.RunChosen) -> None:
@@ -235,19 +248,21 @@ class TuidiagApp(App):
             self.notify("a job is already running (x cancels it)", severity="warning")
             return
         try:
-            factory = read_manifest(Path(message.key)).get("factory")
+            manifest = read_manifest(Path(message.key))
         except (OSError, ValueError):
-            factory = None
-        if not factory:
-            self.notify("this run names no factory to rebuild its model: record it with "
+            manifest = {}
+        live = live_problem(manifest) is None
+        if not live and not manifest.get("factory"):
+            self.notify("this run is not live and names no factory to rebuild its model: record it with "
                         "Recorder(..., factory='train:build')", severity="error", timeout=8)
             return
         command = job_runner.job_command(message.job, message.key)
-        screen = JobConfirmScreen(message.job, job_runner.shown(command), str(factory), message.key)
-        self.push_screen(screen, lambda ok: self.run_job(message.job, command) if ok else None)
+        where = job_runner.live_where(manifest) if live else None
+        screen = JobConfirmScreen(message.job, job_runner.shown(command), str(manifest.get("factory")), message.key, where)
+        self.push_screen(screen, lambda ok: self.run_job(message.job, command, message.key) if ok else None)
 
     @work(thread=True, exclusive=True, group="job", exit_on_error=False)
-    def run_job(self, job: str, command: list[str]) -> None:
+    def run_job(self, job: str, command: list[str], run_dir: str) -> None:
         """Worker: run the job process, report progress each second, then its end."""
         started = time.monotonic()
         process = self._job_process = job_runner.start(command, Path.cwd())
@@ -256,11 +271,13 @@ class TuidiagApp(App):
                 _, stderr = process.communicate(timeout=1.0)
                 break
             except subprocess.TimeoutExpired:
-                self.post_message(self.JobProgress(job, time.monotonic() - started))
+                progress = job_runner.live_progress(Path(run_dir), job, started)
+                self.post_message(self.JobProgress(job, time.monotonic() - started, progress))
         self.post_message(self.JobFinished(job, process.returncode, job_runner.tail(stderr or "")))
 
     def on_tuidiag_app_job_progress(self, message: JobProgress) -> None:
-        self.sub_title = f"{message.job.replace('_', ' ')} running {message.elapsed:.0f}s (x cancels)"
+        progress = f" {message.progress}" if message.progress else ""
+        self.sub_title = f"{message.job.replace('_', ' ')}{progress} {message.elapsed:.0f}s (x cancels)"
 
     def on_tuidiag_app_job_finished(self, message: JobFinished) -> None:
         self.sub_title = ""

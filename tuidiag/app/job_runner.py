@@ -9,7 +9,11 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
+
+from tuidiag.store import control as ctl
 
 JOB_COMMANDS = {"lr_find": "lr-find", "nan_hunt": "nan-hunt", "overfit_batch": "overfit-batch", "sharpness": "sharpness"}
 
@@ -32,3 +36,18 @@ def start(command: list[str], cwd: Path) -> subprocess.Popen[str]:
 def tail(text: str, lines: int = 4) -> str:
     """The last lines of a job's stderr, for a failure message."""
     return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def live_where(manifest: dict[str, Any]) -> str:
+    """Where a live job runs, for the confirmation."""
+    control = manifest.get("control") or {}
+    return f"the live training process (pid {control.get('pid')} on {control.get('host')})"
+
+
+def live_progress(run_dir: Path, job: str, since: float) -> str:
+    """State of the newest request for ``job`` answered after ``since`` (monotonic), e.g. "running 40/100"."""
+    newest = ctl.newest_status(run_dir, job, time.time() - (time.monotonic() - since))
+    if newest is None:
+        return ""
+    figures = f" {newest.get('done')}/{newest.get('total')}" if newest.get("total") else ""
+    return f"{newest.get('state')}{figures}"

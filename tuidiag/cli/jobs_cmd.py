@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuidiag.cli import live_jobs
 from tuidiag.cli.common import RunNotReadable, fail, load_run
 from tuidiag.format import LR_PREFIX, MODEL_TRAINING
 from tuidiag.store import Run
@@ -38,6 +39,12 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--yes", "-y", action="store_true", help="run the factory without asking")
     parser.add_argument("--factory", metavar="MODULE:FUNCTION", help="use this factory instead of the one in run.json")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--live", action="store_true",
+                       help="run inside the live training (default when the run is live and accepts requests)")
+    where.add_argument("--offline", action="store_true", help="use the factory even when the run is live")
+    parser.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
+                        help="how long a live training may take to pick the request up (default 60)")
 
 
 def add_lr_find_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +59,8 @@ def add_nan_hunt_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the ``nan-hunt`` arguments."""
     _add_common(parser)
     parser.add_argument("--capture", metavar="PATH", help="a capture file (default: the earliest in RUN/captures)")
+    parser.add_argument("--arm-steps", type=int, default=200, metavar="K",
+                        help="live run without a capture: wait up to K steps for a non-finite one (default 200)")
 
 
 def add_overfit_arguments(parser: argparse.ArgumentParser) -> None:
@@ -177,7 +186,7 @@ def _describe_nan(c: Any) -> str:
 SPECS = {
     "lr-find": JobSpec("lr-find", "lr_find", _lr_config, _describe_lr, _run_lr_find, lambda r: r["suggested_lr"] is None),
     "nan-hunt": JobSpec("nan-hunt", "nan_hunt", _nan_config, _describe_nan, _run_nan_hunt,
-                        lambda r: r["verdict"] in ("no_capture", "no_batch", "not_reproduced")),
+                        lambda r: r["verdict"] in ("no_capture", "no_batch", "not_reproduced", "no_nonfinite")),
     "overfit-batch": JobSpec("overfit-batch", "overfit_batch", _overfit_config, _describe_overfit, _run_overfit,
                              lambda r: not r["passed"]),
     "sharpness": JobSpec("sharpness", "sharpness", _sharpness_config, _describe_sharpness, _run_sharpness, lambda r: False),
@@ -292,6 +301,8 @@ def execute(spec: JobSpec, args: argparse.Namespace) -> int:
 
     try:
         plan = _check(spec, args)
+        if live_jobs.wants_live(plan.run, args):
+            return _execute_live(spec, plan, args)
         if spec.name == "nan_hunt" and plan.prepared is None:
             from tuidiag.jobs.nan_hunt import no_capture
 
@@ -307,6 +318,20 @@ def execute(spec: JobSpec, args: argparse.Namespace) -> int:
     path = save_result(plan.run.path, spec.name, result, run=plan.run.name, factory=plan.factory, device=str(plan.device))
     _print(spec, result, args.json)
     print(f"saved {path}", file=sys.stderr)
+    return 1 if spec.negative(result) else 0
+
+
+def _execute_live(spec: JobSpec, plan: Plan, args: argparse.Namespace) -> int:
+    """Hand the job to the live training and print what it found."""
+    reason = live_jobs.live_reason(plan.run)
+    if reason is not None:
+        raise _Stop(f"--live: {reason}")
+    print(live_jobs.describe(plan.run, spec.describe(plan.config)), file=sys.stderr)
+    result, message = live_jobs.run_live(plan.run, spec.name, live_jobs.job_args(plan.config, args), args.wait)
+    if result is None:
+        raise _Stop(f"the live job did not finish: {message}")
+    _print(spec, result, args.json)
+    print(message, file=sys.stderr)
     return 1 if spec.negative(result) else 0
 
 

@@ -8,9 +8,20 @@ import numpy as np
 
 from tuidiag.diagnosis.combine import combine, healthy
 from tuidiag.diagnosis.finding import Diagnosis, Finding
+from tuidiag.diagnosis.job_evidence import latest_results, lr_evidence, nan_evidence
 from tuidiag.diagnosis.rules import RULES
 from tuidiag.diagnosis.view import RunView
 from tuidiag.store import Run, open_run
+
+
+def with_job_results(found: list[Finding], view: RunView, run_dir: Path) -> list[Finding]:
+    """``found`` sharpened by the newest LR-finder and NaN-hunt results of the run, if any."""
+    results = latest_results(run_dir)
+    if "lr_find" in results:
+        found = lr_evidence(found, results["lr_find"], view.lr_now)
+    if "nan_hunt" in results:
+        found = nan_evidence(found, results["nan_hunt"])
+    return found
 
 
 def run_rules(view: RunView, skipped: list[str]) -> list[Finding]:
@@ -37,7 +48,7 @@ def diagnose(run: Run | str | Path, at: int | None = None) -> Diagnosis:
     run = run if isinstance(run, Run) else open_run(run)
     view = RunView(run, at)
     skipped = list(run.warnings)
-    found = run_rules(view, skipped)
+    found = with_job_results(run_rules(view, skipped), view, run.path)
     alarms = combine([f for f in found if f.severity != "info"])
     notes = sorted((f for f in found if f.severity == "info"), key=lambda f: -f.confidence)
     return Diagnosis(run.name, view.last_step, alarms or [healthy(view)], notes, skipped)

@@ -1,6 +1,8 @@
 """Jobs that act on a run: LR range test, NaN hunt, overfit-one-batch, sharpness.
 
-A job needs the training's model, optimizer, loss and data. For a finished or
+A job needs the training's model, optimizer, loss and data. In a live training
+the recorder runs it on its own parts when asked through ``RUN/control``
+(:mod:`tuidiag.jobs.live`, :mod:`tuidiag.recorder.control`). For a finished or
 crashed run it gets them from the **factory** the run names
 (``Recorder(..., factory="train:build")``, stored in ``run.json`` as ``factory``).
 

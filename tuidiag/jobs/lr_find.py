@@ -163,6 +163,24 @@ def suggest(result: Sweep, cfg: LRFindConfig) -> dict[str, Any]:
     }
 
 
+MIN_DESCENT = 0.05
+"""A sweep whose smoothed loss falls less than this share shows no clear descent."""
+
+
+def descent_warning(result: Sweep, window_range: list[int]) -> str | None:
+    """Why the suggestion cannot be trusted, when the loss barely fell along the sweep (None otherwise)."""
+    a, b = window_range
+    losses = np.asarray(result.smoothed[a:b], dtype=np.float64)
+    losses = losses[np.isfinite(losses)]
+    if len(losses) < 3 or losses[0] == 0:
+        return None
+    drop = (losses[0] - losses.min()) / abs(losses[0])
+    if drop >= MIN_DESCENT:
+        return None
+    return (f"the loss fell only {drop:.1%} along the sweep: no clear descent, so the suggestion is not reliable "
+            "(the model may be stuck: dead units, a bug, or data it cannot learn; try overfit-batch)")
+
+
 def compare_lr(current: float | None, suggested: float | None, label: str = "current LR") -> str | None:
     """A sentence placing ``current`` against the suggestion (for the diagnosis), or None."""
     if not current or not suggested or current <= 0:
@@ -186,8 +204,11 @@ def lr_find(
     with isolated(parts.model, parts.optimizer):
         result = sweep(parts, device, cfg, control)
     suggestions = suggest(result, cfg)
+    warning = descent_warning(result, suggestions["window"])
     return {
         "suggested_lr": suggestions["steepest"],
+        "reliable": suggestions["steepest"] is not None and warning is None,
+        "warning": warning,
         "suggestions": suggestions,
         "optimizer_lr": optimizer_lr,
         "comparison": compare_lr(optimizer_lr, suggestions["steepest"], "the optimizer's LR"),

@@ -77,6 +77,8 @@ def render_lr_find(result: dict[str, Any], color: bool = False) -> str:
     s = result["suggestions"]
     lines = [lr_chart(result, color=color), ""]
     lines.append(f"Suggested LR (steepest descent): {_fmt(s['steepest'])}")
+    if result.get("warning"):
+        lines.append(f"  WARNING: {clean(result['warning'], 400)}")
     lines.append(f"  alternatives: valley {_fmt(s['valley'])}, minimum/10 {_fmt(s['min_div10'])}")
     first = _fmt(result["lrs"][0]) if result["lrs"] else "-"
     lines.append(f"Sweep: {result['steps_run']} steps from {first}, stopped: {result['stopped']}")

@@ -33,7 +33,8 @@ def jobs_text(texts: tuple[tuple[str, str], ...]) -> Text:
     """All job results, each line cleaned of escapes (plotext charts keep their layout)."""
     if not texts:
         return Text("No job results yet. Keys: l LR finder, n NaN hunt, o overfit one batch, s sharpness.\n"
-                    "Jobs rebuild the model from the run's factory: Recorder(..., factory='train:build').")
+                    "On a live run the training runs the job itself (rec.watch(model, optimizer, loss_fn=...));\n"
+                    "otherwise jobs rebuild the model from the run's factory: Recorder(..., factory='train:build').")
     out = Text()
     for job, text in texts:
         out.append(f"{job.replace('_', ' ')}\n", style="bold underline")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import math
 import os
+import socket
 import time
 from collections import deque
 from pathlib import Path
@@ -34,6 +35,7 @@ from tuidiag.format import (
     TIME_DATA_WAIT,
     TIME_STEP,
 )
+from tuidiag.recorder.control import LiveControl
 from tuidiag.recorder.errors import ErrorReporter, guarded
 from tuidiag.recorder.layouts import LayoutCache
 from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
@@ -58,6 +60,9 @@ class Recorder:
         capture_nonfinite: save batch and state at the first non-finite step.
         factory: ``"module:function"`` that rebuilds model, optimizer, loss and data
             for jobs run after the training has ended.
+        control: accept job requests (LR finder, NaN hunt, ...) from the training's
+            own user through ``RUN/control`` and run them in this process at a step
+            boundary; keeps references to the last few batches given to ``batch()``.
     """
 
     def __init__(
@@ -75,6 +80,7 @@ class Recorder:
         capture_max_bytes: int = CAPTURE_MAX_BYTES,
         max_queue: int = 10_000,
         factory: str | None = None,
+        control: bool = True,
     ) -> None:
         self.errors = ErrorReporter()
         self.run_dir = Path(run_dir)
@@ -100,6 +106,7 @@ class Recorder:
         start_errors = _make_dir(self.run_dir)
         self._manifest = RunManifest(self.run_dir, self.rank, name or self.run_dir.name, dict(config or {}), self.world_size, flush_interval, factory)
         self._next_step = self._manifest.resume_step
+        self._control = LiveControl(self.run_dir, self._control_event, self.errors.report) if control and self.rank == 0 else None
         self._writer = ShardWriter(self.run_dir, self.rank, flush_interval, max_queue, self._on_flush, self.errors.report)
         self.errors.sink = self._error_event
         for exc in start_errors + [e for e in (self._manifest.start_error,) if e is not None]:
@@ -124,6 +131,8 @@ class Recorder:
             lambda: self._current_step, self._mark_optimizer_step,
         )
         self._manifest.describe(model, optimizer, self._max_grad_norm)
+        if self._control is not None and optimizer is not None:
+            self._manifest.allow_control(os.getpid(), os.geteuid(), socket.gethostname(), loss_fn is not None)
         if not self._uses_batch:
             self._watch.arm_activations(self._next_step)
 
@@ -132,7 +141,7 @@ class Recorder:
         """Mark the start of a step's compute and record input health of ``x`` (and ``y``)."""
         self._t_batch = time.perf_counter()
         self._uses_batch = True
-        if self.capture_nonfinite and not self._captured:
+        if (self.capture_nonfinite and not self._captured) or self._control is not None:
             self._recent_batches.append((self._next_step, (x, y)))
         if self._watch is not None:
             self._watch.arm_activations(self._next_step)  # armed here, validation passes stay unhooked
@@ -156,7 +165,7 @@ class Recorder:
         elif loss is not None:
             host_names.append(LOSS)
             host_values.append(float(loss))
-            if not math.isfinite(host_values[-1]) and self.capture_nonfinite and not self._captured:
+            if not math.isfinite(host_values[-1]) and self._wants_capture():
                 self._capture(s, pre_step=True)
         if self._watch is not None:
             self._watch_parts(s, host_names, host_values, dev_names, dev_values)
@@ -165,6 +174,9 @@ class Recorder:
             self._writer.submit(MetricBatch(s, wall, self._layouts.host(host_names), host_values), len(host_names))
         if dev_names:
             self._submit_device(s, wall, dev_names, dev_values)
+        if self._control is not None and (self._control.pending or self._control.armed):
+            self._control.run_pending(s, self._job_runner())
+            self._control.expire(s)
         if self._watch is not None and not self._uses_batch:
             self._watch.arm_activations(s + 1)
         self._t_step, self._t_batch = now, None
@@ -296,8 +308,13 @@ class Recorder:
         vector = stack_scalars(values, device)
         layout = self._layouts.device(names) if derive else self._layouts.host(names)
         self._writer.submit(MetricBatch(s, wall, layout, AsyncHostCopy(vector)), len(names))
-        if derive and self.capture_nonfinite and not self._captured:
+        if derive and self._wants_capture():
             self._maybe_capture(s, layout, vector)
+
+    def _wants_capture(self) -> bool:
+        """Capture the next non-finite step: switched on, or a NaN hunt is armed; once per run."""
+        armed = self._control is not None and self._control.armed is not None
+        return (self.capture_nonfinite or armed) and not self._captured
 
     def _maybe_capture(self, s: int, layout: Any, vector: Any) -> None:
         """On CPU check now (pre-step state); on CUDA act on what the writer found (post-step)."""
@@ -316,9 +333,11 @@ class Recorder:
             self.run_dir, s, self.rank, watch.model if watch else None, watch.optimizer if watch else None,
             self._batch_of(s), pre_step, self.capture_max_bytes,
         )
-        self._recent_batches.clear()
         data = {"path": str(path.relative_to(self.run_dir)) if path else None, "pre_step": pre_step}
         self._writer.submit(EventRow(s, time.time(), EVENT_CAPTURE, "info" if path else "warning", note, data))
+        if self._control is not None and self._control.armed:
+            self._control.on_capture(path, self._job_runner())
+        self._recent_batches.clear()
 
     def _batch_of(self, s: int) -> Any:
         """The batch passed to ``batch()`` for step ``s``, if still among the recent ones."""
@@ -330,6 +349,14 @@ class Recorder:
         except Exception as exc:
             self.errors.report("optimizer_hook", exc)
 
+    def _job_runner(self) -> Any:
+        from tuidiag.recorder.control import job_runner_for
+
+        return job_runner_for(self._watch, getattr(self, "loss_fn", None), lambda: [b for _, b in self._recent_batches])
+
+    def _control_event(self, kind: str, message: str, severity: str = "info", data: Mapping[str, Any] | None = None) -> None:
+        self._writer.submit(EventRow(max(self._current_step, 0), time.time(), kind, severity, message, dict(data or {})))
+
     def _error_event(self, kind: str, message: str, data: dict[str, Any]) -> None:
         self._writer.submit(EventRow(max(self._current_step, 0), time.time(), kind, "error", message, data))
 
@@ -337,6 +364,8 @@ class Recorder:
         """Writer thread, each flush: system stats, error count, heartbeat."""
         from tuidiag.recorder.system import system_rows
 
+        if self._control is not None:
+            self._control.poll()
         step = writer.last_step
         if step > self._last_flushed_step:  # nothing new while idle: write nothing
             self._last_flushed_step = step

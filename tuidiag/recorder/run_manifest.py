@@ -52,6 +52,10 @@ class RunManifest:
             self.data["optimizer"] = {"class": type(optimizer).__name__, "param_groups": jsonable(groups)}
         self.data["max_grad_norm"] = max_grad_norm
 
+    def allow_control(self, pid: int, uid: int, host: str, has_loss: bool) -> None:
+        """Say that this training accepts control requests (jobs run in the live process)."""
+        self.data["control"] = {"pid": pid, "uid": uid, "host": host, "loss_fn": has_loss}
+
     def heartbeat(self, last_step: int, stats: dict[str, int]) -> None:
         """Write the manifest with a fresh heartbeat (rank 0 only)."""
         if not self.writes:

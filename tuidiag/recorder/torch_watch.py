@@ -41,11 +41,13 @@ class TorchWatch:
         self._current_step = current_step
         self._snapshot: list[tuple[str, torch.Tensor, torch.Tensor]] = []
         self._handles: list[Any] = []
+        self.paused = False
+        """While True (a job runs on the live model) the optimizer hooks record nothing."""
         if optimizer is not None and weights_every > 0:
             self._handles.append(optimizer.register_step_pre_hook(self._before_optimizer_step))
             self._handles.append(optimizer.register_step_post_hook(self._after_optimizer_step))
         if optimizer is not None and on_optimizer_step is not None:
-            self._handles.append(optimizer.register_step_post_hook(lambda *_: on_optimizer_step()))
+            self._handles.append(optimizer.register_step_post_hook(lambda *_: None if self.paused else on_optimizer_step()))
 
     def grad_parts(self) -> tuple[list[str], list[torch.Tensor], list[str]]:
         """Metric names and 0-d device tensors of per-parameter gradient norms.
@@ -82,14 +84,14 @@ class TorchWatch:
             self.probe.collect()
 
     def _before_optimizer_step(self, *_: Any) -> None:
-        if self._current_step() % self.weights_every != 0:
+        if self.paused or self._current_step() % self.weights_every != 0:
             self._snapshot = []
             return
         with torch.no_grad():
             self._snapshot = [(n, p, p.detach().clone()) for n, p in self.named_params if p.grad is not None]
 
     def _after_optimizer_step(self, *_: Any) -> None:
-        if not self._snapshot:
+        if self.paused or not self._snapshot:
             return
         with torch.no_grad():
             params = [p.detach() for _, p, _ in self._snapshot]

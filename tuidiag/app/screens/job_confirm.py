@@ -21,18 +21,24 @@ class JobConfirmScreen(ModalScreen[bool]):
     JobConfirmScreen > Vertical { width: 90; max-width: 100%; height: auto; border: thick $warning; background: $surface; padding: 0 1; }
     """
 
-    def __init__(self, job: str, command: str, factory: str, where: str) -> None:
+    def __init__(self, job: str, command: str, factory: str, where: str, live: str | None = None) -> None:
         super().__init__()
-        self.job, self.command, self.factory, self.where = job, command, factory, where
+        self.job, self.command, self.factory, self.where, self.live = job, command, factory, where, live
 
     def compose(self) -> ComposeResult:
         text = Text()
         text.append(f"Run {self.job.replace('_', ' ')}?\n\n", style="bold")
-        text.append("It imports and runs the factory named by the run directory:\n  ")
-        text.append_text(literal(self.factory, "bold yellow", 200))
-        text.append("\non ")
-        text.append_text(literal(self.where))
-        text.append(" (CUDA when available), restoring model, optimizer and RNG afterwards.\n\nCommand:\n  ")
+        if self.live is not None:
+            text.append("It runs inside ")
+            text.append_text(literal(self.live, "bold yellow", 200))
+            text.append(" at its next step, on the training's device and recent batches; no code is imported.\n"
+                        "Model, optimizer and RNG are restored, so training goes on as before.\n\nCommand:\n  ")
+        else:
+            text.append("It imports and runs the factory named by the run directory:\n  ")
+            text.append_text(literal(self.factory, "bold yellow", 200))
+            text.append("\non ")
+            text.append_text(literal(self.where))
+            text.append(" (CUDA when available), restoring model, optimizer and RNG afterwards.\n\nCommand:\n  ")
         text.append_text(literal(self.command, "cyan", 600))
         text.append("\n\n[y] run it    [esc] cancel    (x cancels a running job)", style="dim")
         with Vertical():

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, ScrollableContainer
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
@@ -90,7 +90,7 @@ class RunScreen(Screen):
                 with TabPane("Events [6]", id="events-tab"):
                     yield EventsPanel(id="events")
                 with TabPane("Jobs [7]", id="jobs-tab"):
-                    with VerticalScroll():
+                    with ScrollableContainer(id="jobs-scroll"):  # charts keep their width: scroll, never wrap
                         yield Static(id="jobs-text")
             yield DiagnosisPanel(id="diagnosis")
         yield Static(id="cursor-bar")

@@ -37,6 +37,16 @@ class MetricChart(PlotextPlot):
     def _use_log(self, chart: Chart) -> bool:
         return chart.log_default if self.log_scale is None else self.log_scale
 
+    def on_resize(self) -> None:
+        """Ticks depend on the height: redraw with as many as fit."""
+        self.redraw()
+
+    def _tick_count(self) -> int:
+        """Y ticks that fit the plot area with a free row between two (plotext would
+        otherwise print two labels on one row, and which one wins is not deterministic)."""
+        plot_rows = self.size.height - 4  # title, frame top and bottom, x labels
+        return max(2, min(5, plot_rows // 2 + 1))
+
     def redraw(self) -> None:
         """Rebuild the plot from the current chart."""
         plt, chart = self.plt, self.chart
@@ -57,7 +67,7 @@ class MetricChart(PlotextPlot):
         if self.marker is not None:
             plt.vertical_line(self.marker, color="yellow")
         plt.yscale("log" if use_log else "linear")
-        ticks = y_ticks(np.concatenate([y for _, _, y in chart.lines if len(y)]), use_log)
+        ticks = y_ticks(np.concatenate([y for _, _, y in chart.lines if len(y)]), use_log, self._tick_count())
         if ticks:
             plt.yticks(ticks, [fmt(t) for t in ticks])
         plt.title(f"{chart.title}{'  (log)' if use_log else ''}" + ("  NaN at red line" if chart.nonfinite_steps else ""))

@@ -1,0 +1,105 @@
+"""Jobs run inside a live training: write a control request, follow its status, print its result.
+
+Used by ``tuidiag lr-find | nan-hunt | overfit-batch | sharpness`` when the run is
+live and its recorder accepts requests (``run.json``'s ``control``), unless
+``--factory`` or ``--offline`` is given. No code named by the run directory is
+imported: the training process runs the job on its own model and device.
+Ctrl-C (or SIGTERM, as the monitor's cancel key sends) cancels the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tuidiag.store import Run
+from tuidiag.store import control as ctl
+from tuidiag.store.job_results import read_result
+
+POLL_SECONDS = 0.2
+
+
+def live_reason(run: Run) -> str | None:
+    """Why jobs cannot go to ``run``'s training process (None when they can)."""
+    return ctl.live_problem(run.manifest)
+
+
+def wants_live(run: Run, args: argparse.Namespace) -> bool:
+    """Live unless ``--offline`` or ``--factory`` is given or the run cannot take requests."""
+    if getattr(args, "offline", False) or getattr(args, "factory", None):
+        return False
+    return getattr(args, "live", False) or live_reason(run) is None
+
+
+def describe(run: Run, job_text: str) -> str:
+    """What will run where, for stderr and the monitor's confirmation."""
+    control = run.manifest.get("control") or {}
+    return (f"{job_text}\n  runs inside the live training (pid {control.get('pid')} on {control.get('host')}) "
+            "at its next step, on its device; model, optimizer and RNG are restored afterwards")
+
+
+def job_args(config: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The request's arguments: the job's checked config as a dict (the NaN hunt: its arming window)."""
+    if config is None:
+        return {"steps": int(getattr(args, "arm_steps", 200))}
+    return dataclasses.asdict(config)
+
+
+class _Interrupted(Exception):
+    """SIGTERM while waiting (the monitor's cancel key)."""
+
+
+def _on_term(signum: int, frame: Any) -> None:
+    raise _Interrupted()
+
+
+def _show(status: dict[str, Any], quiet: bool) -> None:
+    if quiet:
+        return
+    done, total, state = status.get("done"), status.get("total"), status.get("state")
+    figures = f" {done}/{total}" if total else ""
+    print(f"\r{status.get('job')}: {state}{figures}   ", end="", file=sys.stderr, flush=True)
+
+
+def follow(run_dir: Path, request_id: str, wait: float, quiet: bool) -> dict[str, Any]:
+    """Poll the request's status until it ends; cancel it on Ctrl-C or SIGTERM."""
+    started = time.monotonic()
+    previous = signal.signal(signal.SIGTERM, _on_term)
+    try:
+        return _poll(run_dir, request_id, started, wait, quiet)
+    except (KeyboardInterrupt, _Interrupted):
+        ctl.request_cancel(run_dir, request_id)
+        return _poll(run_dir, request_id, time.monotonic(), 10.0, True) or {"state": "cancelled"}
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if not quiet:
+            print(file=sys.stderr)
+
+
+def _poll(run_dir: Path, request_id: str, started: float, wait: float, quiet: bool) -> dict[str, Any]:
+    while True:
+        status = ctl.read_status(run_dir, request_id)
+        if status is not None:
+            _show(status, quiet)
+            if status.get("state") in ctl.FINAL_STATES:
+                return status
+        elif time.monotonic() - started > wait:
+            ctl.withdraw(run_dir, request_id)
+            return {"state": "unanswered", "message": f"the training did not pick the request up within {wait:.0f} s "
+                    "(is it still stepping? rec.step() looks for requests at each flush)"}
+        time.sleep(POLL_SECONDS)
+
+
+def run_live(run: Run, job: str, request_args: dict[str, Any], wait: float) -> tuple[dict[str, Any] | None, str]:
+    """Send the request and follow it; ``(result, message)``: the result is None unless it finished."""
+    request_id = ctl.write_request(run.path, job, request_args)
+    status = follow(run.path, request_id, wait, quiet=not sys.stderr.isatty())
+    if status.get("state") != "done":
+        return None, f"{status.get('state')}: {status.get('message', '')}"
+    path = run.path / str(status.get("result"))
+    return read_result(path)["result"], f"saved {path}"

@@ -1,0 +1,199 @@
+"""The recorder's side of control requests (:mod:`tuidiag.store.control`): jobs in the live training.
+
+The writer thread lists ``RUN/control`` once per flush (:meth:`LiveControl.poll`)
+and queues requests whose file the training's own user owns; others are refused
+with a status and an event. The training thread runs queued jobs at the end of
+``rec.step()`` (:meth:`LiveControl.run_pending`): after backward, before the
+optimizer step, with the recorder's own hooks paused, on the live model,
+optimizer, loss and the recent batches. Every job restores model, optimizer and
+RNG, gradients included, so the step that follows is the one that would have run.
+
+A NaN hunt with no capture yet *arms* the run: it waits up to ``steps`` steps
+(default 200) for the recorder's next non-finite capture and hunts on it at once.
+Nothing is hooked while armed; the hunt's hooks exist only during its replay.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from tuidiag.store import control as ctl
+from tuidiag.store.job_results import save_result
+
+PROGRESS_EVERY = 0.5
+"""Seconds between status-file updates (and cancel checks) while a job runs."""
+ARM_STEPS = 200
+
+
+@dataclass
+class Armed:
+    """A NaN hunt waiting for a non-finite step."""
+
+    request: dict[str, Any]
+    first: int
+    last: int
+    cancelled: Callable[[], bool]
+
+
+class LiveControl:
+    """Polls control requests and runs them in the training thread for one recorder."""
+
+    def __init__(self, run_dir: Path, event: Callable[..., None], report: Callable[[str, BaseException], None]) -> None:
+        self.run_dir = run_dir
+        self.uid = os.geteuid()
+        self.pending: deque[dict[str, Any]] = deque()
+        self.armed: Armed | None = None
+        self._event, self._report = event, report
+        self._seen: set[str] = set()
+
+    # ---- writer thread ---------------------------------------------------------------
+    def poll(self) -> None:
+        """Queue new requests from the training's user; refuse the others (never raises)."""
+        try:
+            for path in ctl.request_files(self.run_dir):
+                request_id = path.name[: -len(ctl.REQUEST_SUFFIX)]
+                if request_id not in self._seen:
+                    self._seen.add(request_id)
+                    self._take(path, request_id)
+        except Exception as exc:
+            self._report("control", exc)
+
+    def _take(self, path: Path, request_id: str) -> None:
+        try:
+            request = ctl.read_request(path, self.uid)
+        except ctl.ControlError as exc:
+            self._finish({"id": request_id, "job": "?"}, "refused", f"request refused: {exc}")
+            self._event("control_refused", f"refused control request {request_id}: {exc}", "warning")
+            return
+        ctl.write_status(self.run_dir, request_id, request["job"], "accepted", message="waiting for the next step")
+        self.pending.append(request)
+
+    # ---- training thread -------------------------------------------------------------
+    def run_pending(self, step: int, job_runner: Callable[[dict[str, Any], Any], dict[str, Any]]) -> None:
+        """Run every queued request now; ``job_runner(request, control)`` does the job itself."""
+        while self.pending:
+            request = self.pending.popleft()
+            if request["job"] == "nan_hunt":
+                from tuidiag.jobs.nan_hunt import find_capture
+
+                capture = find_capture(self.run_dir)
+                if capture is None:
+                    self._arm(request, step)
+                    continue
+                request = {**request, "capture": str(capture)}
+            self._run(request, job_runner)
+
+    def _run(self, request: dict[str, Any], job_runner: Callable[[dict[str, Any], Any], dict[str, Any]]) -> None:
+        from tuidiag.jobs import Control, JobCancelled, JobError
+
+        job = request["job"]
+        ctl.write_status(self.run_dir, request["id"], job, "running", done=0, total=0)
+        try:
+            result = job_runner(request, Control(self._progress(request), self._cancelled(request)))
+        except JobCancelled as exc:
+            self._finish(request, "cancelled", str(exc))
+        except JobError as exc:
+            self._finish(request, "failed", str(exc))
+        except Exception as exc:  # the user's model or loss failed inside the job: report, keep training
+            self._finish(request, "failed", f"{type(exc).__name__}: {exc}")
+        else:
+            path = save_result(self.run_dir, job, result, run=self.run_dir.name, device=result.get("device"), source="live")
+            summary = str(result.get("summary") or result.get("comparison") or "finished")
+            self._finish(request, "done", summary, result=str(path.relative_to(self.run_dir)))
+            self._event("job", f"{job.replace('_', ' ')} (live): {summary}", "info", {"result": str(path.name)})
+
+    def _arm(self, request: dict[str, Any], step: int) -> None:
+        steps = int(request.get("args", {}).get("steps", ARM_STEPS))
+        self.armed = Armed(request, step + 1, step + max(1, steps), self._cancelled(request))
+        message = f"armed: waiting up to {steps} steps for a non-finite loss or gradient"
+        ctl.write_status(self.run_dir, request["id"], "nan_hunt", "armed", message=message, done=0, total=steps)
+        self._event("job", f"NaN hunt armed for steps {self.armed.first}-{self.armed.last}", "info")
+
+    def on_capture(self, capture: Path | None, job_runner: Callable[[dict[str, Any], Any], dict[str, Any]]) -> None:
+        """The recorder captured a non-finite step: run the armed NaN hunt on it."""
+        armed, self.armed = self.armed, None
+        if armed is None:
+            return
+        if capture is None:
+            self._finish(armed.request, "failed", "the non-finite step could not be captured (see the run's events)")
+            return
+        self._run({**armed.request, "capture": str(capture)}, job_runner)
+
+    def expire(self, step: int) -> None:
+        """End an armed NaN hunt whose window has passed or that was cancelled."""
+        armed = self.armed
+        if armed is None:
+            return
+        if armed.cancelled():
+            self.armed = None
+            self._finish(armed.request, "cancelled", f"cancelled while armed, at step {step}")
+            return
+        if step < armed.last:
+            return
+        self.armed = None
+        from tuidiag.jobs.live import nothing_found
+
+        result = nothing_found(armed.last - armed.first + 1, armed.first, armed.last)
+        path = save_result(self.run_dir, "nan_hunt", result, run=self.run_dir.name, source="live")
+        self._finish(armed.request, "done", result["summary"], result=str(path.relative_to(self.run_dir)))
+
+    # ---- status --------------------------------------------------------------------
+    def _finish(self, request: dict[str, Any], state: str, message: str, **fields: Any) -> None:
+        try:
+            ctl.write_status(self.run_dir, request["id"], request["job"], state, message=message, **fields)
+            ctl.withdraw(self.run_dir, request["id"])
+        except OSError as exc:
+            self._report("control", exc)
+
+    def _progress(self, request: dict[str, Any]) -> Callable[[int, int], None]:
+        last = [0.0]
+
+        def progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= PROGRESS_EVERY or done == total:
+                last[0] = now
+                ctl.write_status(self.run_dir, request["id"], request["job"], "running", done=done, total=total)
+
+        return progress
+
+    def _cancelled(self, request: dict[str, Any]) -> Callable[[], bool]:
+        last, answer = [0.0], [False]
+
+        def cancelled() -> bool:
+            now = time.monotonic()
+            if not answer[0] and now - last[0] >= PROGRESS_EVERY:
+                last[0] = now
+                answer[0] = ctl.cancel_requested(self.run_dir, request["id"], self.uid)
+            return answer[0]
+
+        return cancelled
+
+
+def job_runner_for(watch: Any, loss_fn: Any, batches: Callable[[], list[Any]]) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """How the recorder runs one request on the live parts, with its own hooks paused."""
+
+    def run(request: dict[str, Any], control: Any) -> dict[str, Any]:
+        from tuidiag.jobs import JobError
+        from tuidiag.jobs.factory import Parts
+        from tuidiag.jobs.live import hunt_capture, run_request
+
+        if watch is None or watch.optimizer is None:
+            raise JobError("jobs need rec.watch(model, optimizer, loss_fn=criterion) in the training")
+        model = getattr(watch.model, "module", watch.model)  # DDP: run on the local replica, no collectives
+        parts = Parts(model, watch.optimizer, loss_fn, batches())
+        watch.paused = True
+        try:
+            if request["job"] != "nan_hunt":
+                return run_request(request["job"], dict(request.get("args", {})), parts, watch.device, control)
+            if loss_fn is None:
+                raise JobError("the NaN hunt needs the loss: rec.watch(model, optimizer, loss_fn=criterion)")
+            return hunt_capture(parts, Path(request["capture"]), watch.device, model.training)
+        finally:
+            watch.paused = False
+
+    return run

@@ -1,0 +1,177 @@
+"""Control requests: how the monitor or the CLI asks a live training to run a job.
+
+A requester writes ``RUN/control/<id>.request.json``; the recorder inside the
+training lists that directory at flush cadence, accepts only requests **owned
+by the user the training runs as** (regular files, not symlinks, not writable by
+group or others), runs the job at its next step boundary and reports through
+``RUN/control/<id>.status.json``::
+
+    {"id": "...", "job": "lr_find", "state": "running", "done": 40, "total": 100,
+     "message": "...", "result": "jobs/lr_find-....json", "updated": 1715379302.1}
+
+``state`` goes ``accepted`` -> ``running`` (or ``armed`` for a NaN hunt waiting
+for a non-finite step) -> one of ``done``, ``failed``, ``cancelled``,
+``refused``. A requester cancels by creating ``RUN/control/<id>.cancel``. Every
+file is written under a ``.``-prefixed temporary name and renamed into place, so
+a reader sees a whole file or none. This module does not need torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tuidiag.store.manifest import jsonable
+
+CONTROL_DIR = "control"
+REQUEST_SUFFIX = ".request.json"
+STATUS_SUFFIX = ".status.json"
+CANCEL_SUFFIX = ".cancel"
+LIVE_JOBS = ("lr_find", "nan_hunt", "overfit_batch", "sharpness")
+FINAL_STATES = ("done", "failed", "cancelled", "refused")
+
+
+class ControlError(Exception):
+    """A request could not be written or read (a message a user can act on)."""
+
+
+def control_dir(run_dir: str | os.PathLike[str]) -> Path:
+    """``RUN/control``."""
+    return Path(run_dir) / CONTROL_DIR
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` to ``path`` atomically, readable and writable by the owner only."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(jsonable(payload), fh, allow_nan=False)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def live_problem(manifest: dict[str, Any]) -> str | None:
+    """Why a run with this manifest cannot take a job request now (None when it can)."""
+    from tuidiag.format import STATUS_RUNNING
+    from tuidiag.store.manifest import effective_status
+
+    status = effective_status(manifest)
+    if status != STATUS_RUNNING:
+        return f"the run is {status}, not live"
+    if not isinstance(manifest.get("control"), dict):
+        return ("its recorder does not accept requests (Recorder(control=False), an older tuidiag, "
+                "or no rec.watch(model, optimizer))")
+    return None
+
+
+def write_request(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any] | None = None) -> str:
+    """Ask the live training of ``run_dir`` to run ``job`` with ``args``; return the request id."""
+    if job not in LIVE_JOBS:
+        raise ControlError(f"unknown job {job!r}; one of {', '.join(LIVE_JOBS)}")
+    directory = control_dir(run_dir)
+    try:
+        directory.mkdir(mode=0o700, exist_ok=True)
+        request_id = f"{job}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+        payload = {"id": request_id, "job": job, "args": dict(args or {}), "created": time.time(),
+                   "requested_by": {"uid": os.geteuid(), "pid": os.getpid(), "host": socket.gethostname()}}
+        _write_json(directory / f"{request_id}{REQUEST_SUFFIX}", payload)
+    except OSError as exc:
+        raise ControlError(f"cannot write a control request in {directory}: {exc.strerror or exc}") from exc
+    return request_id
+
+
+def owner_problem(path: Path, uid: int) -> str | None:
+    """Why ``path`` may not be trusted by a process running as ``uid`` (None when it may)."""
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file (symlinks are refused)"
+    if info.st_uid != uid:
+        return f"owned by uid {info.st_uid}, not by the training's user (uid {uid})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "writable by group or others"
+    return None
+
+
+def read_request(path: Path, uid: int) -> dict[str, Any]:
+    """The request in ``path`` if its owner may ask; raises :class:`ControlError` with the reason otherwise."""
+    problem = owner_problem(path, uid)
+    if problem is not None:
+        raise ControlError(problem)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            request = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise ControlError(f"unreadable request ({exc})") from exc
+    if not isinstance(request, dict) or request.get("job") not in LIVE_JOBS or not isinstance(request.get("args", {}), dict):
+        raise ControlError("malformed request")
+    request["id"] = path.name[: -len(REQUEST_SUFFIX)]
+    return request
+
+
+def request_files(run_dir: str | os.PathLike[str]) -> list[Path]:
+    """Request files waiting in ``RUN/control``, oldest name first ([] when there is no such directory)."""
+    try:
+        with os.scandir(control_dir(run_dir)) as entries:
+            names = [e.name for e in entries if e.name.endswith(REQUEST_SUFFIX) and not e.name.startswith(".")]
+    except OSError:
+        return []
+    return [control_dir(run_dir) / name for name in sorted(names)]
+
+
+def write_status(run_dir: str | os.PathLike[str], request_id: str, job: str, state: str, **fields: Any) -> None:
+    """Report a request's state (the training side)."""
+    payload = {"id": request_id, "job": job, "state": state, "updated": time.time(), **fields}
+    _write_json(control_dir(run_dir) / f"{request_id}{STATUS_SUFFIX}", payload)
+
+
+def read_status(run_dir: str | os.PathLike[str], request_id: str) -> dict[str, Any] | None:
+    """A request's latest status, or None before the training has answered."""
+    try:
+        with open(control_dir(run_dir) / f"{request_id}{STATUS_SUFFIX}", encoding="utf-8") as fh:
+            status = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return status if isinstance(status, dict) else None
+
+
+def newest_status(run_dir: str | os.PathLike[str], job: str, since: float) -> dict[str, Any] | None:
+    """The most recently updated status of a ``job`` request, if updated after ``since`` (epoch seconds)."""
+    try:
+        paths = list(control_dir(run_dir).glob(f"{job}-*{STATUS_SUFFIX}"))
+        newest = max(paths, key=lambda p: p.stat().st_mtime, default=None)
+    except OSError:
+        return None
+    if newest is None or newest.stat().st_mtime < since:
+        return None
+    return read_status(run_dir, newest.name[: -len(STATUS_SUFFIX)])
+
+
+def request_cancel(run_dir: str | os.PathLike[str], request_id: str) -> None:
+    """Ask the training to stop a request (it stops at the job's next progress point)."""
+    _write_json(control_dir(run_dir) / f"{request_id}{CANCEL_SUFFIX}", {"id": request_id, "created": time.time()})
+
+
+def cancel_requested(run_dir: str | os.PathLike[str], request_id: str, uid: int) -> bool:
+    """True when a cancel file for ``request_id`` exists and its owner may cancel."""
+    path = control_dir(run_dir) / f"{request_id}{CANCEL_SUFFIX}"
+    return path.exists() and owner_problem(path, uid) is None
+
+
+def withdraw(run_dir: str | os.PathLike[str], request_id: str) -> None:
+    """Remove a request (and its cancel file) that was answered or given up."""
+    for suffix in (REQUEST_SUFFIX, CANCEL_SUFFIX):
+        try:
+            (control_dir(run_dir) / f"{request_id}{suffix}").unlink(missing_ok=True)
+        except OSError:
+            pass
