@@ -48,7 +48,8 @@ def test_a_capture_loads_with_weights_only(run_dir) -> None:
 
 
 def _run_naming_a_factory(tmp_path: Path, marker: Path) -> Path:
-    (tmp_path / "evil_factory_mod.py").write_text(f"open({str(marker)!r}, 'w').write('imported')\ndef build():\n    pass\n")
+    source = f"open({str(marker)!r}, 'w').write('imported')\ndef build():\n    pass\n"
+    (tmp_path / "evil_factory_mod.py").write_text(source)
     run_dir = tmp_path / "run"
     with tuidiag.Recorder(run_dir, factory="evil_factory_mod:build") as rec:
         rec.step(1.0)
