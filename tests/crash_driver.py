@@ -1,6 +1,6 @@
 """Kill trainings with SIGKILL at random moments (used by ``tests/test_faults_crash.py``).
 
-Run as ``python -m tests.crash_driver ROOT TRIALS SEED FLUSH_INTERVAL``. The driver
+Run as ``python -m tests.crash_driver ROOT TRIALS SEED FLUSH_INTERVAL [MAX_DELAY]``. The driver
 imports tuidiag once and then forks one child per trial, so 50 kills cost seconds,
 not 50 interpreter start-ups. Each child is a plain training loop without torch:
 ``Recorder.log`` of one scalar per step, with the wall time at which each step was
@@ -43,7 +43,7 @@ def child(run_dir: Path, times: np.ndarray, flush_interval: float) -> None:
     os._exit(0)
 
 
-def trial(root: Path, index: int, rng: random.Random, flush_interval: float) -> dict:
+def trial(root: Path, index: int, rng: random.Random, flush_interval: float, max_delay: float = 0.4) -> dict:
     """Fork one training, kill it at a random moment, return what the driver knows."""
     shared = mmap.mmap(-1, 8 * (MAX_STEPS + 1))
     times = np.frombuffer(shared, dtype=np.float64)
@@ -56,7 +56,7 @@ def trial(root: Path, index: int, rng: random.Random, flush_interval: float) -> 
             os._exit(1)
     while times[READY] == 0.0:
         time.sleep(0.001)
-    time.sleep(rng.uniform(0.0, 0.4))
+    time.sleep(rng.uniform(0.0, max_delay))
     os.kill(pid, signal.SIGKILL)
     kill_time = time.time()
     os.waitpid(pid, 0)
@@ -70,9 +70,10 @@ def trial(root: Path, index: int, rng: random.Random, flush_interval: float) -> 
 def main(argv: list[str]) -> int:
     """Run the trials and print one JSON line each."""
     root, trials, seed, flush_interval = Path(argv[0]), int(argv[1]), int(argv[2]), float(argv[3])
+    max_delay = float(argv[4]) if len(argv) > 4 else 0.4
     rng = random.Random(seed)
     for index in range(trials):
-        print(json.dumps(trial(root, index, rng, flush_interval)), flush=True)
+        print(json.dumps(trial(root, index, rng, flush_interval, max_delay)), flush=True)
     return 0
 
 

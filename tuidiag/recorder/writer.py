@@ -31,6 +31,7 @@ from tuidiag.format import (
     RECORDER_DROPPED,
     ShardName,
 )
+from tuidiag.recorder import arrow_build
 from tuidiag.store.shards import COMPACT_MIN_FILES, compact, list_shards, plan_compaction, write_table_atomic
 
 MAX_BUFFERED_ROWS = 2_000_000
@@ -275,16 +276,15 @@ class ShardWriter:
 
     def _metrics_table(self, seq: int) -> pa.Table:
         steps, walls, codes, values = (np.concatenate(parts) for parts in zip(*self._rows))
-        dictionary = pa.array(list(self._names), pa.string())
         n = len(steps)
         return pa.Table.from_arrays(
             [
-                pa.array(steps, pa.int64()),
-                pa.array(walls, pa.float64()),
-                pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), dictionary),
-                pa.array(values, pa.float64(), from_pandas=False),
-                pa.array(np.full(n, self.rank, np.int32)),
-                pa.array(np.full(n, seq, np.int64)),
+                arrow_build.numeric(steps, pa.int64()),
+                arrow_build.numeric(walls, pa.float64()),
+                arrow_build.dictionary(codes, list(self._names)),
+                arrow_build.numeric(values, pa.float64()),
+                arrow_build.numeric(np.full(n, self.rank, np.int32), pa.int32()),
+                arrow_build.numeric(np.full(n, seq, np.int64), pa.int64()),
             ],
             schema=METRICS_SCHEMA,
         )
@@ -294,14 +294,14 @@ class ShardWriter:
         n = len(rows)
         return pa.Table.from_arrays(
             [
-                pa.array([e.step for e in rows], pa.int64()),
-                pa.array([e.wall_time for e in rows], pa.float64()),
-                pa.array([e.kind for e in rows], pa.string()).dictionary_encode(),
-                pa.array([e.severity for e in rows], pa.string()).dictionary_encode(),
-                pa.array([e.message for e in rows], pa.string()),
-                pa.array([json.dumps(e.data, default=repr) for e in rows], pa.string()),
-                pa.array(np.full(n, self.rank, np.int32)),
-                pa.array(np.full(n, seq, np.int64)),
+                arrow_build.numeric(np.array([e.step for e in rows], np.int64), pa.int64()),
+                arrow_build.numeric(np.array([e.wall_time for e in rows], np.float64), pa.float64()),
+                arrow_build.encoded([e.kind for e in rows]),
+                arrow_build.encoded([e.severity for e in rows]),
+                arrow_build.strings([e.message for e in rows]),
+                arrow_build.strings([json.dumps(e.data, default=repr) for e in rows]),
+                arrow_build.numeric(np.full(n, self.rank, np.int32), pa.int32()),
+                arrow_build.numeric(np.full(n, seq, np.int64), pa.int64()),
             ],
             schema=EVENTS_SCHEMA,
         )

@@ -98,7 +98,7 @@ def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Sch
     """
     if len(group) < 2:
         return None
-    tables = [pq.read_table(path, schema=schema) for _, path in group]
+    tables = [_read(path, schema) for _, path in group]
     merged = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
     merged = merged.replace_schema_metadata(schema.metadata)
     first, last = group[0][0], group[-1][0]
@@ -107,6 +107,13 @@ def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Sch
     for _, path in group:
         path.unlink(missing_ok=True)
     return name
+
+
+def _read(path: Path, schema: pa.Schema) -> pa.Table:
+    """One shard as ``schema``. Not ``pq.read_table``: that imports ``pyarrow.dataset`` and with
+    it pandas (seconds, and tens of MB) into the training process that compacts."""
+    with pq.ParquetFile(path) as handle:
+        return handle.read().cast(schema)
 
 
 def is_shard_file(name: str) -> bool:
