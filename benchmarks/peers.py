@@ -66,7 +66,7 @@ def overhead(blocks: int, block_steps: int) -> None:
                 times[name].append(train_steps(*modes.models[name], x, y, block_steps, hooks[name]))
         modes.close()
         if wandb_run is not None:
-            wandb_run.finish(quiet=True)
+            wandb_run.finish()
     print(f"\n== 1. overhead per training step (CPU, torch {torch.__version__}, {blocks} blocks x {block_steps} steps) ==")
     print(f"{'mode':<12} {'median ms/step':>15} {'overhead vs bare':>17} {'vs tuidiag':>11}")
     bare = times["bare"]
