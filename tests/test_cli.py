@@ -42,4 +42,4 @@ def test_ls_prints_markup_in_run_names_literally(tmp_path, capsys) -> None:
 
 def test_ls_of_a_missing_directory_fails_clearly(tmp_path, capsys) -> None:
     assert main(["ls", str(tmp_path / "nope")]) == 2
-    assert "does not exist" in capsys.readouterr().out
+    assert "does not exist" in capsys.readouterr().err

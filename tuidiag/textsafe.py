@@ -19,13 +19,15 @@ _ESCAPES = re.compile(
     r"|\x1b[@-_]"  # other two-byte escapes
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0/C1 controls, and the Unicode bidirectional controls that reorder how text is shown."""
+_LINE_BREAKS = re.compile(r"[\t\n\u2028\u2029]")
 
 
 def clean(value: object, max_len: int = 500) -> str:
     """``str(value)`` without escape sequences or control characters, cut to ``max_len``."""
     text = _CONTROLS.sub("\N{REPLACEMENT CHARACTER}", _ESCAPES.sub("", str(value)))
-    text = text.replace("\t", " ").replace("\n", " ")
+    text = _LINE_BREAKS.sub(" ", text)
     return text if len(text) <= max_len else text[: max_len - 1] + "\N{HORIZONTAL ELLIPSIS}"
 
 

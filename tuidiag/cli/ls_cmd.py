@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from tuidiag.cli.common import fail
 from tuidiag.format import LOSS
 from tuidiag.store import Run, find_runs, open_run
 from tuidiag.textsafe import literal
@@ -27,8 +28,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     root = Path(args.path)
     if not root.exists():
-        console.print(literal(f"tuidiag ls: {root} does not exist"), style="red")
-        return 2
+        return fail("ls", f"{root} does not exist")
     runs = [open_run(path) for path in find_runs(root)]
     if not runs:
         console.print(literal(f"no runs under {root} (a run is a directory with run.json or metrics/)"))

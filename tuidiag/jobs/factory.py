@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -58,7 +59,9 @@ def search_paths(manifest: Mapping[str, Any], cwd: Path | None = None) -> list[P
     """Where the factory's module is looked for, besides ``PYTHONPATH``.
 
     The current directory and the directory of the training script (``command[0]``
-    of the manifest, when that file exists).
+    of the manifest, when that file exists and the directory is one the user
+    trusts: owned by them or root, not world-writable; a run.json on a shared
+    disk must not choose where our imports come from).
     """
     cwd = cwd or Path.cwd()
     paths = [cwd]
@@ -66,9 +69,21 @@ def search_paths(manifest: Mapping[str, Any], cwd: Path | None = None) -> list[P
     if command and isinstance(command[0], str) and command[0].endswith(".py"):
         script = Path(command[0])
         script = script if script.is_absolute() else cwd / script
-        if script.is_file() and script.parent.resolve() != cwd.resolve():
+        if script.is_file() and script.parent.resolve() != cwd.resolve() and trusted_dir(script.parent):
             paths.append(script.parent.resolve())
     return paths
+
+
+def trusted_dir(path: Path) -> bool:
+    """True for a directory owned by this user or root and not writable by everyone."""
+    geteuid = getattr(os, "geteuid", None)
+    if geteuid is None:
+        return True  # no owners to check (Windows)
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    return info.st_uid in (geteuid(), 0) and not info.st_mode & stat.S_IWOTH
 
 
 @contextmanager

@@ -106,12 +106,14 @@ class Recorder:
         self._layouts = LayoutCache(self)
         self._changes = LiveChanges()
         self.loss_fn: Any = None
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        start_errors = _make_dir(self.run_dir)
         self._manifest = RunManifest(self.run_dir, self.rank, name or self.run_dir.name, dict(config or {}), self.world_size, flush_interval, factory)
         self._next_step = self._manifest.resume_step
         self._control = LiveControl(self.run_dir, self._control_event, self.errors.report) if control and self.rank == 0 else None
         self._writer = ShardWriter(self.run_dir, self.rank, flush_interval, max_queue, self._on_flush, self.errors.report)
         self.errors.sink = self._error_event
+        for exc in start_errors + [e for e in (self._manifest.start_error,) if e is not None]:
+            self.errors.report("start", exc)
         install_excepthook()
         atexit.register(self._close_at_exit)
 
@@ -391,6 +393,15 @@ class Recorder:
 
     def _close_at_exit(self) -> None:
         self.close(STATUS_FAILED if died_of_exception() else STATUS_FINISHED)
+
+
+def _make_dir(path: Path) -> list[OSError]:
+    """Create the run directory; a failure (read-only, disk full) is returned, not raised."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return [exc]
+    return []
 
 
 def _as_float(value: Any) -> float | None:

@@ -23,9 +23,14 @@ class RunManifest:
         self.data["factory"] = factory
         self.resume_step = 0
         """The step a resumed run continues from (0 for a new run)."""
+        self.start_error: OSError | None = None
+        """Why the first write failed (disk full, read-only); the next heartbeat tries again."""
         if self.writes:
             self._resume()
-            write_manifest(run_dir, self.data)
+            try:
+                write_manifest(run_dir, self.data)
+            except OSError as exc:  # never stop a training from starting
+                self.start_error = exc
 
     def _resume(self) -> None:
         try:

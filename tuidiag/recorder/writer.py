@@ -31,6 +31,7 @@ from tuidiag.format import (
     RECORDER_DROPPED,
     ShardName,
 )
+from tuidiag.recorder import arrow_build
 from tuidiag.store.shards import COMPACT_MIN_FILES, compact, list_shards, plan_compaction, write_table_atomic
 
 MAX_BUFFERED_ROWS = 2_000_000
@@ -114,8 +115,7 @@ class ShardWriter:
         self._layout_codes: dict[int, tuple[Layout, np.ndarray]] = {}
         self._rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._events: list[EventRow] = []
-        for sub in (METRICS_DIR, EVENTS_DIR):
-            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+        self._dirs_ready = self._make_dirs()
         self._seq = self._next_seq()
         self._thread = threading.Thread(target=self._loop, name=f"tuidiag-writer-r{rank}", daemon=True)
         self._thread.start()
@@ -225,6 +225,7 @@ class ShardWriter:
         seq, wrote = self._seq, False
         name = ShardName(self.rank, seq, seq).filename
         try:
+            self._dirs_ready = self._dirs_ready or self._make_dirs(raise_errors=True)
             if self._rows:
                 metrics = self._metrics_table(seq)
                 write_table_atomic(self.run_dir / METRICS_DIR / name, metrics)
@@ -242,6 +243,17 @@ class ShardWriter:
             self._seq += 1 if wrote else 0
         if wrote:
             self._guard(self._compact_some)
+
+    def _make_dirs(self, raise_errors: bool = False) -> bool:
+        """Create ``metrics/`` and ``events/``; on a read-only or full disk, try again at the next flush."""
+        try:
+            for sub in (METRICS_DIR, EVENTS_DIR):
+                (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        except OSError:
+            if raise_errors:
+                raise
+            return False
+        return True
 
     def _keep_for_retry(self, exc: OSError) -> None:
         """Disk full or read-only: report once, keep the newest rows (bounded) for the next flush."""
@@ -264,16 +276,15 @@ class ShardWriter:
 
     def _metrics_table(self, seq: int) -> pa.Table:
         steps, walls, codes, values = (np.concatenate(parts) for parts in zip(*self._rows))
-        dictionary = pa.array(list(self._names), pa.string())
         n = len(steps)
         return pa.Table.from_arrays(
             [
-                pa.array(steps, pa.int64()),
-                pa.array(walls, pa.float64()),
-                pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), dictionary),
-                pa.array(values, pa.float64(), from_pandas=False),
-                pa.array(np.full(n, self.rank, np.int32)),
-                pa.array(np.full(n, seq, np.int64)),
+                arrow_build.numeric(steps, pa.int64()),
+                arrow_build.numeric(walls, pa.float64()),
+                arrow_build.dictionary(codes, list(self._names)),
+                arrow_build.numeric(values, pa.float64()),
+                arrow_build.numeric(np.full(n, self.rank, np.int32), pa.int32()),
+                arrow_build.numeric(np.full(n, seq, np.int64), pa.int64()),
             ],
             schema=METRICS_SCHEMA,
         )
@@ -283,14 +294,14 @@ class ShardWriter:
         n = len(rows)
         return pa.Table.from_arrays(
             [
-                pa.array([e.step for e in rows], pa.int64()),
-                pa.array([e.wall_time for e in rows], pa.float64()),
-                pa.array([e.kind for e in rows], pa.string()).dictionary_encode(),
-                pa.array([e.severity for e in rows], pa.string()).dictionary_encode(),
-                pa.array([e.message for e in rows], pa.string()),
-                pa.array([json.dumps(e.data, default=repr) for e in rows], pa.string()),
-                pa.array(np.full(n, self.rank, np.int32)),
-                pa.array(np.full(n, seq, np.int64)),
+                arrow_build.numeric(np.array([e.step for e in rows], np.int64), pa.int64()),
+                arrow_build.numeric(np.array([e.wall_time for e in rows], np.float64), pa.float64()),
+                arrow_build.encoded([e.kind for e in rows]),
+                arrow_build.encoded([e.severity for e in rows]),
+                arrow_build.strings([e.message for e in rows]),
+                arrow_build.strings([json.dumps(e.data, default=repr) for e in rows]),
+                arrow_build.numeric(np.full(n, self.rank, np.int32), pa.int32()),
+                arrow_build.numeric(np.full(n, seq, np.int64), pa.int64()),
             ],
             schema=EVENTS_SCHEMA,
         )

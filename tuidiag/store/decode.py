@@ -7,6 +7,8 @@ rows to read; this module turns a file into arrays or a clear error.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -79,13 +81,18 @@ def iter_shard(path: Path, schema: pa.Schema, columns: list[str] | None = None, 
 
 def _open_shard(path: Path, schema: pa.Schema) -> pq.ParquetFile:
     """Open a shard and check its schema (format version, columns) against ``schema``."""
+    check_regular_file(path)
     try:
         handle = pq.ParquetFile(path, pre_buffer=False)  # local files: pre-buffering only adds work
     except FileNotFoundError:
         raise
-    except (OSError, pa.ArrowException) as exc:
+    except (OSError, pa.ArrowException, ValueError) as exc:  # a mangled footer can hold invalid UTF-8
         raise ShardError(f"not a readable Parquet file ({exc})") from exc
-    file_schema = handle.schema_arrow
+    try:
+        file_schema = handle.schema_arrow
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        handle.close()
+        raise ShardError(f"unreadable schema ({exc})") from exc
     version = _format_version(file_schema)
     missing = [f.name for f in schema if f.name not in file_schema.names]
     if (version is not None and version > FORMAT_VERSION) or missing:
@@ -94,6 +101,23 @@ def _open_shard(path: Path, schema: pa.Schema) -> pq.ParquetFile:
             raise ShardError(f"written by a newer tuidiag (format {version} > {FORMAT_VERSION}); upgrade tuidiag")
         raise ShardError(f"not a tuidiag shard (missing columns: {', '.join(missing)})")
     return handle
+
+
+def check_regular_file(path: Path) -> None:
+    """Raise :class:`ShardError` unless ``path`` is a regular file (after symlinks).
+
+    Opening a FIFO named like a shard would block the reader forever, and a device
+    such as ``/dev/zero`` never ends; a symlink loop fails here too.
+    ``FileNotFoundError`` (compacted away) passes through.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ShardError(f"cannot open ({exc})") from exc
+    if not stat.S_ISREG(mode):
+        raise ShardError("not a regular file (a directory, FIFO or device); not opened")
 
 
 def _names(schema: pa.Schema, columns: list[str] | None) -> list[str]:

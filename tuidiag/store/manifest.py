@@ -12,6 +12,7 @@ import json
 import math
 import os
 import socket
+import stat
 import sys
 import time
 import uuid
@@ -103,7 +104,10 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
     """Read ``run.json``; raises ``OSError`` or ``ValueError`` when missing or malformed."""
-    text = (run_dir / MANIFEST_NAME).read_text(encoding="utf-8")
+    path = run_dir / MANIFEST_NAME
+    if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the reader forever
+        raise ValueError("run.json is not a regular file")
+    text = path.read_text(encoding="utf-8")
     manifest = json.loads(text)
     if not isinstance(manifest, dict):
         raise ValueError("run.json does not hold a JSON object")

@@ -29,7 +29,7 @@ from tuidiag.format import (
     METRICS_SCHEMA,
     ShardName,
 )
-from tuidiag.store.decode import Chunk, Event, ShardError, iter_shard, metric_columns, read_shard, split_columns, table_events, to_numpy
+from tuidiag.store.decode import Chunk, Event, ShardError, check_regular_file, iter_shard, metric_columns, read_shard, split_columns, table_events, to_numpy
 from tuidiag.store.manifest import effective_status, read_manifest
 from tuidiag.store.seqset import SeqSet
 
@@ -478,9 +478,10 @@ def _rows_in(shards: list[tuple[ShardName, Path]]) -> int:
         if covered.covers(shard.first, shard.last):
             continue
         try:
+            check_regular_file(path)
             with pq.ParquetFile(path) as handle:
                 total += handle.metadata.num_rows
-        except (OSError, pa.ArrowException):
+        except (OSError, pa.ArrowException, ValueError, ShardError):
             continue
         covered.add_range(shard.first, shard.last)
     return total

@@ -10,6 +10,7 @@ tailing reader de-duplicate exactly (see :mod:`tuidiag.store.reader`).
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from pathlib import Path
 
@@ -83,9 +84,10 @@ def plan_compaction(
 
 def _is_small(path: Path, small_bytes: int) -> bool:
     try:
-        return path.stat().st_size < small_bytes
+        info = path.stat()
     except OSError:
         return False
+    return stat.S_ISREG(info.st_mode) and info.st_size < small_bytes  # never merge a FIFO or device
 
 
 def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Schema) -> ShardName | None:
@@ -96,7 +98,7 @@ def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Sch
     """
     if len(group) < 2:
         return None
-    tables = [pq.read_table(path, schema=schema) for _, path in group]
+    tables = [_read(path, schema) for _, path in group]
     merged = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
     merged = merged.replace_schema_metadata(schema.metadata)
     first, last = group[0][0], group[-1][0]
@@ -105,6 +107,13 @@ def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Sch
     for _, path in group:
         path.unlink(missing_ok=True)
     return name
+
+
+def _read(path: Path, schema: pa.Schema) -> pa.Table:
+    """One shard as ``schema``. Not ``pq.read_table``: that imports ``pyarrow.dataset`` and with
+    it pandas (seconds, and tens of MB) into the training process that compacts."""
+    with pq.ParquetFile(path) as handle:
+        return handle.read().cast(schema)
 
 
 def is_shard_file(name: str) -> bool:

@@ -10,6 +10,8 @@ from tuidiag.diagnosis import Diagnosis
 from tuidiag.findings_text import finding_text, rank_label
 from tuidiag.textsafe import literal
 
+SKIPPED_SHOWN = 5
+"""Files or rules the diagnosis skipped that the panel names (the count is always shown)."""
 
 
 class DiagnosisPanel(VerticalScroll):
@@ -45,4 +47,12 @@ def render_diagnosis(diagnosis: Diagnosis) -> Text:
         out.append("Note: ", style="dim bold")
         out.append_text(literal(f"{note.title}: {'; '.join(note.evidence[:1])}", "dim", max_len=300))
         out.append("\n")
+    if diagnosis.skipped:
+        out.append(f"Skipped ({len(diagnosis.skipped)}):\n", style="yellow bold")
+        for item in diagnosis.skipped[:SKIPPED_SHOWN]:
+            out.append_text(literal(f"  {item}", "yellow", max_len=300))
+            out.append("\n")
+        if len(diagnosis.skipped) > SKIPPED_SHOWN:
+            more = len(diagnosis.skipped) - SKIPPED_SHOWN
+            out.append(f"  ... and {more} more (tuidiag diagnose RUN lists them all)\n", style="yellow")
     return out

@@ -1,0 +1,73 @@
+"""SIGKILL at random moments, 50 times: every run readable, crashed, losing at most the last flush.
+
+A reader tails all runs while they are being written and killed; it must never
+see a partial shard (a partial file would show as a reader warning).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+import tuidiag
+from tests.conftest import ROOT
+
+TRIALS = 50
+FLUSH_INTERVAL = 0.05
+SLACK_SECONDS = 1.0
+"""Scheduling slack on a loaded machine on top of one flush interval (a bound, not a speed claim)."""
+
+
+def _tail(root: Path, stop: threading.Event, warnings: list[str], polls: list[int]) -> None:
+    """Open and refresh every run under ``root`` until stopped, collecting reader warnings."""
+    runs: dict[Path, tuidiag.Run] = {}
+    while not stop.is_set():
+        for path in tuidiag.find_runs(root):
+            run = runs.get(path)
+            if run is None:
+                run = runs[path] = tuidiag.open_run(path)
+            else:
+                run.refresh()
+            warnings.extend(w for w in run.warnings if w not in warnings)
+        polls[0] += 1
+
+
+def test_fifty_sigkills_leave_readable_crashed_runs_losing_at_most_one_flush(tmp_path, python) -> None:
+    warnings: list[str] = []
+    polls = [0]
+    stop = threading.Event()
+    tailer = threading.Thread(target=_tail, args=(tmp_path, stop, warnings, polls), daemon=True)
+    tailer.start()
+    command = [python, "-m", "tests.crash_driver", str(tmp_path), str(TRIALS), "7", str(FLUSH_INTERVAL)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    stop.set()
+    tailer.join()
+    assert done.returncode == 0, done.stderr
+    trials = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(trials) == TRIALS
+    assert polls[0] > 0 and warnings == []  # the tailing reader never met a partial shard
+    lost_windows = [_check_trial(t) for t in trials]
+    assert max(lost_windows) <= FLUSH_INTERVAL + SLACK_SECONDS
+
+
+def _check_trial(trial: dict) -> float:
+    """Check one killed run; return how many seconds of logged rows it lost."""
+    run_dir = Path(trial["run"])
+    run = tuidiag.open_run(run_dir)
+    assert run.status == "crashed", run_dir
+    assert run.warnings == []
+    steps = run.series("x").steps
+    assert steps.tolist() == list(range(len(steps)))  # a prefix: no gap, no duplicate
+    assert np.array_equal(run.series("x").values, steps.astype(float))
+    for shard in list((run_dir / "metrics").glob("r*.parquet")) + list((run_dir / "events").glob("r*.parquet")):
+        pq.read_table(shard)  # every visible shard is whole
+    times = np.load(run_dir.parent / f"{run_dir.name}.times.npy")
+    assert len(steps) <= len(times)
+    if len(steps) == len(times):
+        return 0.0
+    return trial["kill_time"] - times[len(steps)]  # the oldest lost row was logged this long before the kill
