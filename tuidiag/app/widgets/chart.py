@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
 from tuidiag.live.snapshot import Chart
@@ -22,6 +23,9 @@ class MetricChart(PlotextPlot):
         self.chart: Chart | None = None
         self.log_scale: bool | None = None
         self.marker: int | None = None
+        self._version = 0
+        """Bumped on every redraw: the rendered text is reused until the data or the size changes."""
+        self._rendered: tuple[tuple[object, ...], RenderResult] | None = None
 
     def show(self, chart: Chart, marker: int | None = None) -> None:
         """Draw ``chart`` (and a vertical marker at step ``marker``); nothing to do when both are unchanged."""
@@ -49,8 +53,17 @@ class MetricChart(PlotextPlot):
         plot_rows = self.size.height - 4  # title, frame top and bottom, x labels
         return max(2, min(5, plot_rows // 2 + 1))
 
+    def render(self) -> RenderResult:
+        """plotext's drawing, cached per (data version, size, theme): plotext draws in pure Python,
+        so tab switches and unrelated repaints must not redraw a big chart."""
+        key = (self._version, self.size.width, self.size.height, self.app.theme)
+        if self._rendered is None or self._rendered[0] != key:
+            self._rendered = (key, super().render())
+        return self._rendered[1]
+
     def redraw(self) -> None:
         """Rebuild the plot from the current chart."""
+        self._version += 1
         plt, chart = self.plt, self.chart
         plt.clear_data()
         plt.clear_figure()
