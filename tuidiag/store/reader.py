@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
-import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tuidiag.format import (
     CAPTURES_DIR,
@@ -29,9 +25,11 @@ from tuidiag.format import (
     METRICS_SCHEMA,
     ShardName,
 )
-from tuidiag.store.decode import Chunk, Event, ShardError, check_regular_file, iter_shard, metric_columns, read_shard, split_columns, table_events, to_numpy
+from tuidiag.store.decode import Chunk, Event, ShardError, iter_shard, metric_columns, read_shard, split_columns, table_events, to_numpy
 from tuidiag.store.manifest import effective_status, read_manifest
+from tuidiag.store.read_plan import outside_seqs, read_ahead, rows_in
 from tuidiag.store.seqset import SeqSet
+from tuidiag.store.series_buffer import EMPTY_SERIES, MetricBuffer, Series, SharedArrays
 
 log = logging.getLogger(__name__)
 
@@ -42,143 +40,7 @@ _BATCH_ROWS = 262_144
 """Rows decoded at a time: a large shard never sits in memory whole, decoded and split at once."""
 
 STATUS_UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True)
-class Series:
-    """One metric of one rank: steps, values and wall times, ordered by step."""
-
-    steps: np.ndarray
-    values: np.ndarray
-    wall_times: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.steps)
-
-    @property
-    def last(self) -> float | None:
-        """The newest value, or ``None`` for an empty series."""
-        return float(self.values[-1]) if len(self.values) else None
-
-
-class _Column:
-    """A growable array. Views of its first ``n`` items stay valid while it grows.
-
-    Several buffers may share one column (metrics recorded together have equal
-    steps and wall times); a buffer writes past the end of a column only when it is
-    as long as the column, and copies it (``fork``) otherwise.
-    """
-
-    __slots__ = ("data", "n")
-
-    def __init__(self, dtype: Any) -> None:
-        self.data = np.empty(0, dtype)
-        self.n = 0
-
-    def extend(self, parts: list[np.ndarray], reserve: int = 0) -> None:
-        """Append ``parts``, growing to at least ``reserve`` items (else by half: amortised)."""
-        need = self.n + sum(len(p) for p in parts)
-        dtype = np.result_type(self.data.dtype, *(p.dtype for p in parts))
-        if need > len(self.data) or dtype != self.data.dtype:
-            grown = np.empty(max(need, reserve, len(self.data) + len(self.data) // 2 if self.n else 0), dtype)
-            grown[: self.n] = self.data[: self.n]
-            self.data = grown
-        for part in parts:
-            self.data[self.n : self.n + len(part)] = part
-            self.n += len(part)
-
-    def fork(self, n: int) -> "_Column":
-        """A private copy of the first ``n`` items."""
-        column = _Column(self.data.dtype)
-        column.extend([self.data[:n]])
-        return column
-
-
-_FIELDS = ("steps", "values", "wall_times")
-_SHARED_FIELDS = ("steps", "wall_times")
-_Shared = dict[tuple[str, int, int, int], list[Any]]
-
-
-def _holds(column: "_Column", start: int, arrays: list[np.ndarray]) -> bool:
-    """True when ``column`` holds exactly ``arrays``, one after the other, from ``start`` on."""
-    for array in arrays:
-        end = start + len(array)
-        if end > column.n or column.data.dtype != array.dtype or not (column.data[start:end] == array).all():
-            return False
-        start = end
-    return True
-
-
-class _MetricBuffer:
-    """One (rank, metric) series in growable columns, sorted by step on demand."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.columns: dict[str, _Column | None] = dict.fromkeys(_FIELDS)
-        self.checked = 0
-        """Rows known to be in step order."""
-        self.max_step = 0
-        """The highest step (the series' last once sorted); meaningful when ``n > 0``."""
-        self.cached: Series | None = None
-
-    def extend(self, chunks: list[Chunk], shared: _Shared, reserve: int = 0) -> None:
-        """Append ``chunks`` (in order), making room for ``reserve`` rows in all.
-
-        ``shared`` (one per shard read) remembers the step and wall-time columns
-        extended so far: a buffer in the same state given equal arrays (metrics
-        recorded together) adopts that column instead of copying the arrays again.
-        """
-        n_before = self.n
-        added = sum(len(c.steps) for c in chunks)
-        for field_name in _FIELDS:
-            arrays = [getattr(c, field_name) for c in chunks]
-            column = self.columns[field_name]
-            key = (field_name, id(column), n_before, added)
-            if field_name in _SHARED_FIELDS:
-                same = next((c for c in shared.get(key, [])[1:] if _holds(c, n_before, arrays)), None)
-                if same is not None:
-                    self.columns[field_name] = same
-                    continue
-            if column is None:
-                grown = _Column(arrays[0].dtype)
-            elif column.n != n_before:
-                grown = column.fork(n_before)  # a metric sharing it has grown past us
-            else:
-                grown = column
-            grown.extend(arrays, reserve)
-            self.columns[field_name] = grown
-            if field_name in _SHARED_FIELDS:
-                entry = shared.setdefault(key, [column])  # keeps ``column`` alive: its id stays unique
-                if len(entry) <= 4:
-                    entry.append(grown)
-        tops = [int(c.steps.max()) for c in chunks if len(c.steps)]
-        if tops:
-            self.max_step = max(tops) if n_before == 0 else max(self.max_step, *tops)
-        self.n = n_before + added
-        self.cached = None
-
-    def series(self) -> Series:
-        if self.n == 0:
-            return _EMPTY
-        if self.cached is None:
-            steps, values, walls = (self.columns[f].data[: self.n] for f in _FIELDS)  # type: ignore[union-attr]
-            if self.n - self.checked > 0 and self.n > 1 and np.any(np.diff(steps[max(0, self.checked - 1) :]) < 0):
-                order = np.argsort(steps, kind="stable")
-                for field_name, array in zip(_FIELDS, (steps, values, walls)):
-                    column = _Column(array.dtype)
-                    column.extend([array[order]])
-                    self.columns[field_name] = column
-                steps, values, walls = (self.columns[f].data[: self.n] for f in _FIELDS)  # type: ignore[union-attr]
-            self.checked = self.n
-            self.cached = Series(*(_readonly(a) for a in (steps, values, walls)))
-        return self.cached
-
-
-def _readonly(array: np.ndarray) -> np.ndarray:
-    """A read-only view: series arrays may be shared between metrics and snapshots."""
-    view = array.view()
-    view.flags.writeable = False
-    return view
+_UNPARSED = object()
 
 
 class Run:
@@ -189,7 +51,7 @@ class Run:
         self.manifest: dict[str, Any] = {}
         self.warnings: list[str] = []
         self.events: list[Event] = []
-        self._metrics: dict[tuple[int, str], _MetricBuffer] = {}
+        self._metrics: dict[tuple[int, str], MetricBuffer] = {}
         self._seen: dict[tuple[str, int], SeqSet] = {}
         self._bad_files: dict[Path, tuple[int, int]] = {}
         self._parsed: dict[str, dict[str, ShardName | None]] = {}
@@ -227,10 +89,10 @@ class Run:
         if rank is None:
             ranks = [r for r, n in self._metrics if n == name]
             if not ranks:
-                return _EMPTY
+                return EMPTY_SERIES
             rank = min(ranks)
         buffer = self._metrics.get((rank, name))
-        return buffer.series() if buffer else _EMPTY
+        return buffer.series() if buffer else EMPTY_SERIES
 
     def has(self, name: str) -> bool:
         """True when any rank recorded metric ``name``."""
@@ -247,7 +109,7 @@ class Run:
         self._read_manifest()
         before = self.rows_read
         unread = self._unread(METRICS_DIR)
-        expected = _rows_in(unread) if len(unread) > 1 else 0
+        expected = rows_in(unread) if len(unread) > 1 else 0
         read_now = 0
         for shard, path in unread:
             loaded = self._load_metrics(shard, path)
@@ -258,10 +120,10 @@ class Run:
             scale = max(0, expected - read_now) / rows if expected and rows else 0.0
             read_now += rows
             self.rows_read += rows
-            shared: _Shared = {}
+            shared: SharedArrays = {}
             for name in list(parts):
                 chunks = parts.pop(name)  # freed as soon as copied
-                buffer = self._metrics.setdefault((shard.rank, name), _MetricBuffer())
+                buffer = self._metrics.setdefault((shard.rank, name), MetricBuffer())
                 buffer.extend(chunks, shared, buffer.n + int(sum(len(c.steps) for c in chunks) * scale))
             del shared
         for shard, path in self._unread(EVENTS_DIR):
@@ -358,13 +220,13 @@ class Run:
         overlap = seen.overlaps(shard.first, shard.last)
         rows, parts, seq_parts = 0, {}, []
         try:
-            for table in _read_ahead(iter_shard(path, METRICS_SCHEMA, _METRIC_COLUMNS, _BATCH_ROWS)):
+            for table in read_ahead(iter_shard(path, METRICS_SCHEMA, _METRIC_COLUMNS, _BATCH_ROWS)):
                 seqs = to_numpy(table.column("seq"))
                 codes, names, steps, values, walls = metric_columns(table)
                 if overlap:
                     keep = ~seen.contains_mask(seqs)
                     seqs, codes, steps, values, walls = (a[keep] for a in (seqs, codes, steps, values, walls))
-                seq_parts.append(_outside(seqs, shard))
+                seq_parts.append(outside_seqs(seqs, shard))
                 rows += len(seqs)
                 for name, chunk in split_columns(codes, names, steps, values, walls).items():
                     parts.setdefault(name, []).append(chunk)
@@ -379,7 +241,7 @@ class Run:
     @staticmethod
     def _mark_read(seen: SeqSet, shard: ShardName, seqs: np.ndarray) -> None:
         """Remember the shard's flushes (its name's range, plus any row's ``seq`` outside it)."""
-        outside = _outside(seqs, shard)
+        outside = outside_seqs(seqs, shard)
         if len(outside):
             seen.add_values(outside)
         seen.add_range(shard.first, shard.last)
@@ -405,89 +267,6 @@ class Run:
             log.warning("%s: %s", self.path, message)
 
 
-def _read_ahead(tables: Iterator[Any], depth: int = 2) -> Iterator[Any]:
-    """Iterate ``tables`` while a helper thread decodes the next ones (Arrow drops the GIL).
-
-    The first two items are produced on the calling thread, so a small shard (one
-    batch) costs no thread; exceptions reach the caller at the item where they happened.
-    """
-    first = next(tables, _DONE)
-    if first is _DONE:
-        return
-    yield first
-    second = next(tables, _DONE)  # most shards are one batch: no thread for those
-    if second is _DONE:
-        return
-    yield second
-    items: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def offer(entry: tuple[Any, BaseException | None]) -> bool:
-        """Queue ``entry`` unless the consumer went away (then never block)."""
-        while not stop.is_set():
-            try:
-                items.put(entry, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in tables:
-                if not offer((item, None)):
-                    return
-        except BaseException as exc:  # handed to the consumer
-            offer((_DONE, exc))
-            return
-        offer((_DONE, None))
-
-    thread = threading.Thread(target=produce, name="tuidiag-read-ahead", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item, exc = items.get()
-            if exc is not None:
-                raise exc
-            if item is _DONE:
-                return
-            yield item
-    finally:
-        stop.set()
-        thread.join()
-
-
-_DONE = object()
-_UNPARSED = object()
-
-
-def _outside(seqs: np.ndarray, shard: ShardName) -> np.ndarray:
-    """The sequence numbers among ``seqs`` outside the shard name's range (normally none)."""
-    if not len(seqs) or (seqs.min() >= shard.first and seqs.max() <= shard.last):
-        return seqs[:0]
-    return seqs[(seqs < shard.first) | (seqs > shard.last)]
-
-
-def _rows_in(shards: list[tuple[ShardName, Path]]) -> int:
-    """Rows the reader will take from these shards (sorted as ``_unread`` sorts them), from
-    their footers: a shard whose flushes an earlier one in the list covers is not counted."""
-    total = 0
-    planned: dict[int, SeqSet] = {}
-    for shard, path in shards:
-        covered = planned.setdefault(shard.rank, SeqSet())
-        if covered.covers(shard.first, shard.last):
-            continue
-        try:
-            check_regular_file(path)
-            with pq.ParquetFile(path) as handle:
-                total += handle.metadata.num_rows
-        except (OSError, pa.ArrowException, ValueError, ShardError):
-            continue
-        covered.add_range(shard.first, shard.last)
-    return total
-
-
-_EMPTY = Series(np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, np.float64))
 
 
 def open_run(path: str | Path) -> Run:
