@@ -31,9 +31,6 @@ from tuidiag.format import (
     RECORDER_ERRORS,
     STATUS_FAILED,
     STATUS_FINISHED,
-    TIME_COMPUTE,
-    TIME_DATA_WAIT,
-    TIME_STEP,
 )
 from tuidiag.recorder.actions import LiveChanges
 from tuidiag.recorder.control import LiveControl
@@ -42,6 +39,7 @@ from tuidiag.recorder.layouts import LayoutCache
 from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
 from tuidiag.recorder.process import detect_rank, died_of_exception, import_torch, install_excepthook
 from tuidiag.recorder.run_manifest import RunManifest
+from tuidiag.recorder.step_timer import StepTimer
 
 CAPTURE_MAX_BYTES = 1 << 30
 RECENT_BATCHES = 4
@@ -94,9 +92,7 @@ class Recorder:
         self._watch: Any = None
         self._max_grad_norm: float | None = None
         self._next_step, self._current_step = 0, -1
-        self._t_step: float | None = None
-        self._t_batch: float | None = None
-        self._t_optimizer: float | None = None
+        self._timer = StepTimer()
         self._recent_batches: deque[tuple[int, Any]] = deque(maxlen=RECENT_BATCHES)
         self._uses_batch = False
         self._input_parts: tuple[list[str], list[Any]] = ([], [])
@@ -136,7 +132,7 @@ class Recorder:
         self._changes.scheduler = scheduler
         self._watch = TorchWatch(
             model, optimizer, self.weights_every, self.activations_every, self._submit_weights,
-            lambda: self._current_step, self._mark_optimizer_step,
+            lambda: self._current_step, self._timer.mark_optimizer,
         )
         self._manifest.describe(model, optimizer, self._max_grad_norm)
         if self._control is not None and optimizer is not None:
@@ -147,7 +143,7 @@ class Recorder:
     @guarded
     def batch(self, x: Any, y: Any = None) -> None:
         """Mark the start of a step's compute and record input health of ``x`` (and ``y``)."""
-        self._t_batch = time.perf_counter()
+        self._timer.mark_batch()
         self._uses_batch = True
         if (self.capture_nonfinite and not self._captured) or self._control is not None:
             self._recent_batches.append((self._next_step, (x, y)))
@@ -164,7 +160,7 @@ class Recorder:
         now = time.perf_counter()
         s = self._next_step if step is None else int(step)
         self._current_step, self._next_step = s, s + 1
-        host_names, host_values = self._timing(now)
+        host_names, host_values = self._timer.step(now)
         dev_names, dev_values = self._input_parts
         self._input_parts = ([], [])
         if self._is_tensor(loss):
@@ -188,7 +184,6 @@ class Recorder:
             self._control.expire(s)
         if self._watch is not None and not self._uses_batch:
             self._watch.arm_activations(s + 1)
-        self._t_step, self._t_batch = now, None
         return s
 
     @guarded
@@ -254,26 +249,6 @@ class Recorder:
     # ---- internals --------------------------------------------------------------
     def _is_tensor(self, value: Any) -> bool:
         return self._torch is not None and isinstance(value, self._torch.Tensor)
-
-    def _mark_optimizer_step(self) -> None:
-        self._t_optimizer = time.perf_counter()
-
-    def _timing(self, now: float) -> tuple[list[str], list[float]]:
-        """Step time, split into waiting for data and compute.
-
-        Data wait is the time from the end of the previous iteration (its
-        ``optimizer.step()`` when watched, else its ``rec.step()``) to ``rec.batch()``.
-        """
-        if self._t_step is None:
-            return [], []
-        step_time = now - self._t_step
-        names, values = [TIME_STEP], [step_time]
-        if self._t_batch is not None and self._t_batch >= self._t_step:
-            start = self._t_optimizer if self._t_optimizer is not None and self._t_optimizer >= self._t_step else self._t_step
-            wait = max(0.0, self._t_batch - start)
-            names += [TIME_DATA_WAIT, TIME_COMPUTE]
-            values += [wait, step_time - wait]
-        return names, values
 
     def _watch_parts(self, s: int, host_names: list[str], host_values: list[Any], dev_names: list[str], dev_values: list[Any]) -> None:
         watch = self._watch
