@@ -32,9 +32,12 @@ def job_texts(run_dir: Path) -> tuple[tuple[str, str], ...]:
 def jobs_text(texts: tuple[tuple[str, str], ...]) -> Text:
     """All job results, each line cleaned of escapes (plotext charts keep their layout)."""
     if not texts:
-        return Text("No job results yet. Keys: l LR finder, n NaN hunt, o overfit one batch, s sharpness.\n"
-                    "On a live run the training runs the job itself (rec.watch(model, optimizer, loss_fn=...));\n"
-                    "otherwise jobs rebuild the model from the run's factory: Recorder(..., factory='train:build').")
+        return Text("No job results yet.\n"
+                    "Keys: l LR finder, n NaN hunt, o overfit one batch, s sharpness.\n"
+                    "On a live run the training runs the job itself:\n"
+                    "  rec.watch(model, optimizer, loss_fn=criterion)\n"
+                    "Otherwise jobs rebuild the model from the run's factory:\n"
+                    "  Recorder(..., factory='train:build')")
     out = Text()
     for job, text in texts:
         out.append(f"{job.replace('_', ' ')}\n", style="bold underline")
