@@ -12,6 +12,10 @@ from textual.widgets import Static
 from tuidiag.textsafe import literal
 
 
+JOB_TITLES = {"lr_find": "the LR finder", "nan_hunt": "the NaN hunt", "overfit_batch": "the overfit-one-batch test",
+              "sharpness": "the sharpness check"}
+
+
 class JobConfirmScreen(ModalScreen[bool]):
     """Shows the exact command and the factory it imports; ``y`` runs it, ``esc`` cancels."""
 
@@ -27,7 +31,7 @@ class JobConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         text = Text()
-        text.append(f"Run {self.job.replace('_', ' ')}?\n\n", style="bold")
+        text.append(f"Run {JOB_TITLES.get(self.job, self.job)}?\n\n", style="bold")
         if self.live is not None:
             text.append("It runs inside ")
             text.append_text(literal(self.live, "bold yellow", 200))

@@ -39,7 +39,7 @@ class LiveActionScreen(ModalScreen[Proposal | None]):
             text.append(f"  [{i}] ", style="bold cyan")
             text.append_text(literal(proposal.label, "", 200))
             text.append("\n")
-        text.append("\n[1-5] apply    [esc] cancel", style="dim")
+        text.append(f"\n[1-{len(self.proposals)}] apply    [esc] cancel", style="dim")
         with Vertical():
             yield Static(text)
 
