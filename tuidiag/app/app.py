@@ -42,8 +42,10 @@ COALESCE = 0.1
 EVENT_GRACE = 2 * SLOW_POLL
 """A run that grew with no file event for this many seconds means file events do not arrive here."""
 REFRESH_BUDGET = 0.04
-"""Share of one core that refreshes may take: with many busy runs, refreshes space out to stay within it."""
-"""Seconds to gather file events before one refresh (no redraw storms on a slow link)."""
+"""Share of one core the app may take while several runs are writing: refreshes space out to stay within it
+(with one busy run every flush is shown at once)."""
+BUSY_WINDOW = 2.0
+"""A run with a file event in the last this many seconds counts as busy."""
 
 CSS = """
 #run-title, #overview-title, #compare-title { height: 1; background: $boost; }
@@ -93,8 +95,6 @@ class TuidiagApp(App):
 
         summaries: list[RunSummary]
         detail: RunDetail | None
-        cost: float = 0.0
-        """CPU seconds the refresh worker spent."""
 
     @dataclass
     class DetailReady(Message):
@@ -153,6 +153,7 @@ class TuidiagApp(App):
         self._flush_timer = None
         self._last_refresh = 0.0
         self._refresh_cost = 0.0
+        self._cpu_mark = time.process_time()
         """Recent CPU seconds per refresh (the worker's reading, the UI thread's widget updates), smoothed."""
         self._poll_timer = None
         self._steps: dict[str, int | None] = {}
@@ -185,8 +186,14 @@ class TuidiagApp(App):
         now = time.monotonic()
         self._event_times.update((str(d), now) for d in message.dirs)
         if self._flush_timer is None:
-            spaced = self._last_refresh + self._refresh_cost / REFRESH_BUDGET - time.monotonic()
-            self._flush_timer = self.set_timer(max(COALESCE, spaced), self._flush_pending)
+            self._flush_timer = self.set_timer(self._refresh_delay(now), self._flush_pending)
+
+    def _refresh_delay(self, now: float) -> float:
+        """Seconds until the next refresh: at once for one busy run; for several, spaced to the CPU budget."""
+        busy = sum(1 for seen in self._event_times.values() if now - seen < BUSY_WINDOW)
+        if busy <= 1:
+            return COALESCE
+        return max(COALESCE, self._last_refresh + self._refresh_cost / REFRESH_BUDGET - now)
 
     def _flush_pending(self) -> None:
         self._flush_timer = None
@@ -205,11 +212,10 @@ class TuidiagApp(App):
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def refresh_runs(self, dirs: set[Path] | None, key: str | None, at: int | None) -> None:
         """Worker: discover runs, read what is new, rebuild the open run's view."""
-        started = time.thread_time()
         new = self.model.discover() if dirs is None or not self.model.knows(dirs) else []
         summaries = self.model.refresh(None if new or dirs is None else dirs)
         detail = self.model.detail(key, at) if key else None
-        self.post_message(self.RunsRefreshed(summaries, detail, time.thread_time() - started))
+        self.post_message(self.RunsRefreshed(summaries, detail))
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def load_detail(self, key: str, at: int | None) -> None:
@@ -224,9 +230,9 @@ class TuidiagApp(App):
         self.post_message(self.CompareReady(self.model.compare(keys)))
 
     def on_tuidiag_app_runs_refreshed(self, message: RunsRefreshed) -> None:
-        started = time.thread_time()
         self._show_refresh(message)
-        cost = message.cost + time.thread_time() - started  # reading (worker) and updating widgets (UI thread)
+        cpu = time.process_time()  # all threads since the last refresh: reading, widgets, rendering, watcher
+        cost, self._cpu_mark = cpu - self._cpu_mark, cpu
         self._refresh_cost = 0.7 * self._refresh_cost + 0.3 * cost
 
     def _show_refresh(self, message: RunsRefreshed) -> None:
