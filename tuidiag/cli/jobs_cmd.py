@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuidiag.cli import live_jobs
+from tuidiag.store import control as ctl
 from tuidiag.cli.common import RunNotReadable, fail, load_run
 from tuidiag.format import LR_PREFIX, MODEL_TRAINING
 from tuidiag.store import Run
@@ -323,7 +324,7 @@ def execute(spec: JobSpec, args: argparse.Namespace) -> int:
 
 def _execute_live(spec: JobSpec, plan: Plan, args: argparse.Namespace) -> int:
     """Hand the job to the live training and print what it found."""
-    reason = live_jobs.live_reason(plan.run)
+    reason = ctl.live_problem(plan.run.manifest)
     if reason is not None:
         raise _Stop(f"--live: {reason}")
     print(live_jobs.describe(plan.run, spec.describe(plan.config)), file=sys.stderr)

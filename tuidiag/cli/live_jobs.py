@@ -13,7 +13,6 @@ import argparse
 import dataclasses
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +20,11 @@ from tuidiag.store import Run
 from tuidiag.store import control as ctl
 from tuidiag.store.job_results import read_result
 
-POLL_SECONDS = 0.2
-
-
-def live_reason(run: Run) -> str | None:
-    """Why jobs cannot go to ``run``'s training process (None when they can)."""
-    return ctl.live_problem(run.manifest)
-
-
 def wants_live(run: Run, args: argparse.Namespace) -> bool:
     """Live unless ``--offline`` or ``--factory`` is given or the run cannot take requests."""
     if getattr(args, "offline", False) or getattr(args, "factory", None):
         return False
-    return getattr(args, "live", False) or live_reason(run) is None
+    return getattr(args, "live", False) or ctl.live_problem(run.manifest) is None
 
 
 def describe(run: Run, job_text: str) -> str:
@@ -68,31 +59,16 @@ def _show(status: dict[str, Any], quiet: bool) -> None:
 
 def follow(run_dir: Path, request_id: str, wait: float, quiet: bool) -> dict[str, Any]:
     """Poll the request's status until it ends; cancel it on Ctrl-C or SIGTERM."""
-    started = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _on_term)
     try:
-        return _poll(run_dir, request_id, started, wait, quiet)
+        return ctl.await_answer(run_dir, request_id, wait, on_status=lambda status: _show(status, quiet))
     except (KeyboardInterrupt, _Interrupted):
         ctl.request_cancel(run_dir, request_id)
-        return _poll(run_dir, request_id, time.monotonic(), 10.0, True) or {"state": "cancelled"}
+        return ctl.await_answer(run_dir, request_id, 10.0, 10.0)
     finally:
         signal.signal(signal.SIGTERM, previous)
         if not quiet:
             print(file=sys.stderr)
-
-
-def _poll(run_dir: Path, request_id: str, started: float, wait: float, quiet: bool) -> dict[str, Any]:
-    while True:
-        status = ctl.read_status(run_dir, request_id)
-        if status is not None:
-            _show(status, quiet)
-            if status.get("state") in ctl.FINAL_STATES:
-                return status
-        elif time.monotonic() - started > wait:
-            ctl.withdraw(run_dir, request_id)
-            return {"state": "unanswered", "message": f"the training did not pick the request up within {wait:.0f} s "
-                    "(is it still stepping? rec.step() looks for requests at each flush)"}
-        time.sleep(POLL_SECONDS)
 
 
 def run_live(run: Run, job: str, request_args: dict[str, Any], wait: float) -> tuple[dict[str, Any] | None, str]:

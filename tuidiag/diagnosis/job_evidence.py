@@ -39,14 +39,20 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) and value > 0 else None
 
 
+def reliable_suggestion(result: dict[str, Any]) -> float | None:
+    """The LR finder's suggested LR, unless it has none or flagged the sweep as unreliable."""
+    return None if result.get("reliable") is False else _number(result.get("suggested_lr"))
+
+
 def _by_code(findings: list[Finding], code: str) -> Finding | None:
     return next((f for f in findings if f.code == code), None)
 
 
 def lr_evidence(findings: list[Finding], result: dict[str, Any], lr_now: float | None) -> list[Finding]:
     """Sharpen (or weaken) ``lr_too_high`` / ``lr_too_low`` with the LR finder's suggestion."""
-    suggested, current = _number(result.get("suggested_lr")), lr_now or _number(result.get("run_lr")) or _number(result.get("optimizer_lr"))
-    if suggested is None or current is None or result.get("reliable") is False:
+    suggested = reliable_suggestion(result)
+    current = lr_now or _number(result.get("run_lr")) or _number(result.get("optimizer_lr"))
+    if suggested is None or current is None:
         return findings
     ratio = current / suggested
     text = f"LR finder: current LR {fmt(current)} is {_times(ratio)} the suggested {fmt(suggested)} (steepest descent of loss vs LR)"

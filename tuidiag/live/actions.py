@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag.diagnosis import Diagnosis
+from tuidiag.diagnosis.job_evidence import reliable_suggestion
 from tuidiag.store.job_results import latest_result
 
 LR_DOWN = ("lr_too_high", "exploding_gradients", "nonfinite_loss", "loss_spikes")
@@ -36,9 +37,7 @@ def finder_suggestion(run_dir: Path) -> float | None:
         record = latest_result(run_dir, "lr_find")
     except OSError:
         return None
-    result = (record or {}).get("result") or {}
-    suggested = result.get("suggested_lr")
-    return float(suggested) if isinstance(suggested, (int, float)) and suggested > 0 and result.get("reliable", True) else None
+    return reliable_suggestion((record or {}).get("result") or {})
 
 
 def _lr_proposal(lr: float | None, factor: float, why: str) -> Proposal:

@@ -81,9 +81,9 @@ class RunDetail:
     steps: tuple[int, int] = (0, 0)
     first_steps: dict[str, int] = field(default_factory=dict)
     marks: tuple[int, ...] = ()
+    """Steps of every event and finding onset in the whole run (replay jumps to them)."""
     jobs: tuple[tuple[str, str], ...] = ()
     """(job, rendered result) of the newest result of each job in ``RUN/jobs/``."""
-    """Steps of every event and finding onset in the whole run (replay jumps to them)."""
     ranks: "RankLines | None" = None
     """Per-rank and spread lines of the loss and gradient-norm charts (multi-rank runs only)."""
 

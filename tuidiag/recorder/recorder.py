@@ -105,7 +105,7 @@ class Recorder:
         start_errors = _make_dir(self.run_dir)
         self._manifest = RunManifest(self.run_dir, self.rank, name or self.run_dir.name, dict(config or {}), self.world_size, flush_interval, factory)
         self._next_step = self._manifest.resume_step
-        self._control = LiveControl(self.run_dir, self._control_event, self.errors.report) if control and self.rank == 0 else None
+        self._control = LiveControl(self.run_dir, self.event, self.errors.report) if control and self.rank == 0 else None
         self._writer = ShardWriter(self.run_dir, self.rank, flush_interval, max_queue, self._on_flush, self.errors.report)
         self.errors.sink = self._error_event
         for exc in start_errors + [e for e in (self._manifest.start_error,) if e is not None]:
@@ -338,9 +338,6 @@ class Recorder:
         from tuidiag.recorder.control import job_runner_for
 
         return job_runner_for(self._watch, self.loss_fn, lambda: [b for _, b in self._recent_batches])
-
-    def _control_event(self, kind: str, message: str, severity: str = "info", data: Mapping[str, Any] | None = None) -> None:
-        self._writer.submit(EventRow(max(self._current_step, 0), time.time(), kind, severity, message, dict(data or {})))
 
     def _error_event(self, kind: str, message: str, data: dict[str, Any]) -> None:
         self._writer.submit(EventRow(max(self._current_step, 0), time.time(), kind, "error", message, data))

@@ -19,15 +19,18 @@ a reader sees a whole file or none. This module does not need torch.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import stat
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tuidiag.store.manifest import jsonable
+from tuidiag.format import STATUS_RUNNING
+from tuidiag.store.manifest import effective_status, jsonable
 
 CONTROL_DIR = "control"
 REQUEST_SUFFIX = ".request.json"
@@ -37,6 +40,8 @@ LIVE_JOBS = ("lr_find", "nan_hunt", "overfit_batch", "sharpness")
 LIVE_ACTIONS = ("scale_lr", "clip_grad", "checkpoint")
 """Changes to the live training itself (the seeds' Step 5), applied at the next step and logged as ``action`` events."""
 FINAL_STATES = ("done", "failed", "cancelled", "refused")
+POLL_SECONDS = 0.2
+"""How often a requester reads the status file while it waits."""
 
 
 class ControlError(Exception):
@@ -62,9 +67,6 @@ def _write_json(path: Path, payload: dict[str, Any]) -> None:
 
 def live_problem(manifest: dict[str, Any]) -> str | None:
     """Why a run with this manifest cannot take a job request now (None when it can)."""
-    from tuidiag.format import STATUS_RUNNING
-    from tuidiag.store.manifest import effective_status
-
     status = effective_status(manifest)
     if status != STATUS_RUNNING:
         return f"the run is {status}, not live"
@@ -159,19 +161,40 @@ def newest_status(run_dir: str | os.PathLike[str], job: str, since: float) -> di
     return read_status(run_dir, newest.name[: -len(STATUS_SUFFIX)])
 
 
+def await_answer(run_dir: str | os.PathLike[str], request_id: str, pickup_wait: float, total_wait: float = math.inf,
+                 on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Poll a request's status until its final state and return it.
+
+    Gives up with ``{"state": "unanswered", ...}`` when the training has not picked the
+    request up within ``pickup_wait`` seconds (the request is withdrawn) or has not
+    finished within ``total_wait``; ``on_status`` sees every status read on the way.
+    """
+    started = time.monotonic()
+    while True:
+        status = read_status(run_dir, request_id)
+        if status is not None:
+            if on_status is not None:
+                on_status(status)
+            if status.get("state") in FINAL_STATES:
+                return status
+        waited = time.monotonic() - started
+        if status is None and waited > pickup_wait:
+            withdraw(run_dir, request_id)
+            return {"state": "unanswered", "message": f"the training did not pick the request up within {pickup_wait:.0f} s "
+                    "(is it still stepping? it looks for requests at each flush and applies them at the next step)"}
+        if waited > total_wait:
+            return {"state": "unanswered", "message": f"the training has not finished it within {total_wait:.0f} s"}
+        time.sleep(POLL_SECONDS)
+
+
 def send_and_wait(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any], wait: float) -> tuple[bool, str]:
     """Send a request and wait up to ``wait`` seconds for its final state: ``(done, what the training said)``."""
     try:
         request_id = write_request(run_dir, job, args)
     except ControlError as exc:
         return False, str(exc)
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        status = read_status(run_dir, request_id)
-        if status is not None and status.get("state") in FINAL_STATES:
-            return status["state"] == "done", str(status.get("message", status["state"]))
-        time.sleep(0.2)
-    return False, f"sent; the training has not answered within {wait:.0f} s (it applies requests at its next flush and step)"
+    status = await_answer(run_dir, request_id, wait, wait)
+    return status["state"] == "done", str(status.get("message", status["state"]))
 
 
 def request_cancel(run_dir: str | os.PathLike[str], request_id: str) -> None:

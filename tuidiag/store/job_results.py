@@ -70,11 +70,21 @@ def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
         return json.load(fh)
 
 
+_PARSED: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+"""Results already read, by path, with the (mtime, size) they had: the monitor and the diagnosis
+ask for the newest results on every refresh, and result files are never rewritten in place."""
+
+
 def latest_result(run_dir: str | os.PathLike[str], job: str) -> dict[str, Any] | None:
-    """The newest readable result of ``job``, or None."""
+    """The newest readable result of ``job``, or None (shared with other callers: do not modify it)."""
     for path in reversed(list_results(run_dir, job)):
         try:
-            return read_result(path)
+            info = path.stat()
+            stamp = (info.st_mtime_ns, info.st_size)
+            cached = _PARSED.get(path)
+            if cached is None or cached[0] != stamp:
+                cached = _PARSED[path] = (stamp, read_result(path))
+            return cached[1]
         except (OSError, ValueError):
             continue
     return None

@@ -31,15 +31,14 @@ def cell_style(log_norm: float) -> tuple[str, str]:
 class LayerHeatmap(Static):
     """Rows are weight layers in model order, columns are step ranges."""
 
-    _drawn: tuple[int, int] | None = None
+    _drawn: tuple[LayerGrid, int] | None = None
 
     def show(self, grid: LayerGrid) -> None:
         """Render ``grid`` to fit the widget's width (nothing to do when neither changed)."""
         width = max(10, self.size.width - 2)
-        if self._drawn == (id(grid), width):
+        if self._drawn is not None and self._drawn[0] is grid and self._drawn[1] == width:
             return
-        self._drawn = (id(grid), width)
-        self._grid = grid  # keeps the grid alive, so its id is not reused
+        self._drawn = (grid, width)
         self.update(render_grid(grid, width))
 
 
