@@ -1,0 +1,107 @@
+"""The diagnosis codes: every finding's stable ``code``, defined once.
+
+The shared contract (``shared/diagnosis-codes.md``) lists the codes scripts and CI
+gates may rely on; tuidiag adds a few of its own (``origin="extension"``). Every
+code a rule emits, and every code the combiner names, must be listed here; the
+user-facing table in ``docs/diagnosis-codes.md`` is generated from this registry
+(``python -m tuidiag.diagnosis.codes``) and a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Code:
+    """One diagnosis code: what it means, the usual fix, where it comes from."""
+
+    name: str
+    meaning: str
+    fix: str
+    origin: str = "shared"
+    """``shared`` (the stable contract) or ``extension`` (tuidiag's own)."""
+    detected: bool = True
+    """False for codes of the contract that no rule emits yet."""
+
+
+_ALL = [
+    Code("nonfinite_loss", "loss became NaN or Inf", "reduce LR, clip gradients, clamp log/div inputs, check the batch"),
+    Code("exploding_gradients", "gradient norms grow without bound or jump by orders of magnitude",
+         "clip by global norm, reduce LR, fix init"),
+    Code("vanishing_gradients", "early layers get gradients orders of magnitude smaller than late layers, or near zero overall",
+         "residual connections, ReLU-family activations, normalization, better init"),
+    Code("dead_layer", "a parameter gets no gradient at all (None or exactly zero)",
+         "reconnect the graph (detach, no_grad, frozen by mistake)"),
+    Code("lr_too_high", "loss oscillates or diverges because steps overshoot", "reduce LR 3-10x, add warmup"),
+    Code("lr_too_low", "loss falls far too slowly with healthy gradients", "raise LR 2-10x, run the LR finder"),
+    Code("lr_decayed_too_early", "progress stopped after the schedule drove LR near zero",
+         "longer schedule, higher floor, check scheduler step unit"),
+    Code("overfitting", "training loss keeps falling while validation loss rises", "regularization, more data, early stopping"),
+    Code("underfitting", "train and validation losses plateau high and close together",
+         "bigger model, less regularization, higher LR"),
+    Code("loss_spikes", "isolated spikes that recover (atypical batches)", "validate data, robust loss, clipping"),
+    Code("over_clipping", "gradient clipping is active on most steps (> 80%)", "raise max_norm or reduce LR"),
+    Code("dead_relu", "a large share of ReLU units never activate", "lower LR, fix bias init, LeakyReLU/GELU"),
+    Code("activation_saturation", "sigmoid/tanh units stuck in their flat regions", "normalization, smaller init, other activation"),
+    Code("bad_input_data", "inputs are non-finite, extreme or far from normalized", "normalize, validate and filter batches"),
+    Code("frozen_val_metric", "a validation metric repeats exactly while training changes",
+         "evaluate the current model, check the eval pipeline"),
+    Code("train_mode_bug", "the model is in eval mode during training steps (or train mode during validation)",
+         "call model.train() at the top of each epoch"),
+    Code("data_loading_bottleneck", "the run is slow because steps wait for data",
+         "more loader workers, pinned memory, prefetching, faster storage or decoding"),
+    Code("grad_not_zeroed", "gradients accumulate across optimizer steps because zero_grad() is missing",
+         "call optimizer.zero_grad() each step", detected=False),
+    Code("double_softmax", "probabilities (softmax/sigmoid outputs) are fed to a loss that expects logits",
+         "return logits from the model; drop the final softmax", detected=False),
+    Code("loss_shape_mismatch", "loss inputs of different shapes broadcast silently",
+         "reshape so input and target shapes match", detected=False),
+    Code("labels_misaligned", "targets do not correspond to their inputs (shuffled or offset separately)",
+         "shuffle inputs and targets together; check the dataset's __getitem__", detected=False),
+    Code("unshuffled_data", "batches ordered by class or time", "shuffle=True in the DataLoader", detected=False),
+    Code("healthy", "nothing wrong detected", "none"),
+    Code("rank_nonfinite_first", "one rank's loss or gradient norm turned non-finite before the others'",
+         "inspect the batch that rank loaded at that step; nan-hunt its capture", "extension"),
+    Code("rank_desync", "replicas drifted apart: weight norms differ between ranks",
+         "same LR/schedule on every rank, every rank steps every iteration, all-reduce every gradient", "extension"),
+    Code("straggler_rank", "one rank is much slower and sets the pace", "that rank's input pipeline, host or device", "extension"),
+    Code("class_imbalance", "a few classes dominate the targets", "reweight the loss or resample the classes", "extension"),
+    Code("low_gpu_utilization", "the GPU is idle much of the time", "larger batches, faster input pipeline", "extension"),
+    Code("overparameterized", "many parameters per training sample seen (a review note)",
+         "more data, augmentation or a smaller model", "extension"),
+    Code("deep_unnormalized", "a deep network without normalization layers (a review note)",
+         "add BatchNorm/LayerNorm or residual connections", "extension"),
+    Code("loss_accuracy_mismatch", "the loss falls while accuracy stalls (a review note)",
+         "check the metric and the label mapping", "extension"),
+]
+
+CODES: dict[str, Code] = {code.name: code for code in _ALL}
+"""Every known diagnosis code, by name."""
+
+
+def is_known(name: str) -> bool:
+    """Whether ``name`` is a registered diagnosis code."""
+    return name in CODES
+
+
+def markdown_table() -> str:
+    """The user-facing table of codes, as ``docs/diagnosis-codes.md`` holds it."""
+    lines = [
+        "# Diagnosis codes",
+        "",
+        "Every finding `tuidiag diagnose RUN --json` prints carries one stable `code` from this table.",
+        "Codes marked *shared* are the stable contract (none is ever renamed); *extension* codes are",
+        "tuidiag's own. Codes not yet detected are reserved: no rule emits them yet.",
+        "Generated from `tuidiag/diagnosis/codes.py` by `python -m tuidiag.diagnosis.codes`.",
+        "",
+        "| code | what it means | typical fix | origin | detected |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for code in _ALL:
+        lines.append(f"| `{code.name}` | {code.meaning} | {code.fix} | {code.origin} | {'yes' if code.detected else 'not yet'} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
