@@ -285,3 +285,33 @@ def test_cli_act_reports_an_lr_change_the_scheduler_undid(tmp_path: Path, capsys
         thread.join(60)
     err = capsys.readouterr().err
     assert code == 2 and "undone by your LR scheduler: pass scheduler= to rec.watch" in err
+
+
+async def test_the_monitor_marks_and_lists_a_failed_action(tmp_path: Path) -> None:
+    from textual.widgets import Static
+
+    from tests.app_helpers import wait_for
+    from tuidiag.app.app import TuidiagApp
+    from tuidiag.app.screens.live_action import LiveActionScreen
+    from tuidiag.app.screens.run_screen import RunScreen
+    from tuidiag.app.widgets.chart import MetricChart
+    from tuidiag.app.widgets.events_panel import EventsPanel
+    from tuidiag.live.actions import Proposal, past_actions
+
+    _train("", "LambdaLR", False, tmp_path / "r", ("scale_lr", {"factor": 0.5}))
+    app = TuidiagApp(tmp_path / "r")
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None, timeout=60)
+        chart = app.screen.detail.charts["lr"]
+        assert (chart.failed_actions, chart.actions) == ((AT,), ())
+        await pilot.press("3")
+        await pilot.pause(0.2)
+        assert "failed action at red x" in str(app.screen.query_one("#chart-lr", MetricChart).render())
+        panel = app.screen.query_one("#events", EventsPanel)
+        row = next(panel.get_row_at(i) for i in range(panel.row_count) if str(panel.get_row_at(i)[1]) == EVENT_ACTION)
+        assert "FAILED: undone by your LR scheduler: pass scheduler= to rec.watch" in str(row[2])
+        past = tuple(past_actions(open_run(tmp_path / "r").events))
+        app.push_screen(LiveActionScreen("r", "the training", [Proposal("save a checkpoint now", "checkpoint")], past))
+        await pilot.pause(0.2)
+        text = str(app.screen.query_one(Static).render())
+        assert "FAILED" in text and "pass scheduler= to rec.watch" in text
