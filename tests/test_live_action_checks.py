@@ -315,3 +315,30 @@ async def test_the_monitor_marks_and_lists_a_failed_action(tmp_path: Path) -> No
         await pilot.pause(0.2)
         text = str(app.screen.query_one(Static).render())
         assert "FAILED" in text and "pass scheduler= to rec.watch" in text
+
+
+def test_demo_live_passes_its_scheduler_so_an_lr_change_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: ``tuidiag demo --live`` did not pass its LambdaLR, which put the old LR back after every change."""
+    import ctypes
+
+    from tuidiag.cli.main import main
+
+    run_dir = tmp_path / "live-healthy"
+    demo = threading.Thread(target=main, args=(["demo", str(tmp_path), "--live", "--pace", "0.005"],))
+    demo.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and '"control"' not in ((run_dir / "run.json").read_text() if (run_dir / "run.json").exists() else ""):
+            time.sleep(0.05)
+        code = main(["act", str(run_dir), "--scale-lr", "0.5"])
+    finally:  # Ctrl-C, as a user stops it: the demo catches KeyboardInterrupt and closes the run
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(demo.ident), ctypes.py_object(KeyboardInterrupt))
+        demo.join(60)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "LambdaLR scaled too" in out.out and "held through step" in out.out
+    event = _action_event(run_dir)
+    lr = open_run(run_dir).series("lr/group0")
+    before = lr.values[lr.steps == event.step][0]
+    after = lr.values[(lr.steps > event.step) & (lr.steps <= event.step + 3)]
+    assert len(after) == 3 and after / before == pytest.approx(0.5, rel=1e-3)  # its cosine over 10000 steps moves < 0.1%
