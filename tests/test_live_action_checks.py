@@ -342,3 +342,60 @@ def test_demo_live_passes_its_scheduler_so_an_lr_change_holds(tmp_path: Path, ca
     before = lr.values[lr.steps == event.step][0]
     after = lr.values[(lr.steps > event.step) & (lr.steps <= event.step + 3)]
     assert len(after) == 3 and after / before == pytest.approx(0.5, rel=1e-3)  # its cosine over 10000 steps moves < 0.1%
+
+
+def test_lightning_callback_passes_the_scheduler(tmp_path: Path) -> None:
+    pl = pytest.importorskip("lightning.pytorch")
+    from tests.lightning_helpers import TinyRegressor, loaders
+    from tuidiag.integrations.lightning import TuidiagCallback
+
+    run_dir, callback, sent = tmp_path / "run", TuidiagCallback(tmp_path / "run", flush_interval=30.0), []
+
+    class Act(pl.Callback):
+        def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+            if trainer.global_step == AT and not sent:
+                sent.append(ctl.write_request(run_dir, "scale_lr", {"factor": 0.5}))
+                callback.recorder.flush()
+
+    class Regressor(TinyRegressor):
+        def configure_optimizers(self) -> dict:
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.01)
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": S.LambdaLR(optimizer, lambda s: 1 / (1 + s)), "interval": "step"}}
+
+    pl.seed_everything(0, verbose=False)
+    trainer = pl.Trainer(callbacks=[callback, Act()], accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, max_steps=AT + 5)
+    trainer.fit(Regressor(), *loaders())
+    status = ctl.read_status(run_dir, sent[0])
+    assert status["state"] == "done" and "LambdaLR scaled too" in status["message"]
+    lr = open_run(run_dir).series("lr/group0")
+    assert list(lr.values) == pytest.approx([0.01 / (1 + s) * (0.5 if s > AT else 1) for s in lr.steps])
+
+
+def test_transformers_callback_passes_the_scheduler(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+
+    from tests.transformers_helpers import SEQ, VOCAB, TokenDataset
+    from tuidiag.integrations.transformers import TuidiagCallback
+
+    run_dir, callback, sent = tmp_path / "run", TuidiagCallback(tmp_path / "run", flush_interval=30.0), []
+
+    class Act(TrainerCallback):
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step == AT + 2 and not sent:  # after the warmup
+                sent.append(ctl.write_request(run_dir, "scale_lr", {"factor": 0.5}))
+                callback.recorder.flush()
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2))
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to=[], max_steps=STEPS, learning_rate=5e-3,
+                             per_device_train_batch_size=4, save_strategy="no", disable_tqdm=True, lr_scheduler_type="linear",
+                             warmup_steps=2, seed=0)
+    Trainer(model=model, args=args, train_dataset=TokenDataset(64, 1), callbacks=[callback, Act()]).train()
+    status = ctl.read_status(run_dir, sent[0])
+    assert status["state"] == "done" and "LambdaLR scaled too" in status["message"]
+    lr = open_run(run_dir).series("lr/group0")
+    decay = [5e-3 * (STEPS - s) / (STEPS - 2) for s in lr.steps]  # linear from the end of the warmup to 0
+    assert list(lr.values[lr.steps > AT + 2]) == pytest.approx([d * 0.5 for d, s in zip(decay, lr.steps) if s > AT + 2])

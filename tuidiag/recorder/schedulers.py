@@ -40,7 +40,8 @@ def problem(scheduler: Any, optimizer: Any) -> str | None:
         if not isinstance(part, (LRScheduler, ReduceLROnPlateau)):
             return (f"the scheduler given to rec.watch ({name(scheduler)}) is not a torch.optim.lr_scheduler "
                     f"scheduler: tuidiag does not know where {type(part).__name__} keeps its LRs, so it cannot scale them")
-        if getattr(part, "optimizer", optimizer) is not optimizer:
+        own = getattr(part, "optimizer", optimizer)  # a wrapper (Accelerate's) shares the watched one's param groups
+        if own is not optimizer and getattr(own, "param_groups", None) is not optimizer.param_groups:
             return f"the scheduler given to rec.watch ({name(scheduler)}) drives another optimizer than the watched one"
     return None
 
