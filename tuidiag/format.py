@@ -132,3 +132,6 @@ EVENT_RECORDER_ERROR = "recorder_error"
 EVENT_CAPTURE = "nan_capture"
 EVENT_DROPPED = "dropped_rows"
 EVENT_WRITE_ERROR = "write_error"
+EVENT_ACTION = "action"
+"""A live action (LR change, clipping, checkpoint), written once the next steps showed whether it held:
+``data`` holds ``action``, ``args``, ``request`` and ``status`` (``applied`` or ``failed``, with ``reason``)."""

@@ -25,7 +25,7 @@ from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app import live_actions
 from tuidiag.app.screens.job_confirm import JobConfirmScreen
 from tuidiag.app.screens.live_action import LiveActionScreen
-from tuidiag.live.actions import Proposal
+from tuidiag.live.actions import PastAction, Proposal
 from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.live.model import RunsModel
@@ -118,6 +118,7 @@ class TuidiagApp(App):
         proposals: list[Proposal]
         where: str
         problem: str | None
+        past: tuple[PastAction, ...] = ()
 
     @dataclass
     class ActionAnswered(Message):
@@ -336,7 +337,7 @@ class TuidiagApp(App):
         if message.problem is not None:
             self.notify(f"live actions: {message.problem}", severity="warning", timeout=8)
             return
-        screen = LiveActionScreen(Path(message.key).name, message.where, message.proposals)
+        screen = LiveActionScreen(Path(message.key).name, message.where, message.proposals, message.past)
         self.push_screen(screen, lambda chosen: self.apply_action(message.key, chosen) if chosen else None)
 
     @work(thread=True, exclusive=False, group="action", exit_on_error=False)

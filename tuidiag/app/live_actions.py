@@ -10,30 +10,34 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tuidiag.live.actions import Proposal, finder_suggestion, propose
+from tuidiag.live.actions import PastAction, Proposal, finder_suggestion, past_actions, propose
 from tuidiag.store import control as ctl
 from tuidiag.store.manifest import read_manifest
 
 ANSWER_WAIT = 30.0
-"""Seconds to wait for the training to apply an action before saying it has not yet."""
+"""Seconds to wait for the training to apply an action, and for the steps after it to show it, before saying it has not yet."""
+SHOWN_PAST = 3
+"""Earlier actions the action screen lists, newest last."""
 
 
-def offer(model: Any, run_dir: Path) -> tuple[list[Proposal], str, str | None]:
-    """``(proposals, where, problem)`` for ``run_dir``; ``problem`` says why nothing can be applied."""
+def offer(model: Any, run_dir: Path) -> tuple[list[Proposal], str, str | None, tuple[PastAction, ...]]:
+    """``(proposals, where, problem, past)`` for ``run_dir``; ``problem`` says why nothing can be applied,
+    ``past`` are the run's latest actions and whether they held."""
     try:
         manifest = read_manifest(run_dir)
     except (OSError, ValueError) as exc:
-        return [], "", f"cannot read {run_dir}/run.json ({exc})"
+        return [], "", f"cannot read {run_dir}/run.json ({exc})", ()
     problem = ctl.live_problem(manifest)
     if problem is not None:
-        return [], "", f"changes apply only to a live training: {problem}"
+        return [], "", f"changes apply only to a live training: {problem}", ()
     detail = model.detail(str(run_dir))
     if detail is None:
-        return [], "", "the run is not loaded yet"
+        return [], "", "the run is not loaded yet", ()
     control = manifest.get("control") or {}
     where = f"the training process (pid {control.get('pid')} on {control.get('host')})"
     clipping = detail.charts.get("grad") is not None and detail.charts["grad"].threshold is not None
-    return propose(detail.diagnosis, detail.summary.lr, finder_suggestion(run_dir), clipping), where, None
+    past = tuple(past_actions(detail.events)[-SHOWN_PAST:])
+    return propose(detail.diagnosis, detail.summary.lr, finder_suggestion(run_dir), clipping), where, None, past
 
 
 def apply(run_dir: Path, proposal: Proposal, wait: float = ANSWER_WAIT) -> tuple[bool, str]:

@@ -1,8 +1,10 @@
 """``tuidiag act RUN``: apply a change to a live training (scale the LR, clip gradients, checkpoint now).
 
 The change goes to the training as a control request (``RUN/control``, accepted
-only from the training's own user), is applied at its next step and is recorded
-as an ``action`` event, so the monitor marks it on the charts.
+only from the training's own user), is applied at its next step and counts once the
+steps after it show it (an LR a scheduler puts back, clipping that ``optimizer.step()``
+never sees, are reported failed with the reason); it is recorded as an ``action``
+event either way, so the monitor marks it on the charts.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the ``act`` arguments."""
     parser.add_argument("run", help="a live run directory")
     what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--scale-lr", type=float, metavar="FACTOR", help="multiply every LR (and the scheduler's base LRs)")
+    what.add_argument("--scale-lr", type=float, metavar="FACTOR", help="multiply every LR (and those of the scheduler passed to rec.watch)")
     what.add_argument("--clip", type=float, metavar="MAX_NORM", help="clip gradients by global norm from the next step (0: off)")
     what.add_argument("--checkpoint", action="store_true", help="save model and optimizer state now")
-    parser.add_argument("--wait", type=float, default=30.0, metavar="SECONDS", help="how long to wait for the answer (default 30)")
+    parser.add_argument("--wait", type=float, default=30.0, metavar="SECONDS", help="how long to wait for the answer, the checking of the next steps included (default 30)")
 
 
 def _request(args: argparse.Namespace) -> tuple[str, dict[str, float]]:
@@ -34,7 +36,7 @@ def _request(args: argparse.Namespace) -> tuple[str, dict[str, float]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Send the change and print the training's answer; exit 0 when applied, 2 otherwise."""
+    """Send the change and print the training's answer; exit 0 when applied and shown by the next steps, 2 otherwise."""
     try:
         target = load_run(args.run)
     except RunNotReadable as exc:

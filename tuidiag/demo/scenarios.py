@@ -92,7 +92,8 @@ def train(scenario: Scenario, run_dir: Path, steps: int | None = None, pace: flo
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, horizon) / horizon)) * 0.9 + 0.1)
     config = {"scenario": scenario.name, "shows": scenario.shows, "batch_size": scenario.batch_size, **scenario.config}
     with tuidiag.Recorder(run_dir, config=config, name=Path(run_dir).name) as rec:
-        rec.watch(model, optimizer, max_grad_norm=scenario.max_grad_norm, loss_fn=criterion)
+        # the scheduler too: a live LR change (the monitor's `a`, `tuidiag act --scale-lr`) scales the schedule
+        rec.watch(model, optimizer, max_grad_norm=scenario.max_grad_norm, loss_fn=criterion, scheduler=schedule)
         loader = batches(x_train, y_train, scenario.batch_size, seed=seed)
         step = 0
         while steps <= 0 or step < steps:

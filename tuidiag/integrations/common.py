@@ -118,6 +118,12 @@ def base_optimizer(optimizer: Any) -> Any:
     return inner if inner is not None and hasattr(inner, "param_groups") else optimizer
 
 
+def base_scheduler(scheduler: Any) -> Any:
+    """The torch LR scheduler inside a framework wrapper (Accelerate's ``AcceleratedScheduler``), else ``scheduler``."""
+    inner = getattr(scheduler, "scheduler", None)
+    return inner if inner is not None and hasattr(inner, "get_last_lr") else scheduler
+
+
 def take_activations(recorder: Any) -> dict[str, Any]:
     """Collect and disarm the activation hooks that ``recorder.batch()`` armed, as ``{name: tensor}``.
 

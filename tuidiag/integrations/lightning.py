@@ -159,7 +159,11 @@ class TuidiagCallback(GuardedCallback, Callback):
             return
         self._watched = True
         optimizers = list(trainer.optimizers)
-        self.recorder.watch(pl_module, optimizers[0] if optimizers else None, max_grad_norm=clip_norm(trainer))
+        optimizer = optimizers[0] if optimizers else None
+        schedulers = [getattr(c, "scheduler", None) for c in getattr(trainer, "lr_scheduler_configs", None) or []]
+        scheduler = next((s for s in schedulers if optimizer is not None and getattr(s, "optimizer", None) is optimizer), None)
+        # the scheduler too: a live LR change scales the schedule instead of being put back at its next step
+        self.recorder.watch(pl_module, optimizer, max_grad_norm=clip_norm(trainer), scheduler=scheduler)
 
     def _close(self, status: str) -> None:
         """Close the recorder; hooks after this (``trainer.validate()`` later) record nothing."""

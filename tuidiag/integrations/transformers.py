@@ -48,7 +48,7 @@ import os
 from typing import Any, Mapping
 
 from tuidiag.format import LOSS, STATUS_FINISHED
-from tuidiag.integrations.common import GuardedCallback, base_optimizer, guarded_hook, json_safe_dict
+from tuidiag.integrations.common import GuardedCallback, base_optimizer, base_scheduler, guarded_hook, json_safe_dict
 
 try:
     from transformers import TrainerCallback
@@ -91,7 +91,9 @@ class TuidiagCallback(GuardedCallback, TrainerCallback):
         self.recorder = Recorder(self.run_dir, config=config, name=self.name, **self.recorder_kwargs)
         max_norm = float(args.max_grad_norm) if args.max_grad_norm and args.max_grad_norm > 0 else None
         world = args.world_size if getattr(args, "average_tokens_across_devices", False) else 1
-        self._probe = TrainerStepProbe(self.recorder, model, base_optimizer(optimizer), max_norm, world, state)
+        scheduler = kwargs.get("lr_scheduler")
+        self._probe = TrainerStepProbe(self.recorder, model, base_optimizer(optimizer), max_norm, world, state,
+                                       base_scheduler(scheduler) if scheduler is not None else None)
 
     @guarded_hook
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -43,11 +43,12 @@ class TrainerStepProbe:
         max_norm: the Trainer's ``max_grad_norm`` (``None``: no clipping).
         loss_world: factor for a loss normalised over all ranks' items (1 or the world size).
         state: the Trainer's ``TrainerState`` (its ``global_step`` is the step index).
+        scheduler: the Trainer's LR scheduler (a live LR change scales it, so it does not put the old LR back).
     """
 
     def __init__(self, recorder: Any, model: torch.nn.Module, optimizer: Any, max_norm: float | None,
-                 loss_world: int, state: Any) -> None:
-        self.recorder, self.model, self.optimizer = recorder, model, optimizer
+                 loss_world: int, state: Any, scheduler: Any = None) -> None:
+        self.recorder, self.model, self.optimizer, self.scheduler = recorder, model, optimizer, scheduler
         self.max_norm, self.loss_world, self.state = max_norm, loss_world, state
         self.in_step = self.recorded = self.watched = self.batch_marked = False
         self.saw_model_loss = False
@@ -96,7 +97,7 @@ class TrainerStepProbe:
         """Watch late, right before the first recorded forward, so no evaluation pass is hooked."""
         if not self.watched:
             self.watched = True
-            self.recorder.watch(self.model, self.optimizer, max_grad_norm=self.max_norm)
+            self.recorder.watch(self.model, self.optimizer, max_grad_norm=self.max_norm, scheduler=self.scheduler)
 
     def _training_forward(self) -> bool:
         return self.in_step and self.model.training

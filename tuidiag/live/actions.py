@@ -3,6 +3,8 @@
 Pure functions of the findings, the current LR and the newest LR-finder result; the
 app shows the proposals, the user picks one, and it goes to the training as a
 control request (:mod:`tuidiag.store.control`, applied by :mod:`tuidiag.recorder.actions`).
+The actions already applied, and whether the steps after them showed them, come from
+the run's ``action`` events (:func:`past_actions`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 
 from tuidiag.diagnosis import Diagnosis
 from tuidiag.diagnosis.job_evidence import reliable_suggestion
+from tuidiag.format import EVENT_ACTION
+from tuidiag.store import Event
 from tuidiag.store.job_results import latest_result
 
 LR_DOWN = ("lr_too_high", "exploding_gradients", "nonfinite_loss", "loss_spikes")
@@ -29,6 +33,21 @@ class Proposal:
     label: str
     action: str
     args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PastAction:
+    """A live action the training applied at ``step``; ``failed`` when the steps after it did not show it."""
+
+    step: int
+    failed: bool
+    message: str
+
+
+def past_actions(events: list[Event] | tuple[Event, ...]) -> list[PastAction]:
+    """The run's live actions, oldest first, from its ``action`` events (an event without a
+    status, from a tuidiag that did not check its actions, counts as applied)."""
+    return [PastAction(e.step, e.data.get("status") == "failed", e.message) for e in events if e.kind == EVENT_ACTION]
 
 
 def finder_suggestion(run_dir: Path) -> float | None:

@@ -9,7 +9,8 @@ import numpy as np
 from tuidiag.diagnosis import Diagnosis
 from tuidiag.diagnosis.stats import fmt, median
 from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
-from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
+from tuidiag.format import EVENT_ACTION, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
+from tuidiag.live.actions import past_actions
 from tuidiag.live.downsample import downsample
 from tuidiag.live.jobs_view import job_texts
 from tuidiag.live.ranks import RankLines, rank_lines
@@ -81,22 +82,24 @@ def _line(view: RunView, name: str, points: int, label: str | None = None) -> tu
 def build_charts(view: RunView, points: int) -> dict[str, Chart]:
     """Loss (train and validation), gradient norm, LR and update ratio charts."""
     charts: dict[str, Chart] = {}
-    actions = tuple(sorted({e.step for e in view.events("action")}))[:20]  # marked on every chart
+    past = past_actions(view.events(EVENT_ACTION))
+    actions = tuple(sorted({a.step for a in past if not a.failed}))[:20]  # marked on every chart
+    failed = tuple(sorted({a.step for a in past if a.failed}))[:20]
     loss_steps, loss = view.loss
     val_name = view.first_present(VAL_LOSS_NAMES)
     lines = [line for line in (_line(view, LOSS, points, "train"), _line(view, val_name, points, "val") if val_name else None) if line]
     bad = tuple(int(s) for s in loss_steps[~np.isfinite(loss)][:50])
     finite = loss[np.isfinite(loss) & (loss > 0)]
-    charts["loss"] = Chart("loss", tuple(lines), bad, log_default=bool(len(finite) and finite.max() / finite.min() > 100), actions=actions)
+    charts["loss"] = Chart("loss", tuple(lines), bad, log_default=bool(len(finite) and finite.max() / finite.min() > 100), actions=actions, failed_actions=failed)
     grad = _line(view, GRAD_NORM_TOTAL, points, "grad norm")
     max_norm = view.series("grad/max_norm")[1]
-    charts["grad"] = Chart("gradient norm (pre-clip)", (grad,) if grad else (), threshold=float(max_norm[-1]) if len(max_norm) else None, log_default=True, actions=actions)
+    charts["grad"] = Chart("gradient norm (pre-clip)", (grad,) if grad else (), threshold=float(max_norm[-1]) if len(max_norm) else None, log_default=True, actions=actions, failed_actions=failed)
     lrs = [line for name in view.run.metric_names if name.startswith("lr/") for line in [_line(view, name, points)] if line]
-    charts["lr"] = Chart("learning rate", tuple(lrs[:4]), actions=actions)
+    charts["lr"] = Chart("learning rate", tuple(lrs[:4]), actions=actions, failed_actions=failed)
     layers = view.weight_params
     picks = [layers[i] for i in sorted({0, len(layers) // 2, len(layers) - 1})] if layers else []
     updates = [line for name in picks for line in [_line(view, UPDATE_RATIO_PREFIX + name, points, name)] if line]
-    charts["update"] = Chart("update/weight ratio", tuple(updates), log_default=True, actions=actions)
+    charts["update"] = Chart("update/weight ratio", tuple(updates), log_default=True, actions=actions, failed_actions=failed)
     return charts
 
 

@@ -56,6 +56,8 @@ class Chart:
     log_default: bool = False
     actions: tuple[int, ...] = ()
     """Steps of live actions (LR change, clipping, checkpoint), marked so before/after can be compared."""
+    failed_actions: tuple[int, ...] = ()
+    """Steps of live actions the steps after them did not show (undone by a scheduler, clipping that missed)."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,10 @@ optimizer step, with the recorder's own hooks paused, on the live model,
 optimizer, loss and the recent batches. Every job restores model, optimizer and
 RNG, gradients included, so the step that follows is the one that would have run.
 
+A live action (:mod:`tuidiag.recorder.actions`) whose effect must show in the next
+steps stays *checking* until they tell (:mod:`tuidiag.recorder.action_checks`); its
+``action`` event is written then, at the step it was applied, saying whether it held.
+
 A NaN hunt with no capture yet *arms* the run: it waits up to ``steps`` steps
 (default 200) for the recorder's next non-finite capture and hunts on it at once.
 Nothing is hooked while armed; the hunt's hooks exist only during its replay.
@@ -20,10 +24,15 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from tuidiag.format import EVENT_ACTION
 from tuidiag.store import control as ctl
 from tuidiag.store.job_results import save_result
+
+if TYPE_CHECKING:
+    from tuidiag.recorder.action_checks import Verdict
+    from tuidiag.recorder.actions import Applied
 
 PROGRESS_EVERY = 0.5
 """Seconds between status-file updates (and cancel checks) while a job runs."""
@@ -40,6 +49,15 @@ class Armed:
     cancelled: Callable[[], bool]
 
 
+@dataclass
+class Checking:
+    """A live action applied at ``step`` whose effect the next steps must still show."""
+
+    request: dict[str, Any]
+    step: int
+    applied: Applied
+
+
 class LiveControl:
     """Polls control requests and runs them in the training thread for one recorder."""
 
@@ -48,6 +66,7 @@ class LiveControl:
         self.uid = os.geteuid()
         self.pending: deque[dict[str, Any]] = deque()
         self.armed: Armed | None = None
+        self.checking: list[Checking] = []
         self._event, self._report = event, report
         self._seen: set[str] = set()
 
@@ -75,7 +94,7 @@ class LiveControl:
 
     # ---- training thread -------------------------------------------------------------
     def run_pending(self, step: int, job_runner: Callable[[dict[str, Any], Any], dict[str, Any]],
-                    action_runner: Callable[[dict[str, Any]], str]) -> None:
+                    action_runner: Callable[[dict[str, Any]], Applied]) -> None:
         """Run every queued request now; ``job_runner(request, control)`` does a job,
         ``action_runner(request)`` applies a live action and says what changed."""
         while self.pending:
@@ -112,15 +131,46 @@ class LiveControl:
             self._finish(request, "done", summary, result=str(path.relative_to(self.run_dir)))
             self._event("job", f"{job.replace('_', ' ')} (live): {summary}", "info", {"result": str(path.name)})
 
-    def _act(self, request: dict[str, Any], step: int, action_runner: Callable[[dict[str, Any]], str]) -> None:
+    def _act(self, request: dict[str, Any], step: int, action_runner: Callable[[dict[str, Any]], Applied]) -> None:
         try:
-            message = action_runner(request)
-        except Exception as exc:  # bad arguments or parts: say so, keep training
+            applied = action_runner(request)
+        except Exception as exc:  # bad arguments or parts, or no effect possible: say so, keep training
             self._finish(request, "failed", f"{type(exc).__name__}: {exc}")
             return
-        self._finish(request, "done", message)
-        data = {"action": request["job"], "args": request.get("args", {}), "request": request["id"]}
-        self._event("action", f"live action at step {step}: {message}", "warning", data)
+        if applied.check is None:
+            self._conclude(Checking(request, step, applied), None)
+            return
+        from tuidiag.recorder.action_checks import VERIFY_STEPS
+
+        self.checking.append(Checking(request, step, applied))
+        ctl.write_status(self.run_dir, request["id"], request["job"], "checking", applied_step=step,
+                         message=f"applied at step {step}: {applied.message}; checking that the next {VERIFY_STEPS} steps show it")
+
+    def check(self, step: int) -> None:
+        """Called in ``rec.step(step)``: conclude the actions whose checks the steps so far decide."""
+        for item in list(self.checking):
+            verdict = item.applied.check.observe(step) if item.applied.check is not None else None
+            if verdict is not None:
+                self.checking.remove(item)
+                self._conclude(item, verdict)
+
+    def end_checks(self, step: int) -> None:
+        """The training ends: conclude every action still being checked with what is known."""
+        for item in self.checking:
+            self._conclude(item, item.applied.check.end(step) if item.applied.check is not None else None)
+        self.checking = []
+
+    def _conclude(self, item: Checking, verdict: Verdict | None) -> None:
+        """Final status and the ``action`` event (at the step it was applied) of a live action."""
+        request, step = item.request, item.step
+        failed = verdict is not None and not verdict.held
+        message = item.applied.message + (f"; FAILED: {verdict.message}" if failed else f"; {verdict.message}" if verdict else "")
+        self._finish(request, "failed" if failed else "done", message, applied_step=step)
+        data = {"action": request["job"], "args": request.get("args", {}), "request": request["id"],
+                "status": "failed" if failed else "applied"}
+        if failed:
+            data["reason"] = verdict.message
+        self._event(EVENT_ACTION, f"live action at step {step}: {message}", "error" if failed else "warning", data, step)
 
     def _arm(self, request: dict[str, Any], step: int) -> None:
         steps = int(request.get("args", {}).get("steps", ARM_STEPS))

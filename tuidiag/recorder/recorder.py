@@ -100,7 +100,7 @@ class Recorder:
         self._captured = False
         self._last_flushed_step = -1
         self._layouts = LayoutCache(self)
-        self._changes = LiveChanges()
+        self._changes = LiveChanges(self.world_size)
         self.loss_fn: Any = None
         start_errors = _make_dir(self.run_dir)
         self._manifest = RunManifest(self.run_dir, self.rank, name or self.run_dir.name, dict(config or {}), self.world_size, flush_interval, factory)
@@ -120,7 +120,8 @@ class Recorder:
         """Record gradients, weights, updates and activations of ``model`` (and ``optimizer``).
 
         ``loss_fn(output, y)`` lets jobs run inside this training; ``scheduler`` lets a
-        live LR change scale its base LRs too."""
+        live LR change scale the scheduler's own LRs too (else a scheduler that computes the
+        LR from them puts the old one back, and the change is reported failed)."""
         if self._torch is None:
             raise RuntimeError("torch is not installed: watch() needs it; log() still works")
         from tuidiag.recorder.torch_watch import TorchWatch
@@ -130,6 +131,7 @@ class Recorder:
         self._max_grad_norm = float(max_grad_norm) if max_grad_norm is not None else None
         self.loss_fn = loss_fn
         self._changes.scheduler = scheduler
+        self._changes.own_clip = self._max_grad_norm
         self._watch = TorchWatch(
             model, optimizer, self.weights_every, self.activations_every, self._submit_weights,
             lambda: self._current_step, self._timer.mark_optimizer,
@@ -179,7 +181,8 @@ class Recorder:
         if dev_names:
             self._submit_device(s, wall, dev_names, dev_values)
         self._changes.clip_now(self._watch)  # a clip_grad action counts from the step after it
-        if self._control is not None and (self._control.pending or self._control.armed):
+        if self._control is not None and (self._control.pending or self._control.armed or self._control.checking):
+            self._control.check(s)  # did the actions of earlier steps hold?
             self._control.run_pending(s, self._job_runner(), lambda request: self._changes.apply(request, s, self._watch, self.run_dir))
             self._control.expire(s)
         if self._watch is not None and not self._uses_batch:
@@ -223,6 +226,8 @@ class Recorder:
             return
         self._closed = True
         try:
+            if self._control is not None:
+                self._control.end_checks(self._current_step)
             if self._watch is not None:
                 self._watch.close()
             self._writer.close()
@@ -252,14 +257,20 @@ class Recorder:
 
     def _watch_parts(self, s: int, host_names: list[str], host_values: list[Any], dev_names: list[str], dev_values: list[Any]) -> None:
         watch = self._watch
+        lrs: list[float | None] = []
         for i, group in enumerate(getattr(watch.optimizer, "param_groups", [])):
             lr = group.get("lr")
             if self._is_tensor(lr):
                 dev_names.append(f"{LR_PREFIX}{i}")
                 dev_values.append(lr)
+                lrs.append(None)
             elif lr is not None:
                 host_names.append(f"{LR_PREFIX}{i}")
                 host_values.append(float(lr))
+                lrs.append(host_values[-1])
+            else:
+                lrs.append(None)
+        self._changes.note_lrs(lrs)
         host_names.append(MODEL_TRAINING)
         host_values.append(1.0 if watch.model.training else 0.0)
         limits = [x for x in (self._max_grad_norm, self._changes.clip) if x is not None]

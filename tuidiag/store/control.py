@@ -10,8 +10,8 @@ group or others), runs the job at its next step boundary and reports through
      "message": "...", "result": "jobs/lr_find-....json", "updated": 1715379302.1}
 
 ``state`` goes ``accepted`` -> ``running`` (or ``armed`` for a NaN hunt waiting
-for a non-finite step) -> one of ``done``, ``failed``, ``cancelled``,
-``refused``. A requester cancels by creating ``RUN/control/<id>.cancel``. Every
+for a non-finite step, ``checking`` for a live action applied whose effect the next
+steps must still show) -> one of ``done``, ``failed``, ``cancelled``, ``refused``. A requester cancels by creating ``RUN/control/<id>.cancel``. Every
 file is written under a ``.``-prefixed temporary name and renamed into place, so
 a reader sees a whole file or none. This module does not need torch.
 """
@@ -188,12 +188,19 @@ def await_answer(run_dir: str | os.PathLike[str], request_id: str, pickup_wait: 
 
 
 def send_and_wait(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any], wait: float) -> tuple[bool, str]:
-    """Send a request and wait up to ``wait`` seconds for its final state: ``(done, what the training said)``."""
+    """Send a request and wait up to ``wait`` seconds for its final state: ``(done, what the training said)``.
+
+    A live action still ``checking`` (applied, the steps after it not seen yet) when the wait
+    ends is not done: the answer says so, and that its event will tell."""
     try:
         request_id = write_request(run_dir, job, args)
     except ControlError as exc:
         return False, str(exc)
-    status = await_answer(run_dir, request_id, wait, wait)
+    seen: list[dict[str, Any]] = []
+    status = await_answer(run_dir, request_id, wait, wait, on_status=seen.append)
+    if status["state"] == "unanswered" and seen and seen[-1].get("state") == "checking":
+        return False, (f"{seen[-1].get('message')}; not confirmed within {wait:.0f} s "
+                       "(the training steps slowly?): its action event in the run will say whether it held")
     return status["state"] == "done", str(status.get("message", status["state"]))
 
 

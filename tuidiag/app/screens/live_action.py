@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tuidiag.live.actions import Proposal
+from tuidiag.live.actions import PastAction, Proposal
 from tuidiag.textsafe import literal
 
 
@@ -24,9 +24,9 @@ class LiveActionScreen(ModalScreen[Proposal | None]):
     LiveActionScreen > Vertical { width: 90; max-width: 100%; height: auto; border: thick $warning; background: $surface; padding: 0 1; }
     """
 
-    def __init__(self, run_name: str, where: str, proposals: list[Proposal]) -> None:
+    def __init__(self, run_name: str, where: str, proposals: list[Proposal], past: tuple[PastAction, ...] = ()) -> None:
         super().__init__()
-        self.run_name, self.where, self.proposals = run_name, where, proposals
+        self.run_name, self.where, self.proposals, self.past = run_name, where, proposals, past
 
     def compose(self) -> ComposeResult:
         text = Text()
@@ -34,10 +34,18 @@ class LiveActionScreen(ModalScreen[Proposal | None]):
         text.append_text(literal(self.run_name, "bold", 80))
         text.append("?\n\nIt is applied inside ")
         text.append_text(literal(self.where, "yellow", 200))
-        text.append(" at its next step and recorded as an event (a green line on the charts).\n\n")
+        text.append(" at its next step, and counts once the next steps show it: then it is an event and a green line "
+                    "on the charts; when they do not (a scheduler or your code put the old LR back), the event says why "
+                    "and the charts mark it with a column of red x.\n\n")
         for i, proposal in enumerate(self.proposals, 1):
             text.append(f"  [{i}] ", style="bold cyan")
             text.append_text(literal(proposal.label, "", 200))
+            text.append("\n")
+        if self.past:
+            text.append("\nEarlier changes in this run:\n", style="bold")
+        for action in self.past:
+            text.append("  FAILED  " if action.failed else "  applied ", style="bold red" if action.failed else "green")
+            text.append_text(literal(action.message, "red" if action.failed else "", 300))
             text.append("\n")
         text.append(f"\n[1-{len(self.proposals)}] apply    [esc] cancel", style="dim")
         with Vertical():

@@ -81,15 +81,31 @@ class MetricChart(PlotextPlot):
             plt.vertical_line(step, color="red")
         for step in chart.actions:
             plt.vertical_line(step, color="green")
+        values = np.concatenate([y for _, _, y in chart.lines if len(y)])
+        column = failed_column(values, use_log, max(2, self.size.height - 4))
+        for step in chart.failed_actions if len(column) else ():  # a column of red x: not the NaN's red line
+            plt.scatter([step] * len(column), column.tolist(), marker="x", color="red")
         if self.marker is not None:
             plt.vertical_line(self.marker, color="yellow")
         plt.yscale("log" if use_log else "linear")
-        ticks = y_ticks(np.concatenate([y for _, _, y in chart.lines if len(y)]), use_log, self._tick_count())
+        ticks = y_ticks(values, use_log, self._tick_count())
         if ticks:
             plt.yticks(ticks, [fmt(t) for t in ticks])
         notes = ("  NaN at red line" if chart.nonfinite_steps else "") + ("  live action at green line" if chart.actions else "")
+        notes += "  failed action at red x" if chart.failed_actions else ""
         plt.title(f"{chart.title}{'  (log)' if use_log else ''}{notes}")
         self.refresh()
+
+
+def failed_column(values: np.ndarray, log: bool, rows: int) -> np.ndarray:
+    """Y positions, one per plot row across the data's range, for a failed action's column of marks."""
+    good = values[np.isfinite(values) & ((values > 0) if log else True)]
+    if not len(good):
+        return good
+    low, high = float(good.min()), float(good.max())
+    if low == high:
+        return np.array([low])
+    return np.geomspace(low, high, rows) if log else np.linspace(low, high, rows)
 
 
 def y_ticks(values: np.ndarray, log: bool, count: int = 5) -> list[float]:
