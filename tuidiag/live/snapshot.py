@@ -56,6 +56,8 @@ class Chart:
     log_default: bool = False
     actions: tuple[int, ...] = ()
     """Steps of live actions (LR change, clipping, checkpoint), marked so before/after can be compared."""
+    resumes: tuple[int, ...] = ()
+    """Steps at which a later session continued the run (another process recorded from there on)."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from tuidiag.diagnosis.stats import fmt
 from tuidiag.textsafe import clean
 
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "yellow", "white", "gray")
+RESUME_COLOR = "blue+"
+"""Vertical lines where a later session continued the run."""
 
 
 class MetricChart(PlotextPlot):
@@ -81,6 +83,8 @@ class MetricChart(PlotextPlot):
             plt.vertical_line(step, color="red")
         for step in chart.actions:
             plt.vertical_line(step, color="green")
+        for step in chart.resumes:
+            plt.vertical_line(step, color=RESUME_COLOR)
         if self.marker is not None:
             plt.vertical_line(self.marker, color="yellow")
         plt.yscale("log" if use_log else "linear")
@@ -88,6 +92,7 @@ class MetricChart(PlotextPlot):
         if ticks:
             plt.yticks(ticks, [fmt(t) for t in ticks])
         notes = ("  NaN at red line" if chart.nonfinite_steps else "") + ("  live action at green line" if chart.actions else "")
+        notes += "  resumed at blue line" if chart.resumes else ""
         plt.title(f"{chart.title}{'  (log)' if use_log else ''}{notes}")
         self.refresh()
 
