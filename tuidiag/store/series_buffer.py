@@ -178,11 +178,14 @@ def supersede(series: Series, boundaries: Boundaries) -> Series:
     session = np.searchsorted(times, series.wall_times, side="right")
     cut = np.minimum.accumulate(froms[::-1])[::-1]  # session k: the lowest start of sessions k+1, k+2, ...
     keep = steps < cut[session]
-    if np.any(steps[1:] == steps[:-1]):
+    whole = bool(keep.all())
+    kept = steps if whole else steps[keep]
+    if np.any(kept[1:] == kept[:-1]):  # rows left that share a step: keep the newest session's
         starts = np.flatnonzero(np.concatenate(([True], steps[1:] != steps[:-1])))
         newest = np.repeat(np.maximum.reduceat(session, starts), np.diff(np.append(starts, len(steps))))
         keep &= session == newest
-    if keep.all():
+        whole = bool(keep.all())
+    if whole:
         return series
     return Series(*(_readonly(np.ascontiguousarray(a[keep])) for a in (steps, series.values, series.wall_times)))
 
