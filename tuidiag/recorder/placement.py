@@ -78,7 +78,7 @@ def launch_key(world_size: int) -> str:
 
 
 def place(requested: Path, resume: str, manifest_for: Callable[[Path], dict[str, Any]], rank: int = 0,
-          key: str = "", follow_timeout: float = FOLLOW_TIMEOUT) -> Placement:
+          key: str = "", follow_timeout: float | None = None) -> Placement:
     """Choose (and for rank 0, claim) the directory to record into; see the module docstring.
 
     ``manifest_for(path)`` builds the manifest a new run in ``path`` starts with.
@@ -111,6 +111,7 @@ def _fresh(requested: Path, manifest_for: Callable[[Path], dict[str, Any]], reas
         try:
             candidate.mkdir(parents=True, exist_ok=True)
         except FileExistsError:  # a file of that name: not ours to write into
+            reason = "exists and is not a directory" if candidate == requested else reason
             candidate = _next_sibling(requested, candidate)
             continue
         except OSError as exc:
@@ -166,8 +167,12 @@ def _live(manifest: dict[str, Any]) -> bool:
     return bool(manifest) and manifest.get("status") == STATUS_RUNNING and effective_status(manifest) == STATUS_RUNNING
 
 
-def follow(requested: Path, key: str, timeout: float = FOLLOW_TIMEOUT) -> Placement:
-    """A rank other than 0: the directory whose ``run.json`` rank 0 of this launch wrote (waits up to ``timeout``)."""
+def follow(requested: Path, key: str, timeout: float | None = None) -> Placement:
+    """A rank other than 0: the directory whose ``run.json`` rank 0 of this launch wrote.
+
+    Waits up to ``timeout`` seconds (default :data:`FOLLOW_TIMEOUT`) for it to appear.
+    """
+    timeout = FOLLOW_TIMEOUT if timeout is None else timeout
     started_after = max(process_start_time() - LAUNCH_SLACK, _followed.get(str(requested), float("-inf")) + 1e-6)
     deadline = time.monotonic() + timeout
     while True:
