@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -160,6 +161,43 @@ def test_a_run_another_process_is_writing_is_never_joined(tmp_path: Path, mode: 
     finally:
         live.close()
     assert tuidiag.open_run(x).series("train/loss").steps.tolist() == [0]
+
+
+@pytest.mark.parametrize("mode", ["allow", "must"])
+@pytest.mark.parametrize("other_host", ["goes stale", "beats again", "stays fresh"])
+def test_a_run_from_another_host_is_waited_on_until_it_is_stale_or_beats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        mode: str, other_host: str) -> None:
+    monkeypatch.setattr(placement, "STALE_WAIT", 1.0)
+    monkeypatch.setattr(placement, "STALE_POLL", 0.05)
+    x = tmp_path / "x"
+    _finished(x)
+    manifest = read_manifest(x)
+    age = 29.7 if other_host == "goes stale" else 5.0  # crashed after 30 s without a beat
+    manifest.update(status="running", ended=None, host="another-host", pid=1, heartbeat=time.time() - age, flush_interval=1.0)
+    write_manifest(x, manifest)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(0.05):
+            write_manifest(x, dict(manifest, heartbeat=time.time()))
+
+    beating = threading.Thread(target=beat)
+    if other_host == "beats again":
+        beating.start()
+    try:
+        if other_host != "goes stale" and mode == "must":
+            with pytest.raises(tuidiag.ResumeError, match="still being written"):
+                tuidiag.Recorder(x, resume=mode)
+            return
+        rec = _record(x, 2, 2.0, resume=mode)
+    finally:
+        stop.set()
+        if beating.is_alive():
+            beating.join()
+    if other_host == "goes stale":
+        assert rec.run_dir == x and tuidiag.open_run(x).resumes[0].data["previous_status"] == "crashed"
+    else:
+        assert rec.run_dir == tmp_path / "x-1"
 
 
 def test_an_unknown_mode_is_a_value_error(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@
 - ``"must"``: continue the run in ``dir``; raise :class:`ResumeError` if there is none.
 
 A run still being written by another live process is never joined: ``"allow"``
-records into ``dir-N`` instead and ``"must"`` raises. A fresh directory is
+records into ``dir-N`` instead and ``"must"`` raises. A run last written from
+another host moments ago is waited on until it goes stale or beats again. A fresh directory is
 claimed by creating its ``run.json`` exclusively, so recorders started at the
 same moment get different directories.
 
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +32,16 @@ from typing import Any, Callable
 
 from tuidiag.format import STATUS_RUNNING
 from tuidiag.store.discovery import holds_run
-from tuidiag.store.manifest import claim_manifest, effective_status, read_manifest
+from tuidiag.store.manifest import STALE_AFTER_MIN_SECONDS, claim_manifest, effective_status, read_manifest
 
 RESUME_NEVER, RESUME_ALLOW, RESUME_MUST = "never", "allow", "must"
 RESUME_MODES = (RESUME_NEVER, RESUME_ALLOW, RESUME_MUST)
-FOLLOW_TIMEOUT = 30.0
-"""Seconds a rank other than 0 waits for rank 0's ``run.json`` before recording into ``dir`` itself."""
+STALE_WAIT = STALE_AFTER_MIN_SECONDS + 5.0
+"""Seconds rank 0 waits for a run written from another host to go stale before deciding it is live."""
+STALE_POLL = 0.2
+FOLLOW_TIMEOUT = STALE_WAIT + 30.0
+"""Seconds a rank other than 0 waits for rank 0's ``run.json`` before recording into ``dir`` itself
+(longer than rank 0 may wait for a stale run)."""
 LAUNCH_SLACK = 30.0
 """Rank 0's session may have started this long before this process (clocks of different hosts)."""
 MAX_SUFFIX_TRIES = 1000
@@ -90,6 +97,8 @@ def place(requested: Path, resume: str, manifest_for: Callable[[Path], dict[str,
         return follow(requested, key, follow_timeout)
     if resume != RESUME_NEVER and holds_run(requested):
         previous = _manifest_or_none(requested) or {}
+        if _live(previous) and previous.get("host") != socket.gethostname():
+            previous = _await_stale(requested, previous)
         if not _live(previous):
             return Placement(requested, previous)
         if resume == RESUME_MUST:
@@ -165,6 +174,25 @@ def _manifest_or_none(path: Path) -> dict[str, Any] | None:
 def _live(manifest: dict[str, Any]) -> bool:
     """True when another process still writes this run (status running, beating, pid alive)."""
     return bool(manifest) and manifest.get("status") == STATUS_RUNNING and effective_status(manifest) == STATUS_RUNNING
+
+
+def _await_stale(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """A run written from another host whose heartbeat is still fresh: a training killed there
+    moments ago (preempted, requeued here), or one still running. Its pid cannot be checked
+    from here, so wait (up to :data:`STALE_WAIT` seconds) until its heartbeat goes stale (it
+    died: continue it) or beats again (it is alive: never join it). Returns the manifest as
+    last read."""
+    beat = manifest.get("heartbeat")
+    print(f"tuidiag: {path} was being written from {manifest.get('host')} moments ago; "
+          f"waiting up to {STALE_WAIT:.0f} s to tell whether that training is still running", file=sys.stderr)
+    deadline = time.monotonic() + STALE_WAIT
+    current = manifest
+    while time.monotonic() < deadline:
+        time.sleep(STALE_POLL)
+        current = _manifest_or_none(path) or {}
+        if current.get("heartbeat") != beat or not _live(current):
+            break
+    return current
 
 
 def follow(requested: Path, key: str, timeout: float | None = None) -> Placement:
