@@ -173,7 +173,10 @@ def _manifest_or_none(path: Path) -> dict[str, Any] | None:
 
 def _live(manifest: dict[str, Any]) -> bool:
     """True when another process still writes this run (status running, beating, pid alive)."""
-    return bool(manifest) and manifest.get("status") == STATUS_RUNNING and effective_status(manifest) == STATUS_RUNNING
+    try:
+        return bool(manifest) and manifest.get("status") == STATUS_RUNNING and effective_status(manifest) == STATUS_RUNNING
+    except Exception:  # a hand-edited run.json (odd types): not a writer anyone can be sure of
+        return False
 
 
 def _await_stale(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:

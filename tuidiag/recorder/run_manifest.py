@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag.format import STATUS_RUNNING
-from tuidiag.recorder.placement import Placement, launch_key, place
+from tuidiag.recorder.placement import Placement, ResumeError, launch_key, place
 from tuidiag.store.manifest import effective_status, jsonable, new_manifest, write_manifest
 
 MAX_CONFIG_CHANGES = 100
@@ -64,7 +64,12 @@ class RunManifest:
         self.data = new_manifest(name or requested.name, config, world_size, flush_interval)
         self.data["factory"] = factory
         self.data["session"] = {"launch": key, "started": self.started, "start_step": start_step or 0}
-        placement = place(requested, resume, self._fresh_manifest(name), rank, key)
+        try:
+            placement = place(requested, resume, self._fresh_manifest(name), rank, key)
+        except ResumeError:
+            raise
+        except Exception as exc:  # a damaged directory must not stop the training: record beside it
+            placement = Placement(requested.parent / f"{requested.name}-{self.data['run_id'][:8]}", error=exc)
         self.run_dir = placement.run_dir
         self.note = placement.note
         """One line for stderr when the run went to another directory than asked."""

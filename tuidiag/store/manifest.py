@@ -172,7 +172,7 @@ def _pid_dead_here(manifest: dict[str, Any]) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except (PermissionError, OSError):
+    except (PermissionError, OSError, OverflowError):  # a pid beyond the C range: not one to check
         return False
     return _is_zombie(pid)
 
