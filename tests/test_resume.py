@@ -3,7 +3,8 @@
 A matrix over the modes and what the directory holds checks which directory is
 written, the step numbering, the rows per step and the events; a property test
 checks which rows the reader returns after resumes that overlap earlier steps;
-subprocesses run the same script twice; ranks other than 0 follow rank 0.
+subprocesses run the same script twice; ranks other than 0 follow rank 0; the
+run view marks the resume on its charts.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tuidiag
+from tests.app_helpers import fixed_clock, wait_for
+from tuidiag.app.app import TuidiagApp
+from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.diagnosis import diagnose
 from tuidiag.format import EVENT_RESUMED
 from tuidiag.recorder import placement
@@ -407,3 +412,19 @@ def test_the_transient_after_a_resume_is_not_read_as_loss_spikes(tmp_path: Path,
     resumed = diagnose(with_resume)
     assert tuidiag.open_run(with_resume).resume_steps == [resume_at]
     assert "loss_spikes" not in {f.code for f in resumed.findings}
+
+
+async def test_the_run_view_marks_the_resume_on_every_chart(tmp_path: Path) -> None:
+    x = tmp_path / "runs" / "x"
+    _record(x, 60, 1.0)
+    _record(x, 30, 0.5, resume="allow")
+    app = TuidiagApp(tmp_path / "runs", clock=fixed_clock)
+    async with app.run_test(size=(120, 36)) as pilot:
+        assert await wait_for(pilot, lambda: len(app.summaries) == 1)
+        await pilot.press("enter")
+        assert isinstance(app.screen, RunScreen)
+        assert await wait_for(pilot, lambda: app.screen.detail is not None)
+        assert {name: chart.resumes for name, chart in app.screen.detail.charts.items()} == dict.fromkeys(app.screen.detail.charts, (60,))
+        widget = app.screen.query_one("#chart-loss", MetricChart)
+        assert await wait_for(pilot, lambda: widget.chart is not None)
+        assert "resumed at blue line" in str(widget.render())
