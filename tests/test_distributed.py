@@ -1,4 +1,5 @@
-"""Per-rank shards under torch.distributed (gloo, 2 processes on CPU); rank 0 writes the manifest."""
+"""Per-rank shards under torch.distributed (gloo, 2 processes on CPU); rank 0 writes the manifest
+and chooses the directory (a re-run goes to ``run-1``), the other rank follows it."""
 
 from __future__ import annotations
 
@@ -38,10 +39,14 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_each_rank_writes_its_own_shards(run_dir, python) -> None:
+def test_each_rank_writes_its_own_shards(tmp_path, python) -> None:
+    with tuidiag.Recorder(tmp_path / "run") as rec:  # an earlier run is there: both ranks must go to run-1
+        rec.step(1.0)
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
-    procs = [subprocess.Popen([python, "-c", WORKER, str(run_dir)], env=dict(env, RANK=str(r))) for r in range(2)]
+    procs = [subprocess.Popen([python, "-c", WORKER, str(tmp_path / "run")], env=dict(env, RANK=str(r))) for r in range(2)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert tuidiag.open_run(tmp_path / "run").ranks == [0]  # untouched
+    run_dir = tmp_path / "run-1"
     names = sorted(p.name for p in (run_dir / "metrics").glob("*.parquet"))
     assert {n.split("-")[0] for n in names} == {"r0", "r1"}
     run = tuidiag.open_run(run_dir)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 import tuidiag
-from tuidiag.recorder import run_manifest, writer
+from tuidiag.recorder import placement, run_manifest, writer
 
 
 class FailingDisk:
@@ -29,13 +29,14 @@ class FailingDisk:
         self.refused = 0
         monkeypatch.setattr(writer, "write_table_atomic", self._wrap(writer.write_table_atomic))
         monkeypatch.setattr(run_manifest, "write_manifest", self._wrap(run_manifest.write_manifest))
+        monkeypatch.setattr(placement, "claim_manifest", self._wrap(placement.claim_manifest))
 
-    def _wrap(self, real: Callable[..., None]) -> Callable[..., None]:
-        def write(*args: Any, **kwargs: Any) -> None:
+    def _wrap(self, real: Callable[..., Any]) -> Callable[..., Any]:
+        def write(*args: Any, **kwargs: Any) -> Any:
             if self.full:
                 self.refused += 1
                 raise OSError(errno.ENOSPC, "No space left on device (injected)")
-            real(*args, **kwargs)
+            return real(*args, **kwargs)
 
         return write
 

@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("lightning")
 
+import lightning.pytorch as pl  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -87,6 +88,29 @@ def test_validate_after_fit_leaves_the_closed_run_alone(run_dir) -> None:
     trainer.validate(model, val_loader, verbose=False)
     run = tuidiag.open_run(run_dir)
     assert run.status == "finished" and run.series("val_loss").steps.tolist() == before == [7]
+
+
+def test_a_fit_from_a_checkpoint_continues_the_run_and_a_new_fit_never_mixes(tmp_path) -> None:
+    run_dir, ckpt = tmp_path / "run", tmp_path / "epoch1.ckpt"
+    train_loader, val_loader = loaders()
+
+    def fit(epochs: int, ckpt_path: Path | None = None) -> pl.Trainer:
+        trainer = quiet_trainer(TuidiagCallback(run_dir, flush_interval=0.2), max_epochs=epochs)
+        trainer.fit(TinyRegressor(lr=0.02), train_loader, val_loader, ckpt_path=ckpt_path)
+        return trainer
+
+    fit(1).save_checkpoint(ckpt)  # 8 steps: 0-7
+    fit(3, ckpt)  # resumed at global_step 8: steps 8-23 continue the run
+    fit(2, ckpt)  # resumed from the older checkpoint again: 8-15 replace the abandoned 8-23
+    run = tuidiag.open_run(run_dir)
+    loss = run.series("train/loss")
+    assert loss.steps.tolist() == list(range(16))  # each step once
+    assert [(e.step, e.data["from_step"], e.data["previous_last_step"]) for e in run.resumes] == [(8, 8, 7), (8, 8, 23)]
+    assert (loss.wall_times[:8] < run.resumes[0].wall_time).all() and (loss.wall_times[8:] > run.resumes[1].wall_time).all()
+    assert run.series("val_loss").steps.tolist() == [7, 15] and run.last_step == 15
+    fit(1)  # a new Trainer (global_step 0): a new run next to it
+    assert tuidiag.open_run(tmp_path / "run-1").series("train/loss").steps.tolist() == list(range(8))
+    assert tuidiag.open_run(run_dir).series("train/loss").steps.tolist() == list(range(16))
 
 
 def test_diagnose_reads_a_lightning_run(run_dir, capsys) -> None:

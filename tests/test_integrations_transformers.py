@@ -69,6 +69,19 @@ def test_without_clipping_or_accumulation(tmp_path, run_dir) -> None:
     assert np.allclose(run.series("train/loss").values, logged_loss, rtol=1e-4)
 
 
+def test_a_training_from_a_checkpoint_continues_the_run_and_a_new_one_never_mixes(tmp_path, run_dir) -> None:
+    train(tmp_path, run_dir, max_steps=8, save_steps=4)  # steps 0-7, checkpoints after 4 and 8 steps
+    train(tmp_path, run_dir, max_steps=10, resume_from=str(tmp_path / "out" / "checkpoint-4"))  # 4-9 replace 4-7
+    run = tuidiag.open_run(run_dir)
+    loss = run.series("train/loss")
+    assert loss.steps.tolist() == list(range(10))  # each step once
+    assert [(e.step, e.data["previous_last_step"]) for e in run.resumes] == [(4, 7)]
+    assert (loss.wall_times[:4] < run.resumes[0].wall_time).all() and (loss.wall_times[4:] > run.resumes[0].wall_time).all()
+    train(tmp_path, run_dir, max_steps=2)  # a new Trainer: a new run next to it
+    assert tuidiag.open_run(tmp_path / "run-1").series("train/loss").steps.tolist() == [0, 1]
+    assert tuidiag.open_run(run_dir).series("train/loss").steps.tolist() == list(range(10))
+
+
 def test_diagnose_reads_a_transformers_run(tmp_path, run_dir, capsys) -> None:
     train(tmp_path, run_dir)
     assert main(["diagnose", str(run_dir)]) == 0

@@ -171,7 +171,7 @@ def test_a_nonfinite_float_loss_is_captured_too(run_dir) -> None:
 
 def test_a_resumed_run_continues_its_step_count(run_dir) -> None:
     for _ in range(2):
-        with tuidiag.Recorder(run_dir) as rec:
+        with tuidiag.Recorder(run_dir, resume="allow") as rec:
             for _ in range(3):
                 rec.step(1.0)
     run = tuidiag.open_run(run_dir)

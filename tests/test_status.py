@@ -80,7 +80,7 @@ def test_large_run_is_diagnosed_in_the_background(
     entry = status_cache.load(run)
     assert entry is not None and entry["top"]["code"] == "healthy" and entry["step"] == 199
     assert _line(capsys, "--ascii", str(run)).split(" > ")[2] == "healthy"
-    with tuidiag.Recorder(run, flush_interval=60.0) as rec:  # resumed: new data, the cached finding is now stale
+    with tuidiag.Recorder(run, flush_interval=60.0, resume="allow") as rec:  # resumed: new data, the cached finding is now stale
         rec.log({"train/loss": 0.05}, step=200)
     assert _line(capsys, "--ascii", str(run)).split(" > ")[2] == "healthy*"
 

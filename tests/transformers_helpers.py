@@ -29,14 +29,16 @@ class TokenDataset(torch.utils.data.Dataset):
 
 
 def train(tmp_path: Path, run_dir: Path, max_grad_norm: float = 1.0, accumulation: int = 2,
-          max_steps: int = 12) -> Trainer:
-    """Train for ``max_steps`` optimizer steps with the callback recording into ``run_dir``."""
+          max_steps: int = 12, save_steps: int | None = None, resume_from: str | None = None) -> Trainer:
+    """Train for ``max_steps`` optimizer steps with the callback recording into ``run_dir``
+    (checkpoints every ``save_steps``; resumed from the checkpoint ``resume_from``)."""
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2))
     args = TrainingArguments(
         output_dir=str(tmp_path / "out"), use_cpu=True, report_to=[], max_steps=max_steps, learning_rate=5e-3,
         per_device_train_batch_size=4, gradient_accumulation_steps=accumulation, max_grad_norm=max_grad_norm,
-        logging_steps=1, eval_strategy="steps", eval_steps=4, save_strategy="no", disable_tqdm=True,
+        logging_steps=1, eval_strategy="steps", eval_steps=4, save_strategy="steps" if save_steps else "no",
+        save_steps=save_steps or 500, disable_tqdm=True,
         lr_scheduler_type="linear", warmup_steps=2, seed=0,
     )
     callback = TuidiagCallback(run_dir, config={"task": "increment"}, flush_interval=0.2, weights_every=5)
@@ -45,7 +47,7 @@ def train(tmp_path: Path, run_dir: Path, max_grad_norm: float = 1.0, accumulatio
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: extra threads only contend on a shared CPU (17 s instead of 1 s)
     try:
-        trainer.train()
+        trainer.train(resume_from_checkpoint=resume_from)
     finally:
         torch.set_num_threads(threads)
     return trainer

@@ -135,3 +135,5 @@ EVENT_WRITE_ERROR = "write_error"
 EVENT_ACTION = "action"
 """A live action (LR change, clipping, checkpoint), written once the next steps showed whether it held:
 ``data`` holds ``action``, ``args``, ``request`` and ``status`` (``applied`` or ``failed``, with ``reason``)."""
+EVENT_RESUMED = "resumed"
+"""A recorder continued the run: ``data`` has ``from_step`` and the config keys that changed."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS
+from tuidiag.format import EVENT_RESUMED, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS
 from tuidiag.store import Event, Run
 
 VAL_LOSS_NAMES = ("val/loss", "val_loss", "valid/loss", "validation/loss", "eval/loss")
@@ -114,3 +114,20 @@ class RunView:
     def quiet_steps(self) -> int:
         """Steps at the start of a run in which rules stay quiet (loss legitimately falls fast)."""
         return max(20, min(500, self.n_steps // 20))
+
+    @cached_property
+    def resume_steps(self) -> tuple[int, ...]:
+        """Steps at which a later session continued the run (``resumed`` events), up to ``at``."""
+        return tuple(sorted({e.step for e in self.events(EVENT_RESUMED)}))
+
+    def quiet_mask(self, steps: np.ndarray) -> np.ndarray:
+        """True for steps in a quiet stretch: the run's first :meth:`quiet_steps`, and as many after each resume.
+
+        A restart reloads the data order and often the warmup and optimizer moments,
+        so its first steps are as unrepresentative as a fresh run's.
+        """
+        quiet = self.quiet_steps()
+        mask = steps < quiet
+        for start in self.resume_steps:
+            mask |= (steps >= start) & (steps < start + quiet)
+        return mask

@@ -64,6 +64,22 @@ def guarded_hook(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def recorder_arguments(recorder_kwargs: Mapping[str, Any], global_step: Any) -> dict[str, Any]:
+    """The recorder's arguments for a training whose trainer starts at ``global_step``.
+
+    A trainer resumed from a checkpoint (``global_step > 0``) continues the run in
+    the directory (``resume="allow"``) from that step (``start_step``), so the steps
+    it redoes replace those recorded after the checkpoint; a new trainer never mixes
+    with a run already there (``resume="never"``). What the user passed wins.
+    """
+    kwargs = dict(recorder_kwargs)
+    step = global_step if isinstance(global_step, int) and not isinstance(global_step, bool) else 0
+    kwargs.setdefault("resume", "allow" if step > 0 else "never")
+    if step > 0:
+        kwargs.setdefault("start_step", step)
+    return kwargs
+
+
 def json_safe(value: Any) -> Any:
     """``value`` reduced to what JSON can hold; anything else (objects, tensors, enums...) is dropped.
 

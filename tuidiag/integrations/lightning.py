@@ -27,6 +27,11 @@ Where each value comes from (checked against Lightning 2.6's source):
   the names they were logged with (``val_loss``, ``val/loss``, ...).
 - Config: the module's (and datamodule's) ``hparams``, your ``config``, and the
   trainer's settings under ``trainer``; values JSON cannot hold are dropped.
+- Re-running: a ``fit`` resumed from a checkpoint (``ckpt_path=...``, so
+  ``trainer.global_step > 0`` at ``on_train_start``) continues the run in
+  ``run_dir`` from that step (``resume="allow"``, ``start_step=global_step``);
+  a new ``fit`` never mixes with a run already there: it goes to ``run_dir-N``
+  (``resume="never"``). Pass ``resume=`` to decide yourself.
 - The recorder closes as ``finished`` at ``on_fit_end`` and ``failed`` at
   ``on_exception`` (Ctrl-C included). Only ``fit`` is recorded: a later
   ``trainer.validate()`` or ``test()`` writes nothing.
@@ -44,7 +49,7 @@ from typing import Any, Mapping
 
 from tuidiag.format import STATUS_FAILED, STATUS_FINISHED
 from tuidiag.integrations.common import (
-    GuardedCallback, base_optimizer, guarded_hook, json_safe_dict, split_batch, take_activations,
+    GuardedCallback, base_optimizer, guarded_hook, json_safe_dict, recorder_arguments, split_batch, take_activations,
 )
 
 try:
@@ -61,11 +66,11 @@ class TuidiagCallback(GuardedCallback, Callback):
     """Records a Lightning ``fit`` into ``run_dir`` with :class:`tuidiag.Recorder`.
 
     Args:
-        run_dir: the run directory (shared by all ranks).
+        run_dir: the run directory (shared by all ranks; see the module docstring for re-runs).
         config: extra entries for the manifest's config (merged over ``hparams``).
         name: display name of the run.
         **recorder_kwargs: passed to :class:`tuidiag.Recorder` (``grads_every``,
-            ``weights_every``, ``activations_every``, ``flush_interval``, ...).
+            ``weights_every``, ``activations_every``, ``flush_interval``, ``resume``, ...).
     """
 
     def __init__(self, run_dir: str | os.PathLike[str], config: Mapping[str, Any] | None = None,
@@ -87,7 +92,8 @@ class TuidiagCallback(GuardedCallback, Callback):
 
         self._close(STATUS_FINISHED)
         config = lightning_config(trainer, pl_module, self.config)
-        self.recorder = Recorder(self.run_dir, config=config, name=self.name, **self.recorder_kwargs)
+        kwargs = recorder_arguments(self.recorder_kwargs, trainer.global_step)
+        self.recorder = Recorder(self.run_dir, config=config, name=self.name, **kwargs)
         self._watched = self._step_open = False
         self._loss = self._activations = None
 

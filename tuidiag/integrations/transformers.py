@@ -36,6 +36,11 @@ which clips with ``max_grad_norm`` *before* ``on_pre_optimizer_step``):
 - Config: ``lr``, ``batch_size`` (samples per optimizer step: per-device batch
   times accumulation steps times ranks, what the diagnosis counts), your ``config``, ``TrainingArguments`` under
   ``training_args`` and the model config under ``model_config`` (JSON-safe values only).
+- Re-running: ``train(resume_from_checkpoint=...)`` (``state.global_step > 0`` at
+  ``on_train_begin``) continues the run in ``run_dir`` from that step
+  (``resume="allow"``, ``start_step=global_step``); a new training never mixes
+  with a run already there: it goes to ``run_dir-N`` (``resume="never"``).
+  Pass ``resume=`` to decide yourself.
 - Closed as ``finished`` at ``on_train_end``; a later ``trainer.evaluate()``
   writes nothing. The Trainer has no exception hook:
   a training that dies of an exception is marked ``failed`` when the process
@@ -48,7 +53,9 @@ import os
 from typing import Any, Mapping
 
 from tuidiag.format import LOSS, STATUS_FINISHED
-from tuidiag.integrations.common import GuardedCallback, base_optimizer, base_scheduler, guarded_hook, json_safe_dict
+from tuidiag.integrations.common import (
+    GuardedCallback, base_optimizer, base_scheduler, guarded_hook, json_safe_dict, recorder_arguments,
+)
 
 try:
     from transformers import TrainerCallback
@@ -88,7 +95,8 @@ class TuidiagCallback(GuardedCallback, TrainerCallback):
 
         self._close()
         config = transformers_config(args, model, self.config)
-        self.recorder = Recorder(self.run_dir, config=config, name=self.name, **self.recorder_kwargs)
+        self.recorder = Recorder(self.run_dir, config=config, name=self.name,
+                                 **recorder_arguments(self.recorder_kwargs, state.global_step))
         max_norm = float(args.max_grad_norm) if args.max_grad_norm and args.max_grad_norm > 0 else None
         world = args.world_size if getattr(args, "average_tokens_across_devices", False) else 1
         scheduler = kwargs.get("lr_scheduler")

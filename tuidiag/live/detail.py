@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -38,7 +38,7 @@ def detail_data(run: Run, at: int | None, points: int) -> DetailData:
     view = RunView(run, at)
     steps = run.series(LOSS).steps
     return DetailData(
-        charts=build_charts(view, points),
+        charts=mark_resumes(build_charts(view, points), view.resume_steps),
         layers=layer_grid(view, max(8, points // 4)),
         events=tuple(view.events()[-MAX_EVENTS:]),
         system=system_figures(view),
@@ -101,6 +101,13 @@ def build_charts(view: RunView, points: int) -> dict[str, Chart]:
     updates = [line for name in picks for line in [_line(view, UPDATE_RATIO_PREFIX + name, points, name)] if line]
     charts["update"] = Chart("update/weight ratio", tuple(updates), log_default=True, actions=actions, failed_actions=failed)
     return charts
+
+
+def mark_resumes(charts: dict[str, Chart], resumes: tuple[int, ...]) -> dict[str, Chart]:
+    """``charts`` with the steps where a later session continued the run marked on each (the newest 20)."""
+    if not resumes:
+        return charts
+    return {name: replace(chart, resumes=resumes[-20:]) for name, chart in charts.items()}
 
 
 def layer_grid(view: RunView, bins: int) -> LayerGrid:

@@ -58,6 +58,8 @@ class Chart:
     """Steps of live actions (LR change, clipping, checkpoint), marked so before/after can be compared."""
     failed_actions: tuple[int, ...] = ()
     """Steps of live actions the steps after them did not show (undone by a scheduler, clipping that missed)."""
+    resumes: tuple[int, ...] = ()
+    """Steps at which a later session continued the run (another process recorded from there on)."""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The training side: ``Recorder`` and the writer thread behind it (no UI imports)."""
 
+from tuidiag.recorder.placement import ResumeError
 from tuidiag.recorder.recorder import Recorder
 
-__all__ = ["Recorder"]
+__all__ = ["Recorder", "ResumeError"]

@@ -12,6 +12,7 @@ import atexit
 import math
 import os
 import socket
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -23,6 +24,7 @@ import numpy as np
 from tuidiag.format import (
     EVENT_CAPTURE,
     EVENT_NO_GRAD,
+    EVENT_RESUMED,
     GRAD_MAX_NORM,
     GRAD_NONE_COUNT,
     LOSS,
@@ -38,6 +40,7 @@ from tuidiag.recorder.errors import ErrorReporter, guarded
 from tuidiag.recorder.layouts import LayoutCache
 from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
 from tuidiag.recorder.process import detect_rank, died_of_exception, import_torch, install_excepthook
+from tuidiag.recorder.placement import RESUME_NEVER, check_mode
 from tuidiag.recorder.run_manifest import RunManifest
 from tuidiag.recorder.step_timer import StepTimer
 
@@ -50,8 +53,18 @@ class Recorder:
     """Records a training run into Parquet shards under ``run_dir``.
 
     Args:
-        run_dir: the run directory (created if needed; an existing run is resumed).
-        config: hyperparameters to store in the manifest.
+        run_dir: the run directory asked for (created if needed). ``rec.run_dir`` is
+            the directory actually written: see ``resume``.
+        config: hyperparameters to store in the manifest (merged into the previous
+            session's when a run is continued; the changed keys go into the ``resumed`` event).
+        resume: ``"never"`` (default): if ``run_dir`` already holds a run, record into
+            the next free ``run_dir-N`` and say so once on stderr; ``"allow"``: continue
+            the run in ``run_dir`` if there is one, else start it; ``"must"``: continue
+            it, and raise ``ResumeError`` here if there is none. A continued run counts
+            its steps on from its last step + 1 and records a ``resumed`` event.
+        start_step: the step ``step()`` counts from when given no index (default: 0,
+            or the last recorded step + 1 of a continued run); a training resumed from
+            an older checkpoint passes the checkpoint's step.
         name: display name (default: the directory name).
         flush_interval: seconds between shard writes.
         grads_every / weights_every / activations_every / inputs_every: record
@@ -69,6 +82,8 @@ class Recorder:
         run_dir: str | os.PathLike[str],
         config: Mapping[str, Any] | None = None,
         *,
+        resume: str = RESUME_NEVER,
+        start_step: int | None = None,
         name: str | None = None,
         flush_interval: float = 1.0,
         grads_every: int = 1,
@@ -81,8 +96,8 @@ class Recorder:
         factory: str | None = None,
         control: bool = True,
     ) -> None:
+        check_mode(resume)
         self.errors = ErrorReporter()
-        self.run_dir = Path(run_dir)
         self.grads_every, self.weights_every = grads_every, weights_every
         self.activations_every, self.inputs_every = activations_every, inputs_every
         self.capture_nonfinite, self.capture_max_bytes = capture_nonfinite, capture_max_bytes
@@ -102,14 +117,20 @@ class Recorder:
         self._layouts = LayoutCache(self)
         self._changes = LiveChanges(self.world_size)
         self.loss_fn: Any = None
-        start_errors = _make_dir(self.run_dir)
-        self._manifest = RunManifest(self.run_dir, self.rank, name or self.run_dir.name, dict(config or {}), self.world_size, flush_interval, factory)
+        self._manifest = RunManifest(Path(run_dir), self.rank, name, dict(config or {}), self.world_size, flush_interval, factory,
+                                     resume, None if start_step is None else int(start_step))
+        self.run_dir = self._manifest.run_dir
         self._next_step = self._manifest.resume_step
         self._control = LiveControl(self.run_dir, self.event, self.errors.report) if control and self.rank == 0 else None
         self._writer = ShardWriter(self.run_dir, self.rank, flush_interval, max_queue, self._on_flush, self.errors.report)
         self.errors.sink = self._error_event
-        for exc in start_errors + [e for e in (self._manifest.start_error,) if e is not None]:
-            self.errors.report("start", exc)
+        if self._manifest.note:
+            print(self._manifest.note, file=sys.stderr)
+        resumed = self._manifest.resumed
+        if resumed is not None:
+            self._writer.submit(EventRow(resumed.from_step, self._manifest.started, EVENT_RESUMED, "info", resumed.message(), resumed.data(resume)))
+        if self._manifest.start_error is not None:
+            self.errors.report("start", self._manifest.start_error)
         install_excepthook()
         atexit.register(self._close_at_exit)
 
@@ -192,7 +213,7 @@ class Recorder:
     @guarded
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         """Record any scalars (numbers or 0-d tensors) under the names given, verbatim."""
-        s = max(self._current_step, 0) if step is None else int(step)
+        s = self._implicit_step() if step is None else int(step)
         host_names, host_values, dev_names, dev_values = [], [], [], []
         for key, value in metrics.items():
             if self._is_tensor(value):
@@ -212,7 +233,7 @@ class Recorder:
     @guarded
     def event(self, kind: str, message: str, severity: str = "info", data: Mapping[str, Any] | None = None, step: int | None = None) -> None:
         """Record an event (shown in the monitor's events panel)."""
-        s = max(self._current_step, 0) if step is None else int(step)
+        s = self._implicit_step() if step is None else int(step)
         self._writer.submit(EventRow(s, time.time(), str(kind), str(severity), str(message), dict(data or {})))
 
     @guarded
@@ -252,6 +273,10 @@ class Recorder:
         return self._writer.dropped_rows
 
     # ---- internals --------------------------------------------------------------
+    def _implicit_step(self) -> int:
+        """The step of a ``log`` or ``event`` without one: the last step, or before the first the one to come."""
+        return self._current_step if self._current_step >= 0 else max(self._next_step, 0)
+
     def _is_tensor(self, value: Any) -> bool:
         return self._torch is not None and isinstance(value, self._torch.Tensor)
 
@@ -351,7 +376,7 @@ class Recorder:
         return job_runner_for(self._watch, self.loss_fn, lambda: [b for _, b in self._recent_batches])
 
     def _error_event(self, kind: str, message: str, data: dict[str, Any]) -> None:
-        self._writer.submit(EventRow(max(self._current_step, 0), time.time(), kind, "error", message, data))
+        self._writer.submit(EventRow(self._implicit_step(), time.time(), kind, "error", message, data))
 
     def _on_flush(self, writer: ShardWriter) -> None:
         """Writer thread, each flush: system stats, error count, heartbeat."""
@@ -376,15 +401,6 @@ class Recorder:
 
     def _close_at_exit(self) -> None:
         self.close(STATUS_FAILED if died_of_exception() else STATUS_FINISHED)
-
-
-def _make_dir(path: Path) -> list[OSError]:
-    """Create the run directory; a failure (read-only, disk full) is returned, not raised."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return [exc]
-    return []
 
 
 def _as_float(value: Any) -> float | None:

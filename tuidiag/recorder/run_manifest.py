@@ -1,46 +1,125 @@
-"""The recorder's side of ``run.json``: start (or resume), describe the model, beat, finish.
+"""The recorder's side of ``run.json``: start (or continue) a run, describe the model, beat, finish.
 
 Only rank 0 writes the manifest. The dict is updated from the training thread
-(``describe``) and written by the writer thread at each heartbeat.
+(``describe``) and written by the writer thread at each heartbeat. Which
+directory it goes to is decided by :mod:`tuidiag.recorder.placement`.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuidiag.store.manifest import jsonable, new_manifest, read_manifest, write_manifest
+from tuidiag.format import STATUS_RUNNING
+from tuidiag.recorder.placement import Placement, ResumeError, launch_key, place
+from tuidiag.store.manifest import effective_status, jsonable, new_manifest, write_manifest
+
+MAX_CONFIG_CHANGES = 100
+"""Changed config keys listed in a ``resumed`` event; more are counted, not listed."""
+
+
+@dataclass
+class Resumed:
+    """What continuing a run found: where the new session starts and what changed."""
+
+    from_step: int
+    previous_last_step: int | None
+    previous_status: str
+    count: int
+    config_changes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    more_changes: int = 0
+
+    def message(self) -> str:
+        """The ``resumed`` event's text."""
+        last = "no steps" if self.previous_last_step is None else f"last step {self.previous_last_step}"
+        text = f"resumed at step {self.from_step} (previous session {self.previous_status}, {last})"
+        if self.config_changes:
+            shown = ", ".join(_change_text(k, v) for k, v in list(self.config_changes.items())[:5])
+            extra = len(self.config_changes) + self.more_changes - 5
+            text += f"; config changed: {shown}" + (f" and {extra} more" if extra > 0 else "")
+        return text
+
+    def data(self, mode: str) -> dict[str, Any]:
+        """The ``resumed`` event's ``data``."""
+        return {"from_step": self.from_step, "previous_last_step": self.previous_last_step,
+                "previous_status": self.previous_status, "resumed": self.count, "resume": mode,
+                "config_changes": self.config_changes, "more_config_changes": self.more_changes}
 
 
 class RunManifest:
     """The manifest of one run, as the recording process sees it."""
 
-    def __init__(self, run_dir: Path, rank: int, name: str, config: dict[str, Any], world_size: int, flush_interval: float, factory: str | None) -> None:
-        self.run_dir = run_dir
+    def __init__(self, requested: Path, rank: int, name: str | None, config: dict[str, Any], world_size: int,
+                 flush_interval: float, factory: str | None, resume: str = "never", start_step: int | None = None) -> None:
         self.writes = rank == 0
-        self.data = new_manifest(name, config, world_size, flush_interval)
+        self.started = time.time()
+        """When this session started: the ``resumed`` event's time, before any row of the session."""
+        self.resumed: Resumed | None = None
+        """Set when this session continues an earlier one (rank 0 only)."""
+        self.floor_step = -1
+        """The last step kept from the sessions before this one: ``last_step`` never goes below it."""
+        key = launch_key(world_size)
+        self.data = new_manifest(name or requested.name, config, world_size, flush_interval)
         self.data["factory"] = factory
-        self.resume_step = 0
-        """The step a resumed run continues from (0 for a new run)."""
-        self.start_error: OSError | None = None
-        """Why the first write failed (disk full, read-only); the next heartbeat tries again."""
-        if self.writes:
-            self._resume()
-            try:
-                write_manifest(run_dir, self.data)
-            except OSError as exc:  # never stop a training from starting
-                self.start_error = exc
-
-    def _resume(self) -> None:
+        self.data["session"] = {"launch": key, "started": self.started, "start_step": start_step or 0}
         try:
-            previous = read_manifest(self.run_dir)
-        except (OSError, ValueError):
-            return
-        self.data.update(run_id=previous.get("run_id", self.data["run_id"]), created=previous.get("created", self.data["created"]))
-        self.data["resumed"] = int(previous.get("resumed", 0)) + 1
-        if isinstance(previous.get("last_step"), int):
-            self.resume_step = previous["last_step"] + 1
+            placement = place(requested, resume, self._fresh_manifest(name), rank, key)
+        except ResumeError:
+            raise
+        except Exception as exc:  # a damaged directory must not stop the training: record beside it
+            placement = Placement(requested.parent / f"{requested.name}-{self.data['run_id'][:8]}", error=exc)
+        self.run_dir = placement.run_dir
+        self.note = placement.note
+        """One line for stderr when the run went to another directory than asked."""
+        self.start_error: Exception | None = placement.error
+        """Why the directory or the first write failed (disk full, read-only); the next heartbeat tries again."""
+        self.resume_step = start_step or 0
+        """The step this session's ``step()`` counts from."""
+        if not self.writes:
+            self._follow(placement)
+        elif placement.previous is not None:
+            self._continue(placement.previous, name, start_step)
+            try:
+                write_manifest(self.run_dir, self.data)
+            except OSError as exc:  # never stop a training from starting
+                self.start_error = self.start_error or exc
+
+    def _fresh_manifest(self, name: str | None) -> Any:
+        def build(path: Path) -> dict[str, Any]:
+            self.data["name"] = name or path.name
+            return self.data
+
+        return build
+
+    def _follow(self, placement: Placement) -> None:
+        """A rank other than 0 counts its steps from where rank 0's session starts."""
+        session = (placement.previous or {}).get("session")
+        start = session.get("start_step") if isinstance(session, dict) else None
+        if isinstance(start, int) and not isinstance(start, bool):
+            self.resume_step = start
+
+    def _continue(self, previous: dict[str, Any], name: str | None, start_step: int | None) -> None:
+        """Merge the previous session's manifest into this one and note what changed."""
+        last = previous.get("last_step")
+        last = last if isinstance(last, int) and not isinstance(last, bool) else _last_step_on_disk(self.run_dir)
+        count = previous.get("resumed", 0)
+        count = (count if isinstance(count, int) else 0) + 1
+        config, changes = merge_config(previous.get("config"), self.data["config"])
+        from_step = start_step if start_step is not None else (last + 1 if last is not None else 0)
+        self.data.update(
+            run_id=previous.get("run_id", self.data["run_id"]), created=previous.get("created", self.data["created"]),
+            name=name or previous.get("name") or self.run_dir.name, resumed=count, config=config,
+            last_step=from_step - 1 if from_step > 0 else None,
+        )
+        self.data["session"]["start_step"] = from_step
+        self.floor_step = from_step - 1  # a rewind to an older step drops the abandoned steps from ``last_step``
+        self.resume_step = from_step
+        listed = dict(list(changes.items())[:MAX_CONFIG_CHANGES])
+        status = effective_status(previous) if previous else "unknown"
+        self.resumed = Resumed(from_step, last, "crashed" if status == STATUS_RUNNING else status, count,
+                               listed, len(changes) - len(listed))
 
     def describe(self, model: Any, optimizer: Any, max_grad_norm: float | None) -> None:
         """Add the model summary and optimizer settings (written at the next heartbeat)."""
@@ -60,6 +139,7 @@ class RunManifest:
         """Write the manifest with a fresh heartbeat (rank 0 only)."""
         if not self.writes:
             return
+        last_step = max(last_step, self.floor_step)
         self.data.update(heartbeat=time.time(), last_step=last_step if last_step >= 0 else None, stats=stats)
         write_manifest(self.run_dir, self.data)
 
@@ -67,3 +147,55 @@ class RunManifest:
         """Mark the run finished/failed and write it one last time."""
         self.data.update(status=status, ended=time.time())
         self.heartbeat(last_step, stats)
+
+
+def merge_config(previous: Any, new: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``previous`` updated with ``new`` (nested dicts merged key by key), and the changes.
+
+    Changes are keyed by the ``/``-joined path of each leaf whose value differs or is
+    new: ``{"old": ..., "new": ...}`` (no ``old`` for a key the previous session lacked).
+    Keys only the previous session had are kept and are not changes.
+    """
+    merged = dict(previous) if isinstance(previous, dict) else {}
+    changes: dict[str, dict[str, Any]] = {}
+    _merge_into(merged, new, "", changes)
+    return merged, changes
+
+
+def _merge_into(target: dict[str, Any], new: dict[str, Any], prefix: str, changes: dict[str, dict[str, Any]]) -> None:
+    for key, value in new.items():
+        path = f"{prefix}{key}"
+        old = target.get(key, _MISSING)
+        if isinstance(old, dict) and isinstance(value, dict):
+            inner = dict(old)
+            _merge_into(inner, value, path + "/", changes)
+            target[key] = inner
+            continue
+        if old is _MISSING:
+            changes[path] = {"new": value}
+        elif old != value or type(old) is not type(value):
+            changes[path] = {"old": old, "new": value}
+        target[key] = value
+
+
+_MISSING = object()
+
+
+def _change_text(key: str, change: dict[str, Any]) -> str:
+    new = _short(change.get("new"))
+    return f"{key} {_short(change['old'])} -> {new}" if "old" in change else f"{key} = {new} (new)"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _last_step_on_disk(run_dir: Path) -> int | None:
+    """The highest recorded step, read from the shards (a run whose manifest does not say)."""
+    from tuidiag.store.reader import open_run
+
+    try:
+        return open_run(run_dir).last_step
+    except Exception:  # a damaged run: start counting at 0 rather than fail the training
+        return None

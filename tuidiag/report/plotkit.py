@@ -30,6 +30,8 @@ LR_COLOR = "#31a354"
 """Green: learning rate."""
 BAD = "#cb181d"
 """Red: non-finite values and thresholds."""
+RESUMED = "#636363"
+"""Grey: where a later session continued the run."""
 DPI = 110
 
 
@@ -70,6 +72,13 @@ def mark_nonfinite(ax: Axes, steps: np.ndarray, values: np.ndarray, what: str) -
         ax.scatter(bad, np.full(len(bad), 0.97), transform=ax.get_xaxis_transform(), marker="v", s=36,
                    color=BAD, zorder=5, label=f"{what} NaN/Inf ({plural(len(bad), 'step')}, first at {bad[0]})")
     return len(bad)
+
+
+def mark_resumes(ax: Axes, steps: tuple[int, ...]) -> int:
+    """Dashed grey lines where a later session continued the run; returns their count."""
+    for i, step in enumerate(steps):
+        ax.axvline(step, color=RESUMED, linestyle="--", linewidth=1.0, label=f"resumed ({plural(len(steps), 'time')})" if i == 0 else None)
+    return len(steps)
 
 
 def title(ax: Axes, text: str, run_name: str) -> None:

@@ -43,6 +43,7 @@ def draw_loss(view: RunView, path: Path) -> str:
     log = kit.log_if_wide(ax, loss)
     capped = kit.clip_runaway(ax, loss, _start_level(loss))
     bad = kit.mark_nonfinite(ax, *view.loss, "loss")
+    resumed = kit.mark_resumes(ax, view.resume_steps)
     ax.set_xlabel("step")
     ax.set_ylabel("training loss" + (" (log scale)" if log else ""))
     kit.title(ax, "Training loss", view.run.name)
@@ -52,6 +53,8 @@ def draw_loss(view: RunView, path: Path) -> str:
     notes += ["log scale: the loss spans more than two decades"] if log else []
     notes += [f"y axis capped at 100x the starting loss; the loss ran away to {fmt(float(loss.max()))}"] if capped else []
     notes += [f"{kit.plural(bad, 'non-finite step')} marked in red"] if bad else []
+    shown = ", ".join(map(str, view.resume_steps[:5])) + (" ..." if resumed > 5 else "")
+    notes += [f"resumed at step {shown} (dashed grey)"] if resumed else []
     return "; ".join(notes)
 
 

@@ -5,12 +5,31 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tuidiag.format import MANIFEST_NAME, METRICS_DIR
+from tuidiag.format import EVENTS_DIR, MANIFEST_NAME, METRICS_DIR, ShardName
 
 
 def is_run_dir(path: Path) -> bool:
     """True when ``path`` holds a manifest or a metrics directory."""
     return (path / MANIFEST_NAME).is_file() or (path / METRICS_DIR).is_dir()
+
+
+def holds_run(path: Path) -> bool:
+    """True when ``path`` holds recorded data: a ``run.json`` (of any file type) or a shard.
+
+    Stricter than :func:`is_run_dir`: an empty directory, one with unrelated files
+    or with empty ``metrics/`` and ``events/`` folders holds no run, so a recorder may
+    start a new one there without mixing two trainings.
+    """
+    if os.path.lexists(path / MANIFEST_NAME):
+        return True
+    for table_dir in (METRICS_DIR, EVENTS_DIR):
+        try:
+            names = os.listdir(path / table_dir)
+        except OSError:
+            continue
+        if any(ShardName.parse(name) is not None for name in names):
+            return True
+    return False
 
 
 def find_runs(root: str | Path, max_depth: int = 6) -> list[Path]:

@@ -102,6 +102,38 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def claim_manifest(run_dir: Path, manifest: dict[str, Any]) -> bool:
+    """Write ``run.json`` only if there is none yet; ``False`` when one already exists.
+
+    Exclusive and whole: the manifest is written under a temporary name and
+    hard-linked into place (a link never replaces a file), so of two recorders
+    starting in the same directory at once exactly one claims it, and a reader never
+    sees a half-written manifest. Where hard links are not supported, an exclusive
+    create is used instead. Other ``OSError`` (read-only, disk full) are raised.
+    """
+    path = run_dir / MANIFEST_NAME
+    text = json.dumps(manifest, indent=1, allow_nan=False)
+    tmp = run_dir / f".{MANIFEST_NAME}.{os.getpid()}.claim.partial"
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+        except OSError:  # no hard links here (some network or FAT filesystems)
+            pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return True
+
+
 def read_manifest(run_dir: Path) -> dict[str, Any]:
     """Read ``run.json``; raises ``OSError`` or ``ValueError`` when missing or malformed."""
     path = run_dir / MANIFEST_NAME
@@ -140,7 +172,7 @@ def _pid_dead_here(manifest: dict[str, Any]) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except (PermissionError, OSError):
+    except (PermissionError, OSError, OverflowError):  # a pid beyond the C range: not one to check
         return False
     return _is_zombie(pid)
 

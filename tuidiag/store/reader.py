@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from tuidiag.format import (
     CAPTURES_DIR,
+    EVENT_RESUMED,
     EVENTS_DIR,
     EVENTS_SCHEMA,
     METRICS_DIR,
@@ -29,7 +30,7 @@ from tuidiag.store.decode import Chunk, Event, ShardError, iter_shard, metric_co
 from tuidiag.store.manifest import effective_status, read_manifest
 from tuidiag.store.read_plan import outside_seqs, read_ahead, rows_in
 from tuidiag.store.seqset import SeqSet
-from tuidiag.store.series_buffer import EMPTY_SERIES, MetricBuffer, Series, SharedArrays
+from tuidiag.store.series_buffer import EMPTY_SERIES, Boundaries, MetricBuffer, Series, SharedArrays
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class Run:
         self._parsed: dict[str, dict[str, ShardName | None]] = {}
         self.rows_read = 0
         """Metric rows read so far."""
+        self._boundaries: Boundaries = ()
+        """(wall time, from step) of the ``resumed`` events: rows are assigned to sessions by time."""
         self.refresh()
 
     @property
@@ -85,14 +88,34 @@ class Run:
         return sorted((self.path / CAPTURES_DIR).glob("*.pt"))
 
     def series(self, name: str, rank: int | None = None) -> Series:
-        """The series of metric ``name`` for ``rank`` (default: the lowest rank that has it)."""
+        """The series of metric ``name`` for ``rank`` (default: the lowest rank that has it).
+
+        Ordered by step. Rows that share a step are all kept, in write order, unless
+        they come from different sessions of a resumed run: then only the newest
+        session's rows of that step are returned (last write wins after a resume).
+        """
         if rank is None:
             ranks = [r for r, n in self._metrics if n == name]
             if not ranks:
                 return EMPTY_SERIES
             rank = min(ranks)
         buffer = self._metrics.get((rank, name))
-        return buffer.series() if buffer else EMPTY_SERIES
+        return buffer.series(self._boundaries) if buffer else EMPTY_SERIES
+
+    @property
+    def resumes(self) -> list[Event]:
+        """The ``resumed`` events: where a later session continued the run (``data["from_step"]``).
+
+        Each is a boundary: the steps from ``step`` on were recorded by another process
+        than those before, and where both recorded a step, the later session's rows are
+        the ones :meth:`series` returns.
+        """
+        return [e for e in self.events if e.kind == EVENT_RESUMED]
+
+    @property
+    def resume_steps(self) -> list[int]:
+        """The steps at which sessions after the first started, ascending."""
+        return sorted({e.step for e in self.resumes})
 
     def has(self, name: str) -> bool:
         """True when any rank recorded metric ``name``."""
@@ -100,7 +123,10 @@ class Run:
 
     @property
     def last_step(self) -> int | None:
-        """The highest step recorded by any metric, or ``None`` before the first row."""
+        """The highest step recorded by any metric (and not replaced after a resume), or ``None`` before the first row."""
+        if self._boundaries:
+            tails = [int(s.steps[-1]) for buf in self._metrics.values() if len(s := buf.series(self._boundaries))]
+            return max(tails) if tails else None
         tails = [buf.max_step for buf in self._metrics.values() if buf.n]
         return int(max(tails)) if tails else None
 
@@ -131,6 +157,7 @@ class Run:
             if table is not None:
                 self.events.extend(table_events(table))
                 self.events.sort(key=lambda e: (e.step, e.wall_time))
+        self._boundaries = tuple(sorted({(e.wall_time, _from_step(e)) for e in self.events if e.kind == EVENT_RESUMED}))
         if self.rows_read - before > _RELEASE_AFTER_ROWS:
             pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages otherwise
         return self.rows_read - before
@@ -141,7 +168,7 @@ class Run:
 
         frames = []
         for (rank, name), buf in sorted(self._metrics.items()):
-            s = buf.series()
+            s = buf.series(self._boundaries)
             frames.append(pd.DataFrame({"step": s.steps, "wall_time": s.wall_times, "metric": name, "value": s.values, "rank": rank}))
         if not frames:
             return pd.DataFrame({"step": [], "wall_time": [], "metric": [], "value": [], "rank": []})
@@ -267,6 +294,14 @@ class Run:
             log.warning("%s: %s", self.path, message)
 
 
+
+
+def _from_step(event: Event) -> int:
+    """The step a ``resumed`` event's session started from (its ``data``, else its own step)."""
+    value = event.data.get("from_step")
+    if not isinstance(value, int) or isinstance(value, bool):
+        return event.step
+    return min(max(value, -(2**63)), 2**63 - 1)  # a hand-edited event must not overflow int64
 
 
 def open_run(path: str | Path) -> Run:

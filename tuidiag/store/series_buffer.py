@@ -91,6 +91,8 @@ class MetricBuffer:
         self.max_step = 0
         """The highest step (the series' last once sorted); meaningful when ``n > 0``."""
         self.cached: Series | None = None
+        self.superseded: tuple[Boundaries, int, Series] | None = None
+        """The series without rows superseded after resumes: (boundaries, rows, series)."""
 
     def extend(self, chunks: list[Chunk], shared: SharedArrays, reserve: int = 0) -> None:
         """Append ``chunks`` (in order), making room for ``reserve`` rows in all.
@@ -128,7 +130,17 @@ class MetricBuffer:
         self.n = n_before + added
         self.cached = None
 
-    def series(self) -> Series:
+    def series(self, boundaries: "Boundaries" = ()) -> Series:
+        """The rows ordered by step, without those a later session replaced (:func:`supersede`)."""
+        whole = self._sorted()
+        if not boundaries or not len(whole):
+            return whole
+        cached = self.superseded
+        if cached is None or cached[0] != boundaries or cached[1] != self.n:
+            cached = self.superseded = (boundaries, self.n, supersede(whole, boundaries))
+        return cached[2]
+
+    def _sorted(self) -> Series:
         if self.n == 0:
             return EMPTY_SERIES
         if self.cached is None:
@@ -143,6 +155,39 @@ class MetricBuffer:
             self.checked = self.n
             self.cached = Series(*(_readonly(a) for a in (steps, values, walls)))
         return self.cached
+
+
+Boundaries = tuple[tuple[float, int], ...]
+"""Sessions after the first of a resumed run: (wall time it started, step it started from), by time."""
+
+
+def supersede(series: Series, boundaries: Boundaries) -> Series:
+    """``series`` (ordered by step) without the rows a later session of the run replaced.
+
+    Each row belongs to the session whose start time its wall time follows
+    (``boundaries``). A row is replaced when a later session started at or before
+    its step (a training resumed from an older checkpoint abandons what came after
+    it), or when a later session wrote the same step again (last write wins).
+    Several rows of one session at one step are all kept, in write order, as before.
+    """
+    steps = series.steps
+    if not len(steps):
+        return series
+    times = np.array([t for t, _ in boundaries], np.float64)
+    froms = np.array([s for _, s in boundaries] + [np.iinfo(np.int64).max], np.int64)
+    session = np.searchsorted(times, series.wall_times, side="right")
+    cut = np.minimum.accumulate(froms[::-1])[::-1]  # session k: the lowest start of sessions k+1, k+2, ...
+    keep = steps < cut[session]
+    whole = bool(keep.all())
+    kept = steps if whole else steps[keep]
+    if np.any(kept[1:] == kept[:-1]):  # rows left that share a step: keep the newest session's
+        starts = np.flatnonzero(np.concatenate(([True], steps[1:] != steps[:-1])))
+        newest = np.repeat(np.maximum.reduceat(session, starts), np.diff(np.append(starts, len(steps))))
+        keep &= session == newest
+        whole = bool(keep.all())
+    if whole:
+        return series
+    return Series(*(_readonly(np.ascontiguousarray(a[keep])) for a in (steps, series.values, series.wall_times)))
 
 
 def _readonly(array: np.ndarray) -> np.ndarray:

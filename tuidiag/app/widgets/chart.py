@@ -13,6 +13,8 @@ from tuidiag.diagnosis.stats import fmt
 from tuidiag.textsafe import clean
 
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "yellow", "white", "gray")
+RESUME_COLOR = "blue+"
+"""Vertical lines where a later session continued the run."""
 
 
 class MetricChart(PlotextPlot):
@@ -85,6 +87,8 @@ class MetricChart(PlotextPlot):
         column = failed_column(values, use_log, max(2, self.size.height - 4))
         for step in chart.failed_actions if len(column) else ():  # a column of red x: not the NaN's red line
             plt.scatter([step] * len(column), column.tolist(), marker="x", color="red")
+        for step in chart.resumes:
+            plt.vertical_line(step, color=RESUME_COLOR)
         if self.marker is not None:
             plt.vertical_line(self.marker, color="yellow")
         plt.yscale("log" if use_log else "linear")
@@ -93,6 +97,7 @@ class MetricChart(PlotextPlot):
             plt.yticks(ticks, [fmt(t) for t in ticks])
         notes = ("  NaN at red line" if chart.nonfinite_steps else "") + ("  live action at green line" if chart.actions else "")
         notes += "  failed action at red x" if chart.failed_actions else ""
+        notes += "  resumed at blue line" if chart.resumes else ""
         plt.title(f"{chart.title}{'  (log)' if use_log else ''}{notes}")
         self.refresh()
 

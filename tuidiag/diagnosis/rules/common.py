@@ -17,8 +17,8 @@ LR_COLLAPSE = 0.05
 
 
 def after_quiet(view: RunView, steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Drop the first steps of the run, where loss legitimately falls fast."""
-    keep = steps >= view.quiet_steps()
+    """Drop the first steps of the run, where loss legitimately falls fast, and as many after each resume."""
+    keep = ~view.quiet_mask(steps)
     return steps[keep], values[keep]
 
 
@@ -35,11 +35,10 @@ def update_ratio(view: RunView) -> tuple[float, int]:
     lr-sized in every coordinate whatever the gradient, so they always look large.
     """
     names = view.weight_params or view.param_order
-    quiet = view.quiet_steps()
     samples, recorded = [], 0
     for name in names:
         steps, values = view.series(UPDATE_RATIO_PREFIX + name)
-        values = values[steps >= quiet]
+        values = values[~view.quiet_mask(steps)]
         recorded = max(recorded, len(values))
         samples.append(values[len(values) // 2 :])
     if recorded < MIN_RATIO_SAMPLES:

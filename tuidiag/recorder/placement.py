@@ -1,0 +1,251 @@
+"""Where a recorder writes: the run it continues, or a fresh directory; never a mixture of two trainings.
+
+``Recorder(dir, resume=...)``:
+
+- ``"never"`` (default): if ``dir`` holds a run, record into the next free
+  ``dir-N`` (the highest ``N`` among the existing siblings, plus one) and say so
+  once on stderr. A directory that holds no run (absent, empty, unrelated files) is used.
+- ``"allow"``: continue the run in ``dir`` if there is one, else start one there.
+- ``"must"``: continue the run in ``dir``; raise :class:`ResumeError` if there is none.
+
+A run still being written by another live process is never joined: ``"allow"``
+records into ``dir-N`` instead and ``"must"`` raises. A run last written from
+another host moments ago is waited on until it goes stale or beats again. A fresh directory is
+claimed by creating its ``run.json`` exclusively, so recorders started at the
+same moment get different directories.
+
+Ranks other than 0 do not choose: they wait (up to :data:`FOLLOW_TIMEOUT`
+seconds) for rank 0's ``run.json`` of the same launch, in ``dir`` or a
+``dir-N``, and record there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from tuidiag.format import STATUS_RUNNING
+from tuidiag.store.discovery import holds_run
+from tuidiag.store.manifest import STALE_AFTER_MIN_SECONDS, claim_manifest, effective_status, read_manifest
+
+RESUME_NEVER, RESUME_ALLOW, RESUME_MUST = "never", "allow", "must"
+RESUME_MODES = (RESUME_NEVER, RESUME_ALLOW, RESUME_MUST)
+STALE_WAIT = STALE_AFTER_MIN_SECONDS + 5.0
+"""Seconds rank 0 waits for a run written from another host to go stale before deciding it is live."""
+STALE_POLL = 0.2
+FOLLOW_TIMEOUT = STALE_WAIT + 30.0
+"""Seconds a rank other than 0 waits for rank 0's ``run.json`` before recording into ``dir`` itself
+(longer than rank 0 may wait for a stale run)."""
+LAUNCH_SLACK = 30.0
+"""Rank 0's session may have started this long before this process (clocks of different hosts)."""
+MAX_SUFFIX_TRIES = 1000
+_IMPORTED = time.time()
+_followed: dict[str, float] = {}
+"""Per requested directory, the start time of the rank-0 session this process last joined."""
+
+
+class ResumeError(ValueError):
+    """``resume="must"`` found no run to continue, or one that another process is still writing."""
+
+
+class RankZeroNotFound(RuntimeError):
+    """A rank other than 0 found no run directory started by rank 0 of its launch in time."""
+
+
+@dataclass
+class Placement:
+    """Where this recorder writes, and what it found there."""
+
+    run_dir: Path
+    previous: dict[str, Any] | None = None
+    """The manifest of the run being continued (rank 0), or rank 0's manifest (other ranks); ``None``: a new run."""
+    note: str | None = None
+    """One line for stderr when the directory is not the one asked for."""
+    error: Exception | None = None
+    """Why the directory could not be created or claimed (reported as a start error, never raised)."""
+
+
+def check_mode(resume: str) -> str:
+    """``resume`` if it is a known mode; raises ``ValueError`` otherwise."""
+    if resume not in RESUME_MODES:
+        raise ValueError(f"resume must be one of {', '.join(map(repr, RESUME_MODES))}, not {resume!r}")
+    return resume
+
+
+def launch_key(world_size: int) -> str:
+    """What all ranks of one distributed launch share (rendezvous address, port, id and size)."""
+    env = os.environ
+    return "|".join([env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", ""), env.get("TORCHELASTIC_RUN_ID", ""), str(world_size)])
+
+
+def place(requested: Path, resume: str, manifest_for: Callable[[Path], dict[str, Any]], rank: int = 0,
+          key: str = "", follow_timeout: float | None = None) -> Placement:
+    """Choose (and for rank 0, claim) the directory to record into; see the module docstring.
+
+    ``manifest_for(path)`` builds the manifest a new run in ``path`` starts with.
+    Raises only :class:`ResumeError` (``resume="must"``); file system errors come back in
+    :attr:`Placement.error`.
+    """
+    check_mode(resume)
+    if rank != 0:
+        return follow(requested, key, follow_timeout)
+    if resume != RESUME_NEVER and holds_run(requested):
+        previous = _manifest_or_none(requested) or {}
+        if _live(previous) and previous.get("host") != socket.gethostname():
+            previous = _await_stale(requested, previous)
+        if not _live(previous):
+            return Placement(requested, previous)
+        if resume == RESUME_MUST:
+            raise ResumeError(f"resume='must': {requested} is still being written by another process "
+                              f"(pid {previous.get('pid')} on {previous.get('host')}); not joining it")
+        reason = "is still being written by another process"
+    elif resume == RESUME_MUST:
+        raise ResumeError(f"resume='must': {requested} holds no run to continue")
+    else:
+        reason = "already holds a run"
+    return _fresh(requested, manifest_for, reason)
+
+
+def _fresh(requested: Path, manifest_for: Callable[[Path], dict[str, Any]], reason: str) -> Placement:
+    """Claim ``requested`` if it holds no run, else the next free ``requested-N``."""
+    candidate, tries = requested, 0
+    while tries < MAX_SUFFIX_TRIES:
+        tries += 1
+        try:
+            candidate.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:  # a file of that name: not ours to write into
+            reason = "exists and is not a directory" if candidate == requested else reason
+            candidate = _next_sibling(requested, candidate)
+            continue
+        except OSError as exc:
+            return Placement(candidate, note=_note(requested, candidate, reason), error=exc)
+        try:
+            if not holds_run(candidate) and claim_manifest(candidate, manifest_for(candidate)):
+                return Placement(candidate, note=_note(requested, candidate, reason))
+        except OSError as exc:
+            return Placement(candidate, note=_note(requested, candidate, reason), error=exc)
+        candidate = _next_sibling(requested, candidate)
+    return Placement(candidate, error=FileExistsError(f"no free directory among {requested}-1 ... {candidate}"))
+
+
+def _next_sibling(requested: Path, tried: Path) -> Path:
+    """``requested-N`` for an ``N`` above every existing sibling's and above the one just tried."""
+    taken = suffixes(requested)
+    tried_n = suffix_of(requested, tried) or 0
+    return requested.parent / f"{requested.name}-{max(taken + [tried_n]) + 1}"
+
+
+def suffix_of(requested: Path, path: Path) -> int | None:
+    """``N`` when ``path`` is ``requested-N``, else ``None``."""
+    match = re.fullmatch(re.escape(requested.name) + r"-(\d+)", path.name)
+    return int(match.group(1)) if match and path.parent == requested.parent else None
+
+
+def suffixes(requested: Path) -> list[int]:
+    """The ``N`` of every existing ``requested-N`` sibling."""
+    try:
+        names = os.listdir(requested.parent if str(requested.parent) else ".")
+    except OSError:
+        return []
+    found = (suffix_of(requested, requested.parent / name) for name in names)
+    return [n for n in found if n is not None]
+
+
+def _note(requested: Path, chosen: Path, reason: str) -> str | None:
+    if chosen == requested:
+        return None
+    return (f"tuidiag: {requested} {reason}; recording this training into {chosen} "
+            f"(Recorder(..., resume='allow') continues a run instead)")
+
+
+def _manifest_or_none(path: Path) -> dict[str, Any] | None:
+    try:
+        return read_manifest(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _live(manifest: dict[str, Any]) -> bool:
+    """True when another process still writes this run (status running, beating, pid alive)."""
+    try:
+        return bool(manifest) and manifest.get("status") == STATUS_RUNNING and effective_status(manifest) == STATUS_RUNNING
+    except Exception:  # a hand-edited run.json (odd types): not a writer anyone can be sure of
+        return False
+
+
+def _await_stale(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """A run written from another host whose heartbeat is still fresh: a training killed there
+    moments ago (preempted, requeued here), or one still running. Its pid cannot be checked
+    from here, so wait (up to :data:`STALE_WAIT` seconds) until its heartbeat goes stale (it
+    died: continue it) or beats again (it is alive: never join it). Returns the manifest as
+    last read."""
+    beat = manifest.get("heartbeat")
+    print(f"tuidiag: {path} was being written from {manifest.get('host')} moments ago; "
+          f"waiting up to {STALE_WAIT:.0f} s to tell whether that training is still running", file=sys.stderr)
+    deadline = time.monotonic() + STALE_WAIT
+    current = manifest
+    while time.monotonic() < deadline:
+        time.sleep(STALE_POLL)
+        current = _manifest_or_none(path) or {}
+        if current.get("heartbeat") != beat or not _live(current):
+            break
+    return current
+
+
+def follow(requested: Path, key: str, timeout: float | None = None) -> Placement:
+    """A rank other than 0: the directory whose ``run.json`` rank 0 of this launch wrote.
+
+    Waits up to ``timeout`` seconds (default :data:`FOLLOW_TIMEOUT`) for it to appear.
+    """
+    timeout = FOLLOW_TIMEOUT if timeout is None else timeout
+    started_after = max(process_start_time() - LAUNCH_SLACK, _followed.get(str(requested), float("-inf")) + 1e-6)
+    deadline = time.monotonic() + timeout
+    while True:
+        found = _rank_zero_dir(requested, key, started_after)
+        if found is not None:
+            path, manifest = found
+            _followed[str(requested)] = float(manifest["session"]["started"])
+            return Placement(path, manifest)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    error: Exception = RankZeroNotFound(f"no run started by rank 0 of this launch appeared in {requested} "
+                                        f"or a {requested.name}-N within {timeout:.0f} s; recording into {requested}")
+    try:
+        requested.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        error = exc
+    return Placement(requested, None, error=error)
+
+
+def _rank_zero_dir(requested: Path, key: str, started_after: float) -> tuple[Path, dict[str, Any]] | None:
+    """The newest candidate directory whose live manifest names this launch's session."""
+    best: tuple[float, Path, dict[str, Any]] | None = None
+    for path in [requested] + [requested.parent / f"{requested.name}-{n}" for n in suffixes(requested)]:
+        manifest = _manifest_or_none(path)
+        session = manifest.get("session") if manifest else None
+        if not isinstance(session, dict) or session.get("launch") != key:
+            continue
+        started = session.get("started")
+        if not isinstance(started, (int, float)) or started < started_after or not _live(manifest):
+            continue
+        if best is None or started > best[0]:
+            best = (float(started), path, manifest)
+    return (best[1], best[2]) if best else None
+
+
+def process_start_time() -> float:
+    """When this process started (from ``/proc``), else when tuidiag's recorder was imported."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        with open("/proc/stat", encoding="ascii") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith("btime"))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return _IMPORTED
