@@ -14,9 +14,11 @@ from typing import Callable
 
 import numpy as np
 
+from tuidiag.diagnosis.evidence import Change, Evidence, Level, at_step, change_words, direction, measure
 from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.stats import fmt, median
+from tuidiag.diagnosis.stats import fmt
 from tuidiag.diagnosis.view import RunView
+from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 
 EXPLAINS: dict[str, tuple[str, ...]] = {
     "bad_input_data": ("nonfinite_loss", "loss_spikes", "exploding_gradients", "lr_too_high", "dead_relu", "activation_saturation",
@@ -81,19 +83,36 @@ def combine(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: -f.confidence)
 
 
+def _loss_line(view: RunView) -> Evidence:
+    """The loss's start against its end: the first and last tenth (at most 10, at least 1 value each), never overlapping."""
+    steps, loss = view.loss
+    ok = np.isfinite(loss)
+    steps, good = steps[ok], loss[ok]
+    if len(good) < 2:
+        if not len(good):
+            return Evidence("no finite loss value yet")
+        count = measure(LOSS, *view.loss, "count")
+        return Evidence(f"too few finite loss values to compare a start and an end: {len(good)} over {count.where}", Level(count))
+    k = max(1, min(10, len(good) // 10 if len(good) >= 20 else len(good) // 2))
+    change = Change(measure(LOSS, steps[:k], good[:k], "median"), measure(LOSS, steps[-k:], good[-k:], "median"), "")
+    change = Change(change.before, change.after, direction(change.before.value, change.after.value))
+    return Evidence(f"loss {change_words(change)}: median {fmt(change.before.value)} over {change.before.where}, "
+                    f"{fmt(change.after.value)} over {change.after.where}", change)
+
+
 def healthy(view: RunView) -> Finding:
     """The single finding of a run with nothing wrong, with its key health figures."""
-    evidence = []
-    steps, loss = view.loss
-    good = loss[np.isfinite(loss)]
-    if len(good) >= 2:
-        evidence.append(f"loss {fmt(median(good[:10]))} -> {fmt(median(good[-10:]))} over {len(good)} steps")
-    grad = median(view.grad_total[1])
-    if np.isfinite(grad):
-        evidence.append(f"gradient norm median {fmt(grad)} (healthy range 0.1-10)")
-    _, val = view.val_loss
-    if len(val):
-        evidence.append(f"validation loss {fmt(float(val[-1]))} at the last evaluation")
+    evidence: list[str] = [_loss_line(view)] if view.n_steps else []
+    g_steps, g = view.grad_total
+    if len(g) and np.isfinite(g).any():
+        grad = measure(GRAD_NORM_TOTAL, g_steps, g, "median")
+        text = f"gradient norm median {fmt(grad.value)} over {grad.where} (healthy range 0.1-10)"
+        evidence.append(Evidence(text, Level(grad), refs=(0.1, 10)))
+    v_steps, val = view.val_loss
+    if len(val) and view.val_loss_name is not None:
+        last = at_step(view.val_loss_name, v_steps, val, len(val) - 1)
+        evidence.append(Evidence(f"validation loss {fmt(last.value)} at step {last.first}, the last evaluation", Level(last)))
     if not evidence:
-        evidence.append("not enough data yet to judge")
+        evidence.append(Evidence("not enough data yet to judge"))
     return Finding("healthy", "No problem detected", 0.8 if view.n_steps >= 100 else 0.5, "info", evidence, fix="none", first_step=None)
+
