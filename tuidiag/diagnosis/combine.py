@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from tuidiag.diagnosis.moves import Move
 from tuidiag.diagnosis.evidence import Change, Evidence, Level, at_step, change_words, direction, measure
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.stats import fmt
@@ -116,3 +117,45 @@ def healthy(view: RunView) -> Finding:
         evidence.append(Evidence("not enough data yet to judge"))
     return Finding("healthy", "No problem detected", 0.8 if view.n_steps >= 100 else 0.5, "info", evidence, fix="none", first_step=None)
 
+
+def _support(finding: Finding) -> tuple[int, float]:
+    """How well a finding is supported, for ranking conflicts: alarms above notes, then confidence."""
+    return (0 if finding.severity == "info" else 1, finding.confidence)
+
+
+def _drop_move(finding: Finding, move: Move, winner: Finding) -> None:
+    """Take ``move``'s clause out of ``finding``'s fix and say which finding it conflicts with."""
+    clause = finding.moves.pop(move)
+    for other, text in list(finding.moves.items()):
+        if text == clause:  # an untagged fix: its one clause made every move
+            finding.moves.pop(other)
+    parts = [p for p in (str(finding.fix).replace(clause, "", 1) if clause else str(finding.fix)).split("; ") if p.strip(" ;")]
+    if parts and parts[0].startswith("or "):
+        parts[0] = parts[0][3:]
+    note = f"not {move.doing}: conflicts with {winner.code} ({winner.confidence:.0%})"
+    finding.fix = "; ".join([*parts, note])
+
+
+def resolve_fix_conflicts(findings: list[Finding]) -> list[Finding]:
+    """No two findings advise opposite moves on one setting (LR up and down, clipping tighter and looser, ...).
+
+    For each setting, the best-supported finding that moves it decides the direction:
+    alarms over notes, then the higher confidence, except that a cause beats a symptom it
+    explains (it is causally earlier). Every finding advising the opposite move loses
+    that clause of its fix and says why instead ("not raising the LR: conflicts with
+    lr_too_high (87%)"). Edits ``findings`` in place and returns it.
+    """
+    settings = sorted({move.setting for finding in findings for move in finding.moves})
+    for setting in settings:
+        holders = [(f, m) for f in findings for m in f.moves if m.setting == setting]
+        holders.sort(key=lambda h: _support(h[0]), reverse=True)
+        if len({m.direction for _, m in holders}) < 2:
+            continue
+        winner, direction_ = holders[0]
+        for finding, move in holders[1:]:
+            if move.direction != direction_.direction and winner.code in finding.related:
+                winner, direction_ = finding, move
+        for finding, move in holders:
+            if move.direction != direction_.direction and move in finding.moves:
+                _drop_move(finding, move, winner)
+    return findings
