@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 
 from tuidiag.diagnosis import Diagnosis, Finding
-from tuidiag.diagnosis.moves import (
-    BATCH_UP, CAPACITY_DOWN, CAPACITY_UP, CLIP_LOOSER, CLIP_TIGHTER, LR_DOWN, LR_UP, REG_DOWN, REG_UP, Move,
-)
 from tuidiag.diagnosis.evidence import (
     Change, Compare, Disagreement, Evidence, Fact, Level, Measure, Occurrences, Periodic, Product,
+)
+from tuidiag.diagnosis.moves import (
+    BATCH_UP, CAPACITY_DOWN, CAPACITY_UP, CLIP_LOOSER, CLIP_TIGHTER, LR_DOWN, LR_UP, REG_DOWN, REG_UP, Move,
 )
 from tuidiag.store import open_run
 

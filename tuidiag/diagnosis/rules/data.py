@@ -9,7 +9,6 @@ from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.stats import fmt
 from tuidiag.diagnosis.view import RunView
 
-
 SEVERE_STD, SEVERE_ABS = 100.0, 1e3
 """Inputs this spread out saturate or blow up any layer fed with them."""
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuidiag.diagnosis.moves import CLIP_LOOSER, CLIP_TIGHTER, INIT_SMALLER, LR_DOWN, fix_text
 from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Fact, Level, Measure, measure, quoted
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.moves import CLIP_LOOSER, CLIP_TIGHTER, INIT_SMALLER, LR_DOWN, fix_text
 from tuidiag.diagnosis.rules.common import HUGE_GRAD, after_quiet, listing, lr_change, recent, start_level, start_measure, tail
 from tuidiag.diagnosis.stats import fmt, median
 from tuidiag.diagnosis.view import RunView

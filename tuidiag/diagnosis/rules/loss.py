@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, WARMUP_UP, fix_text
 from tuidiag.diagnosis.evidence import Compare, Evidence, Fact, Level, Occurrences, Periodic, at_step, measure, quoted
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, WARMUP_UP, fix_text
 from tuidiag.diagnosis.rules.common import after_quiet, lr_change
 from tuidiag.diagnosis.stats import fmt, local_baseline, robust_sigma
 from tuidiag.diagnosis.view import RunView

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, LR_UP, MIN_LR_UP, WARMUP_UP, fix_text
 from tuidiag.diagnosis.evidence import (
-    Change, Evidence, Level, Measure, Occurrences, at_step, change_words, direction, measure, signed_percent, where,
+    Change, Evidence, Level, Measure, Occurrences, at_step, change_words, direction, measure, signed_percent,
 )
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, LR_UP, MIN_LR_UP, WARMUP_UP, fix_text
 from tuidiag.diagnosis.rules.common import (
     after_quiet, drop_of, finite_only, first_vs_last, huge_from_start, lr_change, lr_collapse_step, start_measure, tail,
     update_ratio,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tuidiag.diagnosis.moves import BATCH_UP, WORKERS_UP, fix_text
 from tuidiag.diagnosis.evidence import Compare, Evidence, Fact, Level, Measure, measure
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.moves import BATCH_UP, WORKERS_UP, fix_text
 from tuidiag.diagnosis.rules.common import tail
 from tuidiag.diagnosis.stats import fmt
 from tuidiag.diagnosis.view import RunView
