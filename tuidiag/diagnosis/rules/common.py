@@ -20,9 +20,9 @@ LR_COLLAPSE = 0.05
 
 
 def after_quiet(view: RunView, steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Drop the first steps of the run, where loss legitimately falls fast."""
-    keep = steps >= view.quiet_steps()
-    return steps[keep], values[keep]
+    """Drop the first steps of the run, where loss legitimately falls fast (views, not copies: steps are in order)."""
+    first = int(np.searchsorted(steps, view.quiet_steps(), side="left"))
+    return steps[first:], values[first:]
 
 
 def recent(values: np.ndarray, share: float = 0.2, minimum: int = 20) -> np.ndarray:
@@ -38,9 +38,9 @@ def tail(steps: np.ndarray, values: np.ndarray, share: float = 0.2, minimum: int
 
 
 def finite_only(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The finite values of a series with their steps."""
+    """The finite values of a series with their steps (the arrays themselves, uncopied, when all are finite)."""
     ok = np.isfinite(values)
-    return steps[ok], values[ok]
+    return (steps, values) if ok.all() else (steps[ok], values[ok])
 
 
 def first_vs_last(metric: str, steps: np.ndarray, values: np.ndarray, share: float = 0.1, minimum: int = 3) -> Change | None:
