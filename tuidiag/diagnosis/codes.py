@@ -9,12 +9,17 @@ user-facing table in ``docs/diagnosis-codes.md`` is generated from this registry
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from tuidiag.diagnosis.moves import (
+    BATCH_UP, CAPACITY_DOWN, CAPACITY_UP, CLIP_LOOSER, CLIP_TIGHTER, INIT_SMALLER, LR_DOWN, LR_UP, MIN_LR_UP, REG_DOWN, REG_UP,
+    WARMUP_UP, WORKERS_UP, FixText, Move,
+)
 
 
 @dataclass(frozen=True)
 class Code:
-    """One diagnosis code: what it means, the usual fix, where it comes from."""
+    """One diagnosis code: what it means, the usual fix, where it comes from, and the settings its fix moves."""
 
     name: str
     meaning: str
@@ -23,57 +28,71 @@ class Code:
     """``shared`` (the stable contract) or ``extension`` (tuidiag's own)."""
     detected: bool = True
     """False for codes of the contract that no rule emits yet."""
+    moves: tuple[Move, ...] = field(kw_only=True)
+    """The settings the fix may move (required; ``()`` for none). The combiner never lets two findings
+    of one diagnosis move one setting both ways."""
 
 
 _ALL = [
-    Code("nonfinite_loss", "loss became NaN or Inf", "reduce LR, clip gradients, clamp log/div inputs, check the batch"),
+    Code("nonfinite_loss", "loss became NaN or Inf", "reduce LR, clip gradients, clamp log/div inputs, check the batch",
+         moves=(LR_DOWN, WARMUP_UP, CLIP_TIGHTER)),
     Code("exploding_gradients", "gradient norms grow without bound or jump by orders of magnitude",
-         "clip by global norm, reduce LR, fix init"),
+         "clip by global norm, reduce LR, fix init", moves=(CLIP_TIGHTER, INIT_SMALLER, LR_DOWN)),
     Code("vanishing_gradients", "early layers get gradients orders of magnitude smaller than late layers, or near zero overall",
-         "residual connections, ReLU-family activations, normalization, better init"),
+         "residual connections, ReLU-family activations, normalization, better init", moves=()),
     Code("dead_layer", "a parameter gets no gradient at all (None or exactly zero)",
-         "reconnect the graph (detach, no_grad, frozen by mistake)"),
-    Code("lr_too_high", "loss oscillates or diverges because steps overshoot", "reduce LR 3-10x, add warmup"),
-    Code("lr_too_low", "loss falls far too slowly with healthy gradients", "raise LR 2-10x, run the LR finder"),
+         "reconnect the graph (detach, no_grad, frozen by mistake)", moves=()),
+    Code("lr_too_high", "loss oscillates or diverges because steps overshoot", "reduce LR 3-10x, add warmup",
+         moves=(LR_DOWN, WARMUP_UP, CLIP_TIGHTER)),
+    Code("lr_too_low", "loss falls far too slowly with healthy gradients", "raise LR 2-10x, run the LR finder", moves=(LR_UP,)),
     Code("lr_decayed_too_early", "progress stopped after the schedule drove LR near zero",
-         "longer schedule, higher floor, check scheduler step unit"),
-    Code("overfitting", "training loss keeps falling while validation loss rises", "regularization, more data, early stopping"),
+         "longer schedule, higher floor, check scheduler step unit", moves=(MIN_LR_UP,)),
+    Code("overfitting", "training loss keeps falling while validation loss rises", "regularization, more data, early stopping",
+         moves=(REG_UP,)),
     Code("underfitting", "train and validation losses plateau high and close together",
-         "bigger model, less regularization, higher LR"),
-    Code("loss_spikes", "isolated spikes that recover (atypical batches)", "validate data, robust loss, clipping"),
-    Code("over_clipping", "gradient clipping is active on most steps (> 80%)", "raise max_norm or reduce LR"),
-    Code("dead_relu", "a large share of ReLU units never activate", "lower LR, fix bias init, LeakyReLU/GELU"),
-    Code("activation_saturation", "sigmoid/tanh units stuck in their flat regions", "normalization, smaller init, other activation"),
-    Code("bad_input_data", "inputs are non-finite, extreme or far from normalized", "normalize, validate and filter batches"),
+         "bigger model, less regularization, higher LR", moves=(CAPACITY_UP, REG_DOWN, LR_UP)),
+    Code("loss_spikes", "isolated spikes that recover (atypical batches)", "validate data, robust loss, clipping",
+         moves=(CLIP_TIGHTER,)),
+    Code("over_clipping", "gradient clipping is active on most steps (> 80%)", "raise max_norm or reduce LR",
+         moves=(CLIP_LOOSER, LR_DOWN)),
+    Code("dead_relu", "a large share of ReLU units never activate", "lower LR, fix bias init, LeakyReLU/GELU", moves=(LR_DOWN,)),
+    Code("activation_saturation", "sigmoid/tanh units stuck in their flat regions",
+         "normalization, smaller init, other activation",
+         moves=(INIT_SMALLER,)),
+    Code("bad_input_data", "inputs are non-finite, extreme or far from normalized", "normalize, validate and filter batches",
+         moves=()),
     Code("frozen_val_metric", "a validation metric repeats exactly while training changes",
-         "evaluate the current model, check the eval pipeline"),
+         "evaluate the current model, check the eval pipeline", moves=()),
     Code("train_mode_bug", "the model is in eval mode during training steps (or train mode during validation)",
-         "call model.train() at the top of each epoch"),
+         "call model.train() at the top of each epoch", moves=()),
     Code("data_loading_bottleneck", "the run is slow because steps wait for data",
-         "more loader workers, pinned memory, prefetching, faster storage or decoding"),
+         "more loader workers, pinned memory, prefetching, faster storage or decoding", moves=(WORKERS_UP,)),
     Code("grad_not_zeroed", "gradients accumulate across optimizer steps because zero_grad() is missing",
-         "call optimizer.zero_grad() each step", detected=False),
+         "call optimizer.zero_grad() each step", detected=False, moves=()),
     Code("double_softmax", "probabilities (softmax/sigmoid outputs) are fed to a loss that expects logits",
-         "return logits from the model; drop the final softmax", detected=False),
+         "return logits from the model; drop the final softmax", detected=False, moves=()),
     Code("loss_shape_mismatch", "loss inputs of different shapes broadcast silently",
-         "reshape so input and target shapes match", detected=False),
+         "reshape so input and target shapes match", detected=False, moves=()),
     Code("labels_misaligned", "targets do not correspond to their inputs (shuffled or offset separately)",
-         "shuffle inputs and targets together; check the dataset's __getitem__", detected=False),
-    Code("unshuffled_data", "batches ordered by class or time", "shuffle=True in the DataLoader", detected=False),
-    Code("healthy", "nothing wrong detected", "none"),
+         "shuffle inputs and targets together; check the dataset's __getitem__", detected=False, moves=()),
+    Code("unshuffled_data", "batches ordered by class or time", "shuffle=True in the DataLoader", detected=False, moves=()),
+    Code("healthy", "nothing wrong detected", "none", moves=()),
     Code("rank_nonfinite_first", "one rank's loss or gradient norm turned non-finite before the others'",
-         "inspect the batch that rank loaded at that step; nan-hunt its capture", "extension"),
+         "inspect the batch that rank loaded at that step; nan-hunt its capture", "extension", moves=()),
     Code("rank_desync", "replicas drifted apart: weight norms differ between ranks",
-         "same LR/schedule on every rank, every rank steps every iteration, all-reduce every gradient", "extension"),
-    Code("straggler_rank", "one rank is much slower and sets the pace", "that rank's input pipeline, host or device", "extension"),
-    Code("class_imbalance", "a few classes dominate the targets", "reweight the loss or resample the classes", "extension"),
-    Code("low_gpu_utilization", "the GPU is idle much of the time", "larger batches, faster input pipeline", "extension"),
+         "same LR/schedule on every rank, every rank steps every iteration, all-reduce every gradient", "extension", moves=()),
+    Code("straggler_rank", "one rank is much slower and sets the pace", "that rank's input pipeline, host or device", "extension",
+         moves=(WORKERS_UP,)),
+    Code("class_imbalance", "a few classes dominate the targets", "reweight the loss or resample the classes", "extension",
+         moves=()),
+    Code("low_gpu_utilization", "the GPU is idle much of the time", "larger batches, faster input pipeline", "extension",
+         moves=(BATCH_UP,)),
     Code("overparameterized", "many parameters per training sample seen (a review note)",
-         "more data, augmentation or a smaller model", "extension"),
+         "more data, augmentation or a smaller model", "extension", moves=(REG_UP, CAPACITY_DOWN)),
     Code("deep_unnormalized", "a deep network without normalization layers (a review note)",
-         "add BatchNorm/LayerNorm or residual connections", "extension"),
+         "add BatchNorm/LayerNorm or residual connections", "extension", moves=()),
     Code("loss_accuracy_mismatch", "the loss falls while accuracy stalls (a review note)",
-         "check the metric and the label mapping", "extension"),
+         "check the metric and the label mapping", "extension", moves=()),
 ]
 
 CODES: dict[str, Code] = {code.name: code for code in _ALL}
@@ -83,6 +102,22 @@ CODES: dict[str, Code] = {code.name: code for code in _ALL}
 def is_known(name: str) -> bool:
     """Whether ``name`` is a registered diagnosis code."""
     return name in CODES
+
+
+def moves_of(name: str, fix: str) -> dict[Move, str]:
+    """The moves ``fix`` makes, each with its clause; refuses a code not registered, or a move its entry does not list.
+
+    A :class:`~tuidiag.diagnosis.moves.FixText` names its clauses' moves; plain text makes every move the code lists.
+    """
+    if name not in CODES:
+        raise ValueError(f"finding code {name!r} is not declared in tuidiag.diagnosis.codes (with the moves its fix makes)")
+    allowed = CODES[name].moves
+    if not isinstance(fix, FixText):
+        return {move: str(fix) for move in allowed}
+    extra = [m for m in fix.moves if m not in allowed]
+    if extra:
+        raise ValueError(f"the fix of {name!r} makes moves its entry in tuidiag.diagnosis.codes does not list: {extra}")
+    return dict(fix.moves)
 
 
 def markdown_table() -> str:

@@ -14,9 +14,12 @@ from typing import Callable
 
 import numpy as np
 
+from tuidiag.diagnosis.evidence import Change, Evidence, Level, at_step, change_words, direction, measure
 from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.stats import fmt, median
+from tuidiag.diagnosis.moves import Move
+from tuidiag.diagnosis.stats import fmt
 from tuidiag.diagnosis.view import RunView
+from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 
 EXPLAINS: dict[str, tuple[str, ...]] = {
     "bad_input_data": ("nonfinite_loss", "loss_spikes", "exploding_gradients", "lr_too_high", "dead_relu", "activation_saturation",
@@ -81,19 +84,78 @@ def combine(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: -f.confidence)
 
 
+def _loss_line(view: RunView) -> Evidence:
+    """The loss's start against its end: the first and last tenth (at most 10, at least 1 value each), never overlapping."""
+    steps, loss = view.loss
+    ok = np.isfinite(loss)
+    steps, good = steps[ok], loss[ok]
+    if len(good) < 2:
+        if not len(good):
+            return Evidence("no finite loss value yet")
+        count = measure(LOSS, *view.loss, "count")
+        return Evidence(f"too few finite loss values to compare a start and an end: {len(good)} over {count.where}", Level(count))
+    k = max(1, min(10, len(good) // 10 if len(good) >= 20 else len(good) // 2))
+    change = Change(measure(LOSS, steps[:k], good[:k], "median"), measure(LOSS, steps[-k:], good[-k:], "median"), "")
+    change = Change(change.before, change.after, direction(change.before.value, change.after.value))
+    return Evidence(f"loss {change_words(change)}: median {fmt(change.before.value)} over {change.before.where}, "
+                    f"{fmt(change.after.value)} over {change.after.where}", change)
+
+
 def healthy(view: RunView) -> Finding:
     """The single finding of a run with nothing wrong, with its key health figures."""
-    evidence = []
-    steps, loss = view.loss
-    good = loss[np.isfinite(loss)]
-    if len(good) >= 2:
-        evidence.append(f"loss {fmt(median(good[:10]))} -> {fmt(median(good[-10:]))} over {len(good)} steps")
-    grad = median(view.grad_total[1])
-    if np.isfinite(grad):
-        evidence.append(f"gradient norm median {fmt(grad)} (healthy range 0.1-10)")
-    _, val = view.val_loss
-    if len(val):
-        evidence.append(f"validation loss {fmt(float(val[-1]))} at the last evaluation")
+    evidence: list[str] = [_loss_line(view)] if view.n_steps else []
+    g_steps, g = view.grad_total
+    if len(g) and np.isfinite(g).any():
+        grad = measure(GRAD_NORM_TOTAL, g_steps, g, "median")
+        text = f"gradient norm median {fmt(grad.value)} over {grad.where} (healthy range 0.1-10)"
+        evidence.append(Evidence(text, Level(grad), refs=(0.1, 10)))
+    v_steps, val = view.val_loss
+    if len(val) and view.val_loss_name is not None:
+        last = at_step(view.val_loss_name, v_steps, val, len(val) - 1)
+        evidence.append(Evidence(f"validation loss {fmt(last.value)} at step {last.first}, the last evaluation", Level(last)))
     if not evidence:
-        evidence.append("not enough data yet to judge")
+        evidence.append(Evidence("not enough data yet to judge"))
     return Finding("healthy", "No problem detected", 0.8 if view.n_steps >= 100 else 0.5, "info", evidence, fix="none", first_step=None)
+
+
+def _support(finding: Finding) -> tuple[int, float]:
+    """How well a finding is supported, for ranking conflicts: alarms above notes, then confidence."""
+    return (0 if finding.severity == "info" else 1, finding.confidence)
+
+
+def _drop_move(finding: Finding, move: Move, winner: Finding) -> None:
+    """Take ``move``'s clause out of ``finding``'s fix and say which finding it conflicts with."""
+    clause = finding.moves.pop(move)
+    for other, text in list(finding.moves.items()):
+        if text == clause:  # an untagged fix: its one clause made every move
+            finding.moves.pop(other)
+    parts = [p for p in (str(finding.fix).replace(clause, "", 1) if clause else str(finding.fix)).split("; ") if p.strip(" ;")]
+    if parts and parts[0].startswith("or "):
+        parts[0] = parts[0][3:]
+    note = f"not {move.doing}: conflicts with {winner.code} ({winner.confidence:.0%})"
+    finding.fix = "; ".join([*parts, note])
+
+
+def resolve_fix_conflicts(findings: list[Finding]) -> list[Finding]:
+    """No two findings advise opposite moves on one setting (LR up and down, clipping tighter and looser, ...).
+
+    For each setting, the best-supported finding that moves it decides the direction:
+    alarms over notes, then the higher confidence, except that a cause beats a symptom it
+    explains (it is causally earlier). Every finding advising the opposite move loses
+    that clause of its fix and says why instead ("not raising the LR: conflicts with
+    lr_too_high (87%)"). Edits ``findings`` in place and returns it.
+    """
+    settings = sorted({move.setting for finding in findings for move in finding.moves})
+    for setting in settings:
+        holders = [(f, m) for f in findings for m in f.moves if m.setting == setting]
+        holders.sort(key=lambda h: _support(h[0]), reverse=True)
+        if len({m.direction for _, m in holders}) < 2:
+            continue
+        winner, direction_ = holders[0]
+        for finding, move in holders[1:]:
+            if move.direction != direction_.direction and winner.code in finding.related:
+                winner, direction_ = finding, move
+        for finding, move in holders:
+            if move.direction != direction_.direction and move in finding.moves:
+                _drop_move(finding, move, winner)
+    return findings

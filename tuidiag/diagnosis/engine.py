@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tuidiag.diagnosis.combine import combine, healthy
+from tuidiag.diagnosis.combine import combine, healthy, resolve_fix_conflicts
 from tuidiag.diagnosis.finding import Diagnosis, Finding
 from tuidiag.diagnosis.job_evidence import latest_results, lr_evidence, nan_evidence
 from tuidiag.diagnosis.rules import RULES
@@ -51,4 +51,5 @@ def diagnose(run: Run | str | Path, at: int | None = None) -> Diagnosis:
     found = with_job_results(run_rules(view, skipped), view, run.path)
     alarms = combine([f for f in found if f.severity != "info"])
     notes = sorted((f for f in found if f.severity == "info"), key=lambda f: -f.confidence)
+    resolve_fix_conflicts(alarms + notes)
     return Diagnosis(run.name, view.last_step, alarms or [healthy(view)], notes, skipped)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from tuidiag.diagnosis.codes import moves_of
+from tuidiag.diagnosis.moves import Move
 
 SEVERITIES = ("info", "warning", "critical")
 
@@ -23,13 +26,19 @@ class Finding:
     """Codes of symptoms this finding explains (they appear below it as alternatives)."""
     tags: set[str] = field(default_factory=set, repr=False)
     """Internal facts the combiner reads (e.g. ``from_start``); not part of the JSON contract."""
+    moves: dict[Move, str] = field(default_factory=dict, repr=False)
+    """The settings the fix moves, each with the clause of ``fix`` that moves it (from :mod:`~tuidiag.diagnosis.codes`)."""
+
+    def __post_init__(self) -> None:
+        """Read the fix's moves; a code missing from the catalog raises ``ValueError``."""
+        declared = moves_of(self.code, self.fix)
+        self.moves = self.moves or declared
 
     def to_json(self) -> dict[str, Any]:
         """The finding as the JSON contract has it."""
-        data = asdict(self)
-        data.pop("tags", None)
-        data["confidence"] = round(float(self.confidence), 3)
-        return data
+        return {"code": self.code, "title": self.title, "confidence": round(float(self.confidence), 3), "severity": self.severity,
+                "evidence": [str(line) for line in self.evidence], "fix": str(self.fix), "first_step": self.first_step,
+                "related": list(self.related)}
 
 
 @dataclass

@@ -51,9 +51,14 @@ class RunView:
         return self.series(LOSS)
 
     @cached_property
+    def val_loss_name(self) -> str | None:
+        """The name the run logged its validation loss under, if any."""
+        return self.first_present(VAL_LOSS_NAMES)
+
+    @cached_property
     def val_loss(self) -> tuple[np.ndarray, np.ndarray]:
         """Validation loss (empty when never logged)."""
-        name = self.first_present(VAL_LOSS_NAMES)
+        name = self.val_loss_name
         return self.series(name) if name else (np.empty(0, np.int64), np.empty(0))
 
     @cached_property

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tuidiag.diagnosis.evidence import Evidence, Level, Measure, measure
 from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.rules.common import lr_change
-from tuidiag.diagnosis.stats import median
+from tuidiag.diagnosis.moves import INIT_SMALLER, LR_DOWN, fix_text
+from tuidiag.diagnosis.rules.common import listing, lr_change
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import ACT_DEAD_PREFIX, ACT_SATURATED_PREFIX
 
@@ -15,7 +16,8 @@ DEAD_LIMIT = 0.5
 SATURATED_LIMIT = 0.25
 
 
-def _layers_over(view: RunView, prefix: str, limit: float) -> tuple[list[tuple[str, float]], int | None]:
+def _layers_over(view: RunView, prefix: str, limit: float) -> tuple[list[tuple[str, Measure]], int | None]:
+    """Layers whose median over their last 3 samples is above ``limit`` (highest first), and the first step any was."""
     hits, first = [], None
     for name in view.run.metric_names:
         if not name.startswith(prefix):
@@ -23,12 +25,18 @@ def _layers_over(view: RunView, prefix: str, limit: float) -> tuple[list[tuple[s
         steps, values = view.series(name)
         if len(values) < 2:
             continue
-        level = median(values[-3:])
-        if level > limit:
+        level = measure(name, steps[-3:], values[-3:], "median")
+        if level.value > limit:
             hits.append((name[len(prefix):], level))
             over = np.flatnonzero(values > limit)
             first = int(steps[over[0]]) if first is None else min(first, int(steps[over[0]]))
-    return sorted(hits, key=lambda h: -h[1]), first
+    return sorted(hits, key=lambda h: -h[1].value), first
+
+
+def _hits_line(what: str, hits: list[tuple[str, Measure]], limit: float, refs: tuple[float, ...] = ()) -> Evidence:
+    shown = hits[:5]
+    items = listing([m for _, m in shown], [n for n, _ in shown], lambda v: f"{v:.0%}")
+    return Evidence(f"{what}, median of the last 3 samples: {items}", *(Level(m, above=limit) for _, m in shown), refs=(3, *refs))
 
 
 def dead_relu(view: RunView) -> Finding | None:
@@ -36,10 +44,12 @@ def dead_relu(view: RunView) -> Finding | None:
     hits, first = _layers_over(view, ACT_DEAD_PREFIX, DEAD_LIMIT)
     if not hits:
         return None
-    evidence = ["dead units (zero for the whole batch): " + ", ".join(f"{n} {v:.0%}" for n, v in hits[:5]),
-                f"{DEAD_LIMIT:.0%} is the limit; healthy ReLU layers have few units dead across a whole batch"]
-    fix = f"lower LR {lr_change(view, 0.3)}; use LeakyReLU/GELU; initialise biases slightly positive (0.01) with Kaiming init"
-    return Finding("dead_relu", "Dead ReLU units", min(0.93, 0.7 + hits[0][1] - DEAD_LIMIT), "warning", evidence, fix, first)
+    limit = Evidence(f"{DEAD_LIMIT:.0%} is the limit; healthy ReLU layers have few units dead across a whole batch",
+                     refs=(DEAD_LIMIT,))
+    evidence: list[str] = [_hits_line("dead units (zero for the whole batch)", hits, DEAD_LIMIT), limit]
+    fix = fix_text((LR_DOWN, f"lower LR {lr_change(view, 0.3)}"), "use LeakyReLU/GELU",
+                   "initialise biases slightly positive (0.01) with Kaiming init")
+    return Finding("dead_relu", "Dead ReLU units", min(0.93, 0.7 + hits[0][1].value - DEAD_LIMIT), "warning", evidence, fix, first)
 
 
 def activation_saturation(view: RunView) -> Finding | None:
@@ -47,9 +57,10 @@ def activation_saturation(view: RunView) -> Finding | None:
     hits, first = _layers_over(view, ACT_SATURATED_PREFIX, SATURATED_LIMIT)
     if not hits:
         return None
-    evidence = ["saturated units (pre-activation beyond +/-5): " + ", ".join(f"{n} {v:.0%}" for n, v in hits[:5])]
-    fix = "add normalization before the activation, use a smaller init scale, or switch to ReLU/GELU"
-    return Finding("activation_saturation", "Saturated sigmoid/tanh units", min(0.92, 0.65 + hits[0][1] - SATURATED_LIMIT), "warning", evidence, fix, first)
+    evidence: list[str] = [_hits_line("saturated units (pre-activation beyond +/-5)", hits, SATURATED_LIMIT, (-5, 5))]
+    fix = fix_text("add normalization before the activation", (INIT_SMALLER, "use a smaller init scale"), "or switch to ReLU/GELU")
+    confidence = min(0.92, 0.65 + hits[0][1].value - SATURATED_LIMIT)
+    return Finding("activation_saturation", "Saturated sigmoid/tanh units", confidence, "warning", evidence, fix, first)
 
 
 RULES = [dead_relu, activation_saturation]

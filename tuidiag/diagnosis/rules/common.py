@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
+from tuidiag.diagnosis.evidence import Change, Measure, direction, measure, quoted, stat_of
 from tuidiag.diagnosis.stats import fmt, median
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import UPDATE_RATIO_PREFIX
@@ -17,9 +20,14 @@ LR_COLLAPSE = 0.05
 
 
 def after_quiet(view: RunView, steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Drop the first steps of the run, where loss legitimately falls fast, and as many after each resume."""
-    keep = ~view.quiet_mask(steps)
-    return steps[keep], values[keep]
+    """Drop the first steps of the run, where loss legitimately falls fast, and as many after each resume.
+
+    Without resumes the result is a view, not a copy (steps are in order)."""
+    if view.resume_steps:
+        keep = ~view.quiet_mask(steps)
+        return steps[keep], values[keep]
+    first = int(np.searchsorted(steps, view.quiet_steps(), side="left"))
+    return steps[first:], values[first:]
 
 
 def recent(values: np.ndarray, share: float = 0.2, minimum: int = 20) -> np.ndarray:
@@ -28,23 +36,62 @@ def recent(values: np.ndarray, share: float = 0.2, minimum: int = 20) -> np.ndar
     return values[-n:]
 
 
-def update_ratio(view: RunView) -> tuple[float, int]:
-    """Median update/weight ratio over matrix parameters in the recent half, and sample count.
+def tail(steps: np.ndarray, values: np.ndarray, share: float = 0.2, minimum: int = 20) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of the newest ``share`` of a series (at least ``minimum`` values), as :func:`recent`."""
+    n = max(minimum, int(len(values) * share))
+    return steps[-n:], values[-n:]
+
+
+def finite_only(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The finite values of a series with their steps (the arrays themselves, uncopied, when all are finite)."""
+    ok = np.isfinite(values)
+    return (steps, values) if ok.all() else (steps[ok], values[ok])
+
+
+def first_vs_last(metric: str, steps: np.ndarray, values: np.ndarray, share: float = 0.1, minimum: int = 3) -> Change | None:
+    """Median of the first ``share`` of the finite values against the last ``share`` (at least ``minimum`` each).
+
+    ``None`` below 10 finite values; the two windows never overlap. The change's
+    ``says`` is the direction of the medians.
+    """
+    steps, values = finite_only(steps, values)
+    if len(values) < 10:
+        return None
+    n = max(minimum, len(values) // int(round(1 / share)))
+    before = measure(metric, steps[:n], values[:n], "median")
+    after = measure(metric, steps[-n:], values[-n:], "median")
+    return Change(before, after, direction(before.value, after.value))
+
+
+def update_ratio(view: RunView) -> Measure | None:
+    """Median update/weight ratio over matrix parameters in the recent half (``None`` when too few samples).
 
     Samples from the first (quiet) steps are left out: Adam's first updates are
     lr-sized in every coordinate whatever the gradient, so they always look large.
+    The recent half starts at the middle step of the longest series after the quiet steps.
     """
     names = view.weight_params or view.param_order
-    samples, recorded = [], 0
+    longest = np.empty(0, np.int64)
+    for name in names:
+        steps = view.series(UPDATE_RATIO_PREFIX + name)[0]
+        steps = steps[~view.quiet_mask(steps)]
+        longest = steps if len(steps) > len(longest) else longest
+    if len(longest) < MIN_RATIO_SAMPLES:
+        return None
+    first, last = int(longest[len(longest) // 2]), int(longest[-1])
+    pooled = []
     for name in names:
         steps, values = view.series(UPDATE_RATIO_PREFIX + name)
-        values = values[~view.quiet_mask(steps)]
-        recorded = max(recorded, len(values))
-        samples.append(values[len(values) // 2 :])
-    if recorded < MIN_RATIO_SAMPLES:
-        return float("nan"), 0
-    pooled = np.concatenate(samples)
-    return median(pooled), len(pooled)
+        pooled.append(values[(steps >= first) & (steps <= last) & ~view.quiet_mask(steps)])
+    metrics = tuple(UPDATE_RATIO_PREFIX + n for n in names)
+    return Measure(metrics, first, last, "median", stat_of(np.concatenate(pooled), "median"))
+
+
+def listing(measures: Sequence[Measure], names: Sequence[str], show: Callable[[float], str] = fmt) -> str:
+    """``'a' 1.2, 'b' 3.4 over steps 0-99`` (each item names its own window when the windows differ)."""
+    same = len({(m.first, m.last) for m in measures}) <= 1
+    items = [f"{quoted(n)} {show(m.value)}" + ("" if same else f" ({m.where})") for m, n in zip(measures, names)]
+    return ", ".join(items) + (f" over {measures[0].where}" if same and measures else "")
 
 
 def lr_change(view: RunView, factor: float) -> str:
@@ -55,20 +102,28 @@ def lr_change(view: RunView, factor: float) -> str:
     return f"from {fmt(lr)} to about {fmt(lr * factor)}"
 
 
+def drop_of(change: Change | None) -> float:
+    """Relative drop of a change (positive when it fell); 0 without a change or from 0."""
+    if change is None or not change.before.value:
+        return 0.0
+    return (change.before.value - change.after.value) / abs(change.before.value)
+
+
 def loss_drop(values: np.ndarray) -> float:
     """Relative drop of the loss from the first to the last tenth (robust medians); 0 when flat."""
-    good = values[np.isfinite(values)]
-    if len(good) < 10:
-        return 0.0
-    tenth = max(3, len(good) // 10)
-    start, end = median(good[:tenth]), median(good[-tenth:])
-    return (start - end) / abs(start) if start else 0.0
+    return drop_of(first_vs_last("", np.arange(len(values)), values))
 
 
 def start_level(values: np.ndarray, n: int = 5) -> float:
     """Median of the first ``n`` finite values (NaN when there are none)."""
     good = values[np.isfinite(values)]
     return median(good[:n])
+
+
+def start_measure(metric: str, steps: np.ndarray, values: np.ndarray, n: int = 5) -> Measure | None:
+    """:func:`start_level` as a measure over its window (``None`` without finite values)."""
+    steps, values = finite_only(steps, values)
+    return measure(metric, steps[:n], values[:n], "median") if len(values) else None
 
 
 def grad_at_start(view: RunView) -> float:

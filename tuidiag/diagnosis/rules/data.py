@@ -4,33 +4,45 @@ from __future__ import annotations
 
 import numpy as np
 
+from tuidiag.diagnosis.evidence import Evidence, Level, Measure, Occurrences, measure
 from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.stats import fmt, median
+from tuidiag.diagnosis.stats import fmt
 from tuidiag.diagnosis.view import RunView
-
 
 SEVERE_STD, SEVERE_ABS = 100.0, 1e3
 """Inputs this spread out saturate or blow up any layer fed with them."""
 
 
-def _scale_problem(view: RunView) -> tuple[str | None, bool]:
+def _input_level(view: RunView, key: str) -> Measure | None:
+    steps, values = view.series(f"input/{key}")
+    return measure(f"input/{key}", steps, values, "median") if len(values) else None
+
+
+def _scale_problem(view: RunView) -> tuple[Evidence | None, bool]:
     """Evidence that inputs are far from normalized, and whether it is severe."""
-    mean, std, absmax = (median(view.series(f"input/{k}")[1]) for k in ("mean", "std", "abs_max"))
+    levels = {k: _input_level(view, k) for k in ("mean", "std", "abs_max")}
+    mean, std, absmax = (m.value if m is not None else float("nan") for m in levels.values())
     if not np.isfinite(std) or not (abs(mean) > 5 or std > 20 or std < 1e-3 or absmax > 1e4):
         return None, False
-    text = f"inputs far from normalized: median mean {fmt(mean)}, std {fmt(std)}, abs-max {fmt(absmax)} (expect ~0, ~1)"
-    return text, bool(std > SEVERE_STD or absmax > SEVERE_ABS)
+    shown = [(k.replace("_", "-"), m) for k, m in levels.items() if m is not None]
+    levels_text = ", ".join(f"{k} {fmt(m.value)} over {m.where}" for k, m in shown)
+    text = f"inputs far from normalized: median {levels_text} (expect ~0, ~1)"
+    return Evidence(text, *(Level(m) for _, m in shown), refs=(0, 1)), bool(std > SEVERE_STD or absmax > SEVERE_ABS)
 
 
 def bad_input_data(view: RunView) -> Finding | None:
     """Inputs are non-finite, extreme or far from normalized."""
     steps, nonfinite = view.series("input/nonfinite")
-    evidence, first, confidence = [], None, 0.0
+    evidence: list[str] = []
+    first, confidence = None, 0.0
     bad = np.flatnonzero(nonfinite > 0)
     if len(bad):
         first = int(steps[bad[0]])
-        shown = ", ".join(str(s) for s in steps[bad[:5]])
-        evidence.append(f"{len(bad)} batches contain non-finite inputs (up to {int(nonfinite.max())} values), at steps {shown}")
+        listed = tuple(int(s) for s in steps[bad[:5]])
+        most = measure("input/nonfinite", steps, nonfinite, "max")
+        where = Occurrences(("input/nonfinite",), int(steps[0]), int(steps[-1]), "positive", listed, len(bad))
+        evidence.append(Evidence(f"{len(bad)} batches over {most.where} contain non-finite inputs (up to {int(most.value)} values), "
+                                 f"at steps {', '.join(str(s) for s in listed)}", where, Level(most)))
         confidence = 0.9
     scale, severe = _scale_problem(view)
     if scale:
@@ -50,10 +62,12 @@ def class_imbalance(view: RunView) -> Finding | None:
     steps, share = view.series("target/majority_share")
     if len(share) < 20:
         return None
-    level = median(share)
-    if level < 0.9:
+    level = measure("target/majority_share", steps, share, "median")
+    if level.value < 0.9:
         return None
-    evidence = [f"the most frequent class is {level:.0%} of a typical batch (median over {len(share)} batches)"]
+    count = measure("target/majority_share", steps, share, "count")
+    evidence: list[str] = [Evidence(f"the most frequent class is {level.value:.0%} of a typical batch (median over the {len(share)} "
+                                    f"batches of {level.where})", Level(level), Level(count))]
     fix = "re-balance: class weights in the loss (CrossEntropyLoss(weight=...)), a weighted sampler, or report per-class metrics"
     return Finding("class_imbalance", "Class imbalance in the targets", 0.85, "warning", evidence, fix, int(steps[0]))
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Level, at_step, change_words, direction, measure, quoted
 from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.rules.common import loss_drop, recent, start_level
+from tuidiag.diagnosis.moves import CAPACITY_UP, LR_UP, REG_DOWN, REG_UP, fix_text
+from tuidiag.diagnosis.rules.common import drop_of, first_vs_last, start_measure, tail
 from tuidiag.diagnosis.stats import fmt, median, robust_sigma
 from tuidiag.diagnosis.view import RunView
-from tuidiag.format import UPDATE_RATIO_PREFIX
+from tuidiag.format import LOSS, UPDATE_RATIO_PREFIX
 
 HIGH_SHARE = 0.45
 """A plateau above this share of the starting loss is high (chance level for a classifier is ~100%)."""
@@ -48,20 +50,35 @@ def _val_turn(view: RunView) -> tuple[np.ndarray, np.ndarray, int, float, float]
 def overfitting(view: RunView) -> Finding | None:
     """Training loss keeps falling while validation loss rises and the gap between them opens."""
     turn = _val_turn(view)
-    if turn is None:
+    name = view.val_loss_name
+    if turn is None or name is None:
         return None
-    v_steps, val, i_best, best, now = turn
-    rise = (now - best) / max(abs(best), 1e-12)
+    v_steps, val, i_best, best, _ = turn
+    later = slice(max(i_best + 1, len(val) - 3), len(val))  # the newest evaluations after the best one
+    low, now = at_step(name, v_steps, val, i_best), measure(name, v_steps[later], val[later], "median")
+    rise = (now.value - best) / max(abs(best), 1e-12)
     steps, train = view.loss
-    train_at_best = median(train[(steps <= v_steps[i_best]) & (steps > v_steps[i_best] - 50)])
-    train_now = median(recent(train, 0.05, 10))
-    if not train_now < 0.9 * train_at_best or not now - train_now > max(GAP_SHARE * now, best - train_at_best):
+    span = (steps <= v_steps[i_best]) & (steps > v_steps[i_best] - 50)
+    after = steps > v_steps[i_best]
+    if not span.any() or not after.any():
+        return None
+    train_at_best = measure(LOSS, steps[span], train[span], "median")
+    train_now = measure(LOSS, *tail(steps[after], train[after], 0.05, 10), "median")
+    kept_falling = train_now.value < 0.9 * train_at_best.value
+    if not kept_falling or not now.value - train_now.value > max(GAP_SHARE * now.value, best - train_at_best.value):
         return None  # training did not keep improving, or the gap did not open: not memorization
-    evidence = [f"validation loss bottomed at {fmt(float(val[i_best]))} (step {v_steps[i_best]}) and is now {fmt(now)} (+{rise:.0%} over its best level)",
-                f"training loss kept falling over the same span: {fmt(train_at_best)} -> {fmt(train_now)}",
-                f"train/val gap now {fmt(now - train_now)}"]
-    fix = (f"stop early around step {v_steps[i_best]} (keep the best checkpoint); add regularization: weight decay 0.01-0.1, "
-           "dropout 0.1-0.3, data augmentation; or get more data")
+    turned = Change(low, now, direction(low.value, now.value))
+    above = f" ({change_words(turned)} from that low)" if low.value > 0 else ""
+    fell = Change(train_at_best, train_now, "down")
+    evidence: list[str] = [
+        Evidence(f"validation loss bottomed at {fmt(low.value)} at step {low.first} and is now {fmt(now.value)} over {now.where}"
+                 f"{above}", turned),
+        Evidence(f"training loss kept falling meanwhile: {change_words(fell)} from {fmt(train_at_best.value)} over "
+                 f"{train_at_best.where} to {fmt(train_now.value)} over {train_now.where}", fell),
+        Evidence(f"train/val gap now {fmt(now.value - train_now.value)} (validation {fmt(now.value)} over {now.where}, training "
+                 f"{fmt(train_now.value)} over {train_now.where})", Compare(now, train_now, "above"))]
+    fix = fix_text(f"stop early around step {v_steps[i_best]} (keep the best checkpoint)",
+                   (REG_UP, "add regularization: weight decay 0.01-0.1, dropout 0.1-0.3, data augmentation"), "or get more data")
     severity = "warning" if rise >= 0.25 else "info"
     return Finding("overfitting", "Overfitting", min(0.9, 0.65 + rise / 2), severity, evidence, fix, int(v_steps[i_best]))
 
@@ -70,22 +87,33 @@ def underfitting(view: RunView) -> Finding | None:
     """Train and validation losses plateau high and close together."""
     steps, train = view.loss
     v_steps, val = view.val_loss
-    if view.n_steps < 200 or len(val) < 3 or not np.isfinite(train).all() or not np.isfinite(val[-3:]).all():
+    name = view.val_loss_name
+    if view.n_steps < 200 or len(val) < 3 or name is None or not np.isfinite(train).all() or not np.isfinite(val[-3:]).all():
         return None
-    start, end = start_level(train, 10), median(recent(train, 0.1))
-    tail_drop = loss_drop(train[int(len(train) * 0.6) :])
-    val_tail = val[v_steps >= steps[int(len(steps) * 0.6)]]
+    start, end = start_measure(LOSS, steps, train, 10), measure(LOSS, *tail(steps, train, 0.1), "median")
+    cut = int(len(train) * 0.6)
+    plateau = first_vs_last(LOSS, steps[cut:], train[cut:])
+    tail_drop = drop_of(plateau)
+    val_tail = val[v_steps >= steps[cut]]
     val_drop = (val_tail[0] - val_tail[-1]) / abs(val_tail[0]) if len(val_tail) >= 3 and val_tail[0] else 0.0
-    if max(tail_drop, val_drop) > FLAT or not start > 0 or not end >= HIGH_SHARE * start:
+    if start is None or max(tail_drop, val_drop) > FLAT or not start.value > 0 or not end.value >= HIGH_SHARE * start.value:
         return None
-    val_now = median(val[-3:])
-    gap = abs(val_now - end) / max(abs(end), 1e-12)
+    val_now = measure(name, v_steps[-3:], val[-3:], "median")
+    gap = abs(val_now.value - end.value) / max(abs(end.value), 1e-12)
     if gap > 0.2:
         return None
-    evidence = [f"training loss {fmt(start)} -> {fmt(end)} ({end / start:.0%} of its start), flat over the last 40% of the run ({-tail_drop:+.1%})",
-                f"validation loss {fmt(val_now)} is close to training ({gap:.0%} apart): the model is not even fitting the training data"]
-    fix = "increase capacity (wider/deeper model), reduce regularization, raise LR; check that labels match inputs"
-    return Finding("underfitting", "Underfitting: both losses plateau high", 0.65, "warning", evidence, fix, int(steps[int(len(steps) * 0.6)]))
+    evidence: list[str] = [
+        Evidence(f"training loss {fmt(start.value)} over {start.where} -> {fmt(end.value)} over {end.where} "
+                 f"({end.value / start.value:.0%} of its start)", Change(start, end, "")),
+        Evidence("validation loss " + f"{fmt(val_now.value)} over {val_now.where} is close to training's {fmt(end.value)} over "
+                 f"{end.where} ({gap:.0%} apart): the model is not even fitting the training data", Compare(val_now, end))]
+    if plateau is not None:
+        evidence.insert(1, Evidence(f"over the last 40% of the run it {change_words(plateau)}: {fmt(plateau.before.value)} over "
+                                    f"{plateau.before.where} -> {fmt(plateau.after.value)} over {plateau.after.where}", plateau,
+                                    refs=(0.4,)))
+    fix = fix_text((CAPACITY_UP, "increase capacity (wider/deeper model)"), (REG_DOWN, "reduce regularization"),
+                   (LR_UP, "raise LR"), "check that labels match inputs")
+    return Finding("underfitting", "Underfitting: both losses plateau high", 0.65, "warning", evidence, fix, int(steps[cut]))
 
 
 def frozen_val_metric(view: RunView) -> Finding | None:
@@ -94,8 +122,8 @@ def frozen_val_metric(view: RunView) -> Finding | None:
     steps, train = view.loss
     for name in names:
         v_steps, values = view.series(name)
-        tail = values[-4:]
-        if not np.isfinite(tail).all() or not (tail == tail[0]).all():
+        tail_values = values[-4:]
+        if not np.isfinite(tail_values).all() or not (tail_values == tail_values[0]).all():
             continue
         span = (steps >= v_steps[-4]) & (steps <= v_steps[-1])
         if any(_changed(view, other, v_steps[-4], v_steps[-1]) for other in names if other != name):
@@ -103,8 +131,13 @@ def frozen_val_metric(view: RunView) -> Finding | None:
         if not _weights_moved(view, int(v_steps[-4]), int(v_steps[-1])):
             continue  # the model itself stood still (LR ~0): an identical metric is right, not frozen
         if span.sum() >= 4 and np.ptp(train[span][np.isfinite(train[span])]) > 0:
-            evidence = [f"{name} is exactly {tail[0]!r} at the last {len(tail)} evaluations (steps {v_steps[-4]}-{v_steps[-1]})",
-                        "training loss changed over the same steps"]
+            same = measure(name, v_steps[-4:], tail_values, "share_equal", float(tail_values[0]))
+            low, high = (measure(LOSS, steps[span], train[span], stat) for stat in ("min", "max"))
+            evidence: list[str] = [
+                Evidence(f"{quoted(name)} is exactly {float(tail_values[0])!r} at the last {len(tail_values)} evaluations "
+                         f"({same.where})", Level(same, equal=1.0)),
+                Evidence(f"training loss changed over the same steps: it ranged from {fmt(low.value)} to {fmt(high.value)} over "
+                         f"{low.where}", Compare(high, low, "above"))]
             fix = "evaluate the current model (not a stale copy or checkpoint), and check the eval loop reads new data and is not cached"
             return Finding("frozen_val_metric", "Validation metric frozen", 0.9, "warning", evidence, fix, int(v_steps[-4]))
     return None

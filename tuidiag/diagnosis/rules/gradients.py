@@ -4,33 +4,52 @@ from __future__ import annotations
 
 import numpy as np
 
+from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Fact, Level, Measure, measure, quoted
 from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.rules.common import HUGE_GRAD, after_quiet, grad_at_start, lr_change, recent, start_level
+from tuidiag.diagnosis.moves import CLIP_LOOSER, CLIP_TIGHTER, INIT_SMALLER, LR_DOWN, fix_text
+from tuidiag.diagnosis.rules.common import HUGE_GRAD, after_quiet, listing, lr_change, recent, start_level, start_measure, tail
 from tuidiag.diagnosis.stats import fmt, median
 from tuidiag.diagnosis.view import RunView
-from tuidiag.format import ACT_DEAD_PREFIX, GRAD_NORM_PREFIX
+from tuidiag.format import ACT_DEAD_PREFIX, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL
 
 ISOLATED_SHARE = 0.05
 """Gradient jumps on fewer than this share of steps, with calm norms since, are isolated (bad batches)."""
 
 
-def _explosion(view: RunView) -> dict[str, float] | None:
-    """The figures of an explosion: start level, recent level, growth, non-finite count; ``None`` if calm."""
+def _explosion(view: RunView) -> tuple[dict[str, float], dict[str, Measure]] | None:
+    """The figures of an explosion (start level, recent level, growth, non-finite count) and their measures; ``None`` if calm.
+
+    Growth is the largest finite norm after the baseline window (the first fifth of the steps
+    after the quiet ones) over the median of that window.
+    """
     steps, g = view.grad_total
     if len(g) < 3:
         return None
-    _, calm = after_quiet(view, steps, g)
-    base = median(calm[: max(10, len(calm) // 5)]) if len(calm) >= 20 else float("nan")
-    finite = np.isfinite(g)
-    peak = float(np.max(g[finite])) if finite.any() else float("inf")
-    nonfinite = int((~finite).sum())
+    c_steps, calm = after_quiet(view, steps, g)
+    k = max(10, len(calm) // 5)
+    m: dict[str, Measure] = {key: measure(GRAD_NORM_TOTAL, steps, g, stat) for key, stat in
+                             (("all", "max_finite"), ("count", "count"), ("nonfinite", "nonfinite"))}
+    m["recent"] = measure(GRAD_NORM_TOTAL, *tail(steps, g), "median")
+    start = start_measure(GRAD_NORM_TOTAL, steps, g, 3)
+    if start is not None:
+        m["start"] = start
+    if len(calm) >= 20:
+        m["base"] = measure(GRAD_NORM_TOTAL, c_steps[:k], calm[:k], "median")
+        m["later"] = measure(GRAD_NORM_TOTAL, c_steps[k:], calm[k:], "max_finite")
+    base = m["base"].value if "base" in m else float("nan")
+    later = calm[k:][np.isfinite(calm[k:])] if len(calm) >= 20 else np.empty(0)
+    peak = float(later.max()) if len(later) else 0.0
+    nonfinite = int(m["nonfinite"].value)
     amp_skips = bool(nonfinite and nonfinite / len(g) < 0.05 and np.isfinite(view.loss[1]).all())
-    facts = {"start": grad_at_start(view), "recent": median(recent(g, 0.2, 20)), "base": base, "peak": peak,
-             "growth": peak / base if base > 0 else 0.0, "nonfinite": 0.0 if amp_skips else float(nonfinite), "amp_skips": float(amp_skips)}
+    facts = {"start": start.value if start is not None else float("nan"), "recent": m["recent"].value, "base": base,
+             "growth": peak / base if base > 0 else 0.0, "nonfinite": 0.0 if amp_skips else float(nonfinite),
+             "amp_skips": float(amp_skips)}
     grew = len(calm) >= 20 and facts["growth"] >= 100 and peak >= 10
-    facts["high_share"] = float((calm > 10 * base).mean()) if grew else 0.0
+    if grew:
+        m["high"] = measure(GRAD_NORM_TOTAL, c_steps, calm, "share_above", 10 * base)
+    facts["high_share"] = m["high"].value if grew else 0.0
     if facts["start"] >= HUGE_GRAD or facts["recent"] >= HUGE_GRAD or grew or facts["nonfinite"]:
-        return facts
+        return facts, m
     return None
 
 
@@ -58,48 +77,86 @@ def _explosion_onset(view: RunView, facts: dict[str, float]) -> int | None:
     return int(steps[onset[0]]) if len(onset) else None
 
 
-def _explosion_evidence(facts: dict[str, float]) -> tuple[list[str], set[str]]:
+def _percent(share: float) -> str:
+    """A share as a percentage, with two significant digits below 1% (so a small share never reads as 0%)."""
+    return f"{share:.0%}" if share >= 0.01 or share == 0 else f"{share * 100:.2g}%"
+
+
+def _levels_line(m: dict[str, Measure]) -> Evidence:
+    """The total norm at the start, recently (when that window is later) and at its largest."""
+    parts, claims = [], []
+    start, recent_, top = m.get("start"), m["recent"], m["all"]
+    if start is not None:
+        parts.append(f"median {fmt(start.value)} over {start.where}")
+        claims.append(Level(start))
+    if np.isfinite(recent_.value) and (start is None or recent_.first > start.last):
+        parts.append(f"median {fmt(recent_.value)} over {recent_.where}")
+        claims.append(Level(recent_))
+    if np.isfinite(top.value):
+        parts.append(f"largest finite {fmt(top.value)} over {top.where}")
+    if not parts:
+        return Evidence(f"total gradient norm: no finite value over {top.where}", Level(top))
+    return Evidence(f"total gradient norm: {', '.join(parts)} (healthy range 0.1-10)", *claims, Level(top), refs=(0.1, 10))
+
+
+def _explosion_evidence(facts: dict[str, float], m: dict[str, Measure]) -> tuple[list[str], set[str]]:
     """Evidence lines of an explosion, and the tags the combiner reads (``from_start``, ``isolated``)."""
-    evidence = [f"total gradient norm {fmt(facts['start'])} at the first steps, median {fmt(facts['recent'])} recently, "
-                f"peak {fmt(facts['peak'])} (healthy range 0.1-10)"]
-    if facts["base"] > 0 and facts["growth"] >= 10:
-        evidence.append(f"rose {fmt(facts['growth'])}x from its median of {fmt(facts['base'])} after the first steps")
+    evidence: list[str] = [_levels_line(m)]
+    base, later = m.get("base"), m.get("later")
+    if base is not None and later is not None and base.value > 0 and np.isfinite(later.value) and later.value >= 10 * base.value:
+        evidence.append(Evidence(f"rose {fmt(later.value / base.value)}x after the first steps: from a median of {fmt(base.value)} "
+                                 f"over {base.where} to a largest finite value of {fmt(later.value)} over {later.where}",
+                                 Change(base, later, "up")))
     tags = set()
     if facts["start"] >= HUGE_GRAD:
         tags.add("from_start")
-        evidence.append("already far too large at the first step, before any update: initialization or input scale, not the LR")
-    if _isolated(facts):
-        tags.add("isolated")
-        evidence.append(f"only {facts['high_share']:.1%} of steps were that high and the norm came back down: isolated jumps")
+        start = m["start"]
+        evidence.append(Evidence(f"already {fmt(start.value)} over {start.where}, the first recorded steps, far above the healthy "
+                                 "range: initialization or input scale, not the LR", Level(start, above=HUGE_GRAD)))
+    if _isolated(facts) and base is not None and "high" in m:
+        high, recent_ = m["high"], m["recent"]
+        evidence.append(Evidence(f"only {_percent(high.value)} of the steps {high.where} were above {fmt(high.arg or 0.0)} (10x the "
+                                 f"median of {base.where}), and the norm is back to a median of {fmt(recent_.value)} over "
+                                 f"{recent_.where}: isolated jumps", Level(high), Level(base), Level(recent_, below=HUGE_GRAD),
+                                 refs=(10,)))
     if facts["nonfinite"] or facts["amp_skips"]:
         skips = " (isolated: looks like AMP loss-scale skips)" if facts["amp_skips"] else ""
-        evidence.append(f"{int(facts['nonfinite']) or 'a few'} steps with non-finite gradient norms{skips}")
+        bad, count = m["nonfinite"], m["count"]
+        text = f"{int(bad.value)} of the {int(count.value)} gradient norms over {bad.where} are non-finite{skips}"
+        evidence.append(Evidence(text, Level(bad), Level(count)))
     return evidence, tags
 
 
 def exploding_gradients(view: RunView) -> Finding | None:
     """Gradient norms far above the healthy range, growing without bound or jumping by orders of magnitude."""
-    facts = _explosion(view)
-    if facts is None:
+    found = _explosion(view)
+    if found is None:
         return None
-    evidence, tags = _explosion_evidence(facts)
+    facts, m = found
+    evidence, tags = _explosion_evidence(facts, m)
     if layers := _largest_layers(view):
-        evidence.append(f"largest per-layer norms: {layers}")
-    fix = f"clip by global norm (clip_grad_norm_(params, 1.0)); fix the init scale (Kaiming/Xavier), add normalization; reduce LR {lr_change(view, 0.3)}"
+        evidence.append(layers)
+    fix = fix_text((CLIP_TIGHTER, "clip by global norm (clip_grad_norm_(params, 1.0))"),
+                   (INIT_SMALLER, "fix the init scale (Kaiming/Xavier), add normalization"),
+                   (LR_DOWN, f"reduce LR {lr_change(view, 0.3)}"))
     severity = "critical" if facts["nonfinite"] else "warning"
-    finding = Finding("exploding_gradients", "Exploding gradients", _explosion_confidence(facts), severity, evidence, fix, _explosion_onset(view, facts))
+    finding = Finding("exploding_gradients", "Exploding gradients", _explosion_confidence(facts), severity, evidence, fix,
+                      _explosion_onset(view, facts))
     finding.tags = tags
     return finding
 
 
-def _largest_layers(view: RunView) -> str:
+def _largest_layers(view: RunView) -> Evidence | None:
     peaks = []
     for name in view.param_order:
-        values = view.series(GRAD_NORM_PREFIX + name)[1]
-        values = values[np.isfinite(values)]
-        if len(values):
-            peaks.append((float(values.max()), name))
-    return ", ".join(f"{n} {fmt(v)}" for v, n in sorted(peaks, reverse=True)[:3])
+        steps, values = view.series(GRAD_NORM_PREFIX + name)
+        if np.isfinite(values).any():
+            peaks.append((measure(GRAD_NORM_PREFIX + name, steps, values, "max_finite"), name))
+    top = sorted(peaks, key=lambda p: -p[0].value)[:3]
+    if not top:
+        return None
+    items = listing([m for m, _ in top], [n for _, n in top])
+    return Evidence(f"largest finite per-layer gradient norms: {items}", *(Level(m) for m, _ in top))
 
 
 def vanishing_gradients(view: RunView) -> Finding | None:
@@ -107,7 +164,13 @@ def vanishing_gradients(view: RunView) -> Finding | None:
     layers = view.weight_params
     if len(layers) < 3 or view.n_steps < 20 or _loss_grew(view):
         return None
-    medians = [median(recent(view.series(GRAD_NORM_PREFIX + n)[1], 0.3)) for n in layers]
+    measures = []
+    for name in layers:
+        steps, values = view.series(GRAD_NORM_PREFIX + name)
+        if not len(values):
+            return None
+        measures.append(measure(GRAD_NORM_PREFIX + name, *tail(steps, values, 0.3), "median"))
+    medians = [m.value for m in measures]
     if not all(np.isfinite(medians)) or medians[-1] <= 0:
         return None
     first_q = max(1, len(layers) // 4)
@@ -115,12 +178,22 @@ def vanishing_gradients(view: RunView) -> Finding | None:
     orders = np.log10(medians[-1] / max(early, 1e-30))
     if orders < 3:
         return None
-    evidence = [f"first layer {layers[0]} gets {fmt(medians[0])}, last layer {layers[-1]} {fmt(medians[-1])}: {orders:.1f} orders of magnitude apart (healthy: within 2)",
-                "per-layer median gradient norms, input to output: " + ", ".join(fmt(m) for m in medians[:: max(1, len(medians) // 6)])]
+    first, last = measures[0], measures[-1]
+    apart = (f"{np.log10(last.value / first.value):.1f} orders of magnitude apart (healthy: within 2)" if first.value > 0
+             else "the first layer gets none at all")
+    shown = list(range(0, len(layers), max(1, len(layers) // 6)))
+    evidence: list[str] = [
+        Evidence(f"median gradient norm of the first layer {listing([first], [layers[0]])}, of the last layer "
+                 f"{listing([last], [layers[-1]])}: {apart}", Compare(last, first, "above"), refs=(2,)),
+        Evidence("per-layer median gradient norms, input to output: "
+                 + listing([measures[i] for i in shown], [layers[i] for i in shown]), *(Level(measures[i]) for i in shown))]
     acts = view.model.get("activations") or []
     saturating = [a for a in acts if a in ("Sigmoid", "Tanh")]
     if saturating:
-        evidence.append(f"the model uses {', '.join(saturating)} " + ("without normalization" if not view.model.get("has_norm") else "activations"))
+        norm = bool(view.model.get("has_norm"))
+        facts = (Fact("manifest", "model.activations", tuple(acts)), Fact("manifest", "model.has_norm", view.model.get("has_norm")))
+        uses = f"the model uses {', '.join(saturating)} " + ("activations" if norm else "without normalization")
+        evidence.append(Evidence(uses, *facts))
     confidence = min(0.93, 0.75 + 0.05 * (orders - 3))
     fix = "use ReLU/GELU instead of sigmoid/tanh in hidden layers, add normalization (BatchNorm/LayerNorm) or residual connections, Kaiming/He init"
     return Finding("vanishing_gradients", "Vanishing gradients", confidence, "warning", evidence, fix, int(view.loss[0][0]) if view.n_steps else None)
@@ -134,42 +207,50 @@ def _loss_grew(view: RunView) -> bool:
     return len(values) >= 20 and start > 0 and median(recent(values)) > 1.5 * start
 
 
-def _none_grads(view: RunView) -> tuple[int, list[str], int | None]:
-    """(how many parameters recently had no gradient, their names if known, first such step)."""
+def _none_grads(view: RunView) -> tuple[Measure | None, list[str], int | None, int | None]:
+    """(recent median count of parameters without a gradient, the names an event gave, its step, the first such step)."""
     steps, count = view.series("grad/none_count")
-    if not len(count) or not median(recent(count, 0.2, 5)) > 0:
-        return 0, [], None
+    if not len(count):
+        return None, [], None, None
+    level = measure("grad/none_count", *tail(steps, count, 0.2, 5), "median")
+    if not level.value > 0:
+        return None, [], None, None
     event = next(iter(view.events("no_grad")), None)
-    names = list(event.data.get("params", [])) if event else []
-    return len(names) or int(median(recent(count, 0.2, 5))), names, int(steps[np.argmax(count > 0)])
+    names = [str(n) for n in event.data.get("params", [])] if event else []
+    return level, names, event.step if event else None, int(steps[np.argmax(count > 0)])
 
 
-def _zero_grads(view: RunView) -> tuple[list[str], int | None]:
-    """Parameters whose gradient norm is exactly zero on every recent step, and the first zero step."""
-    zero, first = [], None
+def _zero_grads(view: RunView) -> tuple[list[str], list[Measure], int | None]:
+    """Parameters whose gradient norm is exactly zero on every recent step, the measures saying so, and the first zero step."""
+    zero, measures, first = [], [], None
     for name in view.param_order:
         steps, values = view.series(GRAD_NORM_PREFIX + name)
         if len(values) >= 20 and (recent(values, 0.2, 10) == 0).all():
             zero.append(name)
+            measures.append(measure(GRAD_NORM_PREFIX + name, *tail(steps, values, 0.2, 10), "max"))
             step = int(steps[np.argmax(values == 0)])
             first = step if first is None else min(first, step)
-    return zero, first
+    return zero, measures, first
 
 
 def dead_layer(view: RunView) -> Finding | None:
     """A parameter gets no gradient at all (None or exactly zero)."""
-    n_none, missing, first_none = _none_grads(view)
-    zero, first_zero = _zero_grads(view)
-    if not n_none and (not zero or _relus_all_dead(view)):
+    none, missing, event_step, first_none = _none_grads(view)
+    zero, zero_measures, first_zero = _zero_grads(view)
+    if none is None and (not zero or _relus_all_dead(view)):
         return None  # zero gradients behind fully dead ReLUs are dead_relu's finding
-    evidence = []
-    if n_none:
-        evidence.append(f"{n_none} parameters get no gradient (None): {', '.join(missing[:6]) or 'names not recorded'}")
+    evidence: list[str] = []
+    if none is not None:
+        named = (f"; the recorder named {', '.join(quoted(n) for n in missing[:6])}" if missing else "")
+        claims = [Level(none)] + ([Fact("event", "no_grad", (event_step, tuple(missing[:6])))] if missing else [])
+        text = f"{fmt(none.value)} parameters get no gradient (None) per step, median over {none.where}{named}"
+        evidence.append(Evidence(text, *claims))
     if zero:
-        evidence.append(f"{len(zero)} parameters have exactly zero gradient in every recent step: {', '.join(zero[:6])}")
+        evidence.append(Evidence(f"{len(zero)} parameters have a gradient norm of exactly 0 at every step of: "
+                                 + listing(zero_measures[:6], zero[:6]), *(Level(m, equal=0.0) for m in zero_measures)))
     fix = "reconnect the graph: look for .detach(), torch.no_grad(), .item() or a module left out of forward(); freeze on purpose with requires_grad_(False)"
     first = first_none if first_none is not None else first_zero
-    return Finding("dead_layer", "Parameters get no gradient", 0.92 if n_none else 0.85, "warning", evidence, fix, first)
+    return Finding("dead_layer", "Parameters get no gradient", 0.92 if none is not None else 0.85, "warning", evidence, fix, first)
 
 
 def _relus_all_dead(view: RunView) -> bool:
@@ -183,17 +264,37 @@ def over_clipping(view: RunView) -> Finding | None:
     steps, clipped = after_quiet(view, *view.series("grad/clipped"))
     if len(clipped) < 50:
         return None
-    window = recent(clipped, 0.3, 50)
-    share = float(window.mean())
-    if share <= 0.8:
+    share = measure("grad/clipped", *tail(steps, clipped, 0.3, 50), "mean")
+    if share.value <= 0.8:
         return None
-    norm = median(recent(view.grad_total[1], 0.3, 50))
-    max_norm = view.manifest.get("max_grad_norm") or median(view.series("grad/max_norm")[1])
-    evidence = [f"clipping active on {share:.0%} of the last {len(window)} recorded steps (> 80%)",
-                f"median pre-clip norm {fmt(norm)} vs max_norm {fmt(float(max_norm))} ({fmt(norm / float(max_norm))}x)"]
-    fix = f"raise max_norm to about {fmt(norm)} (the typical pre-clip norm) or reduce LR {lr_change(view, 0.3)}"
-    confidence = 0.6 + 0.3 * (share - 0.8) / 0.2
+    count = measure("grad/clipped", *tail(steps, clipped, 0.3, 50), "count")
+    text = f"clipping active on {share.value:.0%} of the {int(count.value)} recorded steps {share.where} (> 80%)"
+    evidence: list[str] = [Evidence(text, Level(share, above=0.8), Level(count), refs=(0.8,))]
+    g_steps, g = view.grad_total
+    norm = measure(GRAD_NORM_TOTAL, *tail(g_steps, g, 0.3, 50), "median") if len(g) else None
+    limit = _max_norm(view)
+    if norm is not None and limit is not None and np.isfinite(norm.value):
+        value = limit.value if isinstance(limit, Measure) else float(limit.value)
+        source = f"median over {limit.where}" if isinstance(limit, Measure) else "from the run's settings"
+        evidence.append(Evidence(f"median pre-clip norm {fmt(norm.value)} over {norm.where} vs max_norm {fmt(value)} ({source}): "
+                                 f"{fmt(norm.value / value)}x", Level(norm), Compare(norm, limit)))
+    known = norm is not None and np.isfinite(norm.value)
+    typical = f"to about {fmt(norm.value)} (the typical pre-clip norm)" if known and norm is not None else "(a higher limit)"
+    fix = fix_text((CLIP_LOOSER, f"raise max_norm {typical}"), (LR_DOWN, f"or reduce LR {lr_change(view, 0.3)}"))
+    confidence = 0.6 + 0.3 * (share.value - 0.8) / 0.2
     return Finding("over_clipping", "Gradient clipping on most steps", confidence, "warning", evidence, fix, int(steps[0]))
+
+
+def _max_norm(view: RunView) -> Measure | Fact | None:
+    """The clipping limit: the manifest's ``max_grad_norm``, else the median recorded ``grad/max_norm`` (``None``: unknown)."""
+    declared = view.manifest.get("max_grad_norm")
+    if isinstance(declared, (int, float)) and not isinstance(declared, bool) and declared > 0:
+        return Fact("manifest", "max_grad_norm", float(declared))
+    steps, values = view.series("grad/max_norm")
+    if not len(values):
+        return None
+    limit = measure("grad/max_norm", steps, values, "median")
+    return limit if limit.value > 0 else None
 
 
 RULES = [exploding_gradients, vanishing_gradients, dead_layer, over_clipping]

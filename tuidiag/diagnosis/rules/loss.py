@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from tuidiag.diagnosis.evidence import Compare, Evidence, Fact, Level, Occurrences, Periodic, at_step, measure, quoted
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, WARMUP_UP, fix_text
 from tuidiag.diagnosis.rules.common import after_quiet, lr_change
-from tuidiag.diagnosis.stats import fmt, local_baseline, median, robust_sigma
+from tuidiag.diagnosis.stats import fmt, local_baseline, robust_sigma
 from tuidiag.diagnosis.view import RunView
+from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 
 SPIKE_Z = 8.0
 SPIKE_WINDOW = 51
@@ -17,16 +20,28 @@ SPIKE_HORIZON = 100_000
 
 def _nonfinite_evidence(view: RunView, steps: np.ndarray, values: np.ndarray, i: int) -> list[str]:
     """Where the loss went non-finite, what it was before, and the gradients leading up to it."""
-    evidence = [f"loss is {values[i]} at step {steps[i]}; {int((~np.isfinite(values)).sum())} of {len(values)} recorded steps are non-finite"]
+    bad = ~np.isfinite(values)
+    everything = measure(LOSS, steps, values, "count")
+    first = Occurrences((LOSS,), int(steps[0]), int(steps[-1]), "nonfinite", (int(steps[i]),), int(bad.sum()))
+    evidence = [Evidence(f"loss is {values[i]} at step {steps[i]}, its first non-finite value; {int(bad.sum())} of the "
+                         f"{len(values)} values over {everything.where} are non-finite",
+                         first, Level(at_step(LOSS, steps, values, i)), Level(everything))]
     if i > 0:
-        evidence.append(f"last finite loss {fmt(values[i - 1])} at step {steps[i - 1]}")
+        last_good = at_step(LOSS, steps, values, i - 1)
+        evidence.append(Evidence(f"last finite loss {fmt(values[i - 1])} at step {steps[i - 1]}", Level(last_good)))
     g_steps, g = view.grad_total
-    before = g[(g_steps < steps[i]) & (g_steps >= steps[i] - 20)]
-    if len(before) and np.isfinite(before).any():
-        evidence.append(f"gradient norm in the 20 steps before: max {fmt(np.nanmax(before))}, run median {fmt(median(g[g_steps < steps[i]]))}")
+    window = (g_steps < steps[i]) & (g_steps >= steps[i] - 20)
+    if window.any() and not np.isnan(g[window]).all():
+        peak = measure(GRAD_NORM_TOTAL, g_steps[window], g[window], "max")
+        before = g_steps < steps[i]
+        typical = measure(GRAD_NORM_TOTAL, g_steps[before], g[before], "median")
+        evidence.append(Evidence(f"gradient norm max {fmt(peak.value)} over {peak.where} (the 20 steps before), "
+                                 f"median {fmt(typical.value)} over {typical.where}", Level(peak), Level(typical), refs=(20,)))
     for event in view.events("nonfinite")[:1]:
         if event.data.get("params"):
-            evidence.append(f"first non-finite gradients (step {event.step}) in {', '.join(event.data['params'][:5])}")
+            names = tuple(str(n) for n in event.data["params"][:5])
+            evidence.append(Evidence(f"first non-finite gradients (step {event.step}) in {', '.join(quoted(n) for n in names)}",
+                                     Fact("event", "nonfinite", (event.step, names))))
     return evidence
 
 
@@ -38,12 +53,13 @@ def nonfinite_loss(view: RunView) -> Finding | None:
         return None
     i = int(np.argmax(bad))
     evidence = _nonfinite_evidence(view, steps, values, i)
-    fix = (
-        f"NaN within the first steps: reduce LR {lr_change(view, 0.1)}, add warmup, check weight init"
-        if steps[i] < 100
-        else "add torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0) and reduce LR; if gradients were normal "
-        "before the NaN, clamp log/div inputs in the loss (e.g. torch.log(x.clamp_min(1e-7)))"
-    )
+    if steps[i] < 100:
+        fix = fix_text((LR_DOWN, f"reduce LR {lr_change(view, 0.1)}"), (WARMUP_UP, "add warmup"),
+                       "check weight init (the loss went non-finite within the first 100 steps)")
+    else:
+        fix = fix_text((CLIP_TIGHTER, "add torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"), (LR_DOWN, "reduce LR"),
+                       "if gradients were normal before the NaN, clamp log/div inputs in the loss "
+                       "(e.g. torch.log(x.clamp_min(1e-7)))")
     return Finding("nonfinite_loss", "Loss became NaN/Inf", 0.9, "critical", evidence, fix, int(steps[i]))
 
 
@@ -64,22 +80,41 @@ def _spikes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     return recovered, z[recovered], sigma
 
 
+def _chunk(n: int, i: int) -> slice:
+    """The chunk of :func:`local_baseline` that holds index ``i`` of a series of ``n`` values."""
+    size = max(1, min(SPIKE_WINDOW, n))
+    whole = (n // size) * size
+    start = (i // size) * size if i < whole else whole
+    return slice(start, min(start + size, n) if i < whole else n)
+
+
 def loss_spikes(view: RunView) -> Finding | None:
     """Isolated loss spikes that recover: atypical batches."""
     steps, values = after_quiet(view, *view.loss)
     steps, values = steps[-SPIKE_HORIZON:], values[-SPIKE_HORIZON:]
     if len(values) < 60 or not np.isfinite(values).all() or (values <= 0).any():
         return None
-    found, z, sigma = _spikes(values)
+    found, _, _ = _spikes(values)
     if not len(found):
         return None
-    shown = ", ".join(f"step {steps[i]} ({fmt(values[i])}, z={zi:.0f})" for i, zi in zip(found[:5], z[:5]))
-    evidence = [f"{len(found)} isolated spike(s) that recovered: {shown}", f"typical step-to-step noise {fmt(float(np.expm1(sigma)) * 100)}%"]
+    claims, shown = [], []
+    for i in found.tolist():
+        chunk = _chunk(len(values), i)
+        spike, around = at_step(LOSS, steps, values, i), measure(LOSS, steps[chunk], values[chunk], "median")
+        claims.append(Compare(spike, around, "above"))
+        if len(shown) < 5:
+            shown.append(f"step {steps[i]} ({fmt(spike.value)}, {fmt(spike.value / around.value)}x the median of {around.where})")
+    noise = measure(LOSS, steps, values, "typical_change")
+    evidence = [Evidence(f"{len(found)} isolated spike(s) that recovered: {', '.join(shown)}", *claims),
+                Evidence(f"typical step-to-step change {noise.value:.1%} over {noise.where}", Level(noise))]
     gaps = np.diff(steps[found])
     if len(gaps) >= 2 and np.ptp(gaps) <= 0.1 * np.median(gaps):
-        evidence.append(f"spikes recur every {int(np.median(gaps))} steps: a periodic bad batch or shard")
+        every = int(np.median(gaps))
+        evidence.append(Evidence(f"spikes recur every {every} steps: a periodic bad batch or shard",
+                                 Periodic(tuple(int(s) for s in steps[found]), every)))
     conf = min(0.9, 0.7 + 0.05 * len(found))
-    fix = "inspect the batches at those steps (corrupt or mislabeled samples); clip gradients; consider a robust loss (Huber)"
+    fix = fix_text("inspect the batches at those steps (corrupt or mislabeled samples)", (CLIP_TIGHTER, "clip gradients"),
+                   "consider a robust loss (Huber)")
     return Finding("loss_spikes", "Loss spikes that recover (atypical batches)", conf, "warning", evidence, fix, int(steps[found[0]]))
 
 

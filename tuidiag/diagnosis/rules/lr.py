@@ -4,81 +4,144 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.rules.common import (
-    after_quiet, huge_from_start, loss_drop, lr_change, lr_collapse_step, recent, start_level, update_ratio,
+from tuidiag.diagnosis.evidence import (
+    Change, Evidence, Level, Measure, Occurrences, at_step, change_words, direction, measure, signed_percent,
 )
-from tuidiag.diagnosis.stats import block_medians, fmt, median
+from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, LR_UP, MIN_LR_UP, WARMUP_UP, fix_text
+from tuidiag.diagnosis.rules.common import (
+    after_quiet, drop_of, finite_only, first_vs_last, huge_from_start, lr_change, lr_collapse_step, start_measure, tail,
+    update_ratio,
+)
+from tuidiag.diagnosis.stats import block_medians, fmt, median, thin
 from tuidiag.diagnosis.view import RunView
-from tuidiag.format import GRAD_NORM_PREFIX
+from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS
 
 Points = tuple[float, str | None]
 RATIO_HIGH, RATIO_OVERSHOOT = 5e-3, 1e-2
 """Update/weight ratios above these are high / overshooting (healthy ~1e-3)."""
 NO_PROGRESS = 0.25
 """A loss less than this share below its start has made no real progress."""
+LR_SERIES = "lr/group0"
 
 
-def _ratio_points(view: RunView) -> Points:
+def _start_vs_now(view: RunView) -> Change | None:
+    """The loss's first 5 finite values against its newest fifth (at least 20; ``None`` below 30 finite values)."""
+    steps, values = finite_only(*view.loss)
+    if len(values) < 30:
+        return None
+    start = start_measure(LOSS, steps, values)
+    now = measure(LOSS, *tail(steps, values), "median")
+    if start is None or not start.value > 0:
+        return None
+    return Change(start, now, direction(start.value, now.value))
+
+
+def _loss_words(change: Change) -> str:
+    """``fell 30% from 1.5 over steps 0-4 to 1.07 over steps 200-254``."""
+    before, after = change.before, change.after
+    return f"{change_words(change)} from {fmt(before.value)} over {before.where} to {fmt(after.value)} over {after.where}"
+
+
+def _ratio_points(view: RunView) -> tuple[float, Evidence | None]:
     """Large updates relative to the weights; worth more when the loss is not improving with them."""
-    ratio, n = update_ratio(view)
-    if not n or ratio <= RATIO_HIGH:
+    ratio = update_ratio(view)
+    if ratio is None or not ratio.value > RATIO_HIGH:
         return 0.0, None
-    if ratio <= RATIO_OVERSHOOT:
-        return 0.3, f"update/weight ratio median {fmt(ratio)} (high; healthy ~1e-3)"
-    values = view.loss[1]
-    values = values[np.isfinite(values)]
-    start = start_level(values)
-    progress = 1 - median(recent(values)) / start if len(values) >= 30 and start > 0 else 0.0
-    text = f"update/weight ratio median {fmt(ratio)} (healthy ~1e-3; above 1e-2 overshoots)"
+    text = f"update/weight ratio median {fmt(ratio.value)} over {ratio.where}"
+    if ratio.value <= RATIO_OVERSHOOT:
+        return 0.3, Evidence(text + " (high; healthy ~1e-3)", Level(ratio, above=RATIO_HIGH), refs=(1e-3,))
+    text += " (healthy ~1e-3; above 1e-2 overshoots)"
+    claims: list = [Level(ratio, above=RATIO_OVERSHOOT)]
+    change = _start_vs_now(view)
+    if change is None:
+        return 1.0, Evidence(text, *claims, refs=(1e-3, 1e-2))
+    progress = drop_of(change)
     if progress > NO_PROGRESS:
-        return 0.5, text + f", though the loss fell {progress:.0%} since the start"
-    return 1.0, text + f" while the loss is about where it started ({-progress:+.0%})"
+        return 0.5, Evidence(text + f", though the loss {_loss_words(change)}", *claims, change, refs=(1e-3, 1e-2))
+    if progress >= -NO_PROGRESS:
+        flat = Change(change.before, change.after, "flat", NO_PROGRESS)
+        return 1.0, Evidence(text + f", while the loss is about where it started ({signed_percent(change.relative)}: "
+                                    f"{fmt(change.before.value)} over {change.before.where}, {fmt(change.after.value)} over "
+                                    f"{change.after.where})", *claims, flat, refs=(1e-3, 1e-2))
+    return 1.0, Evidence(text + f", while the loss {_loss_words(change)}", *claims, change, refs=(1e-3, 1e-2))
 
 
-def _divergence_points(view: RunView) -> Points:
+def _grad_growth(view: RunView) -> Change | None:
+    """Gradient norm over the newest tenth against its first fifth after the quiet steps (``None`` below 21 values)."""
+    steps, g = after_quiet(view, *view.grad_total)
+    if len(g) <= 20:
+        return None
+    k, m = max(10, len(g) // 5), max(10, len(g) // 10)
+    before = measure(GRAD_NORM_TOTAL, steps[:k], g[:k], "median")
+    after = measure(GRAD_NORM_TOTAL, steps[-m:], g[-m:], "median")
+    return Change(before, after, direction(before.value, after.value))
+
+
+def _divergence_points(view: RunView) -> tuple[float, Evidence | None]:
     """Non-finite loss, or gradient norms that grew >20x, not explained by a bad batch or a bad init."""
     steps, values = view.loss
     bad = ~np.isfinite(values)
     at = int(steps[np.argmax(bad)]) if bad.any() else None
-    _, g = after_quiet(view, *view.grad_total)
-    grew = len(g) > 20 and median(recent(g, 0.1, 10)) > 20 * median(g[: max(10, len(g) // 5)])
+    growth = _grad_growth(view)
+    grew = growth is not None and growth.after.value > 20 * growth.before.value
     if (at is None and not grew) or _bad_input_before(view, at) or huge_from_start(view):
         return 0.0, None
     if at is not None:
-        return 1.0, f"training diverged from healthy gradient norms to a non-finite loss at step {at}: the steps overshoot"
-    return 0.8, "training diverged: gradient norms grew >20x"
+        first = Occurrences((LOSS,), int(steps[0]), at, "nonfinite", (at,), 1)
+        g_steps, g = finite_only(*view.grad_total)
+        start = measure(GRAD_NORM_TOTAL, g_steps[:3], g[:3], "median") if len(g) else None
+        from_grad = f", from a gradient norm of {fmt(start.value)} over {start.where}" if start is not None else ""
+        claims = [first] + ([Level(start, below=100.0)] if start is not None else [])
+        return 1.0, Evidence(f"training diverged: the loss is non-finite from step {at}{from_grad}: the steps overshoot", *claims)
+    assert growth is not None
+    before, after = growth.before, growth.after
+    return 0.8, Evidence(f"training diverged: the gradient norm rose {fmt(after.value / before.value)}x, from a median of "
+                         f"{fmt(before.value)} over {before.where} to {fmt(after.value)} over {after.where}", growth)
 
 
-def _above_start_points(view: RunView) -> Points:
+def _above_start_points(view: RunView) -> tuple[float, Evidence | None]:
     """The loss ended well above where it started: the steps make things worse."""
-    values = view.loss[1]
-    values = values[np.isfinite(values)]
-    if len(values) < 30:
+    change = _start_vs_now(view)
+    if change is None:
         return 0.0, None
-    start, now = start_level(values), median(recent(values))
-    if start > 0 and now > 1.5 * start and now - start > 0.1:
-        return 1.0, f"loss is now {fmt(now)}, {now / start:.1f}x its starting value {fmt(start)}: the updates make it worse"
+    start, now = change.before.value, change.after.value
+    if now > 1.5 * start and now - start > 0.1:
+        return 1.0, Evidence(f"loss rose to {fmt(now)} over {change.after.where}, {fmt(now / start)}x its level of {fmt(start)} "
+                             f"over {change.before.where}: the updates make it worse", change)
     return 0.0, None
 
 
-def _rising_points(view: RunView) -> Points:
+def _rising_points(view: RunView) -> tuple[float, Evidence | None]:
     """The loss rose from its best level and stayed up over the last stretch."""
-    _, values = after_quiet(view, *view.loss)
-    values = values[np.isfinite(values)]
+    steps, values = finite_only(*after_quiet(view, *view.loss))
     if len(values) < 100:
         return 0.0, None
+    sampled = thin(steps)  # the blocks are chosen on the sample block_medians takes; the medians shown are exact
     smooth = block_medians(values, 20)
-    best, now, floor = float(np.min(smooth[:14])), float(np.median(smooth[-3:])), float(np.min(smooth[-3:]))
-    if now > 1.3 * best and floor > 1.15 * best and now - best > 0.05:
-        return 0.6, f"loss rose from a best of {fmt(best)} to {fmt(now)} (+{(now / best - 1):.0%}) and did not come back"
+    size = len(sampled) // 20
+    offset = len(sampled) - size * 20
+    best_block = int(np.argmin(smooth[:14]))
+    inside = (steps >= sampled[offset + best_block * size]) & (steps <= sampled[offset + (best_block + 1) * size - 1])
+    best = measure(LOSS, steps[inside], values[inside], "median")
+    later = steps >= sampled[offset + 17 * size]
+    now = measure(LOSS, steps[later], values[later], "median")
+    floor = float(np.min(smooth[-3:]))
+    if now.value > 1.3 * best.value and floor > 1.15 * best.value and now.value - best.value > 0.05:
+        change = Change(best, now, "up")
+        return 0.6, Evidence(f"loss {change_words(change)} from a best of {fmt(best.value)} over {best.where} to "
+                             f"{fmt(now.value)} over {now.where}", change)
     return 0.0, None
 
 
-def _clip_points(view: RunView) -> Points:
-    clipped = view.series("grad/clipped")[1]
-    share = float(clipped[-max(50, len(clipped) // 5):].mean()) if len(clipped) >= 50 else 0.0
-    return (0.3, f"gradient clipping active on {share:.0%} of recent steps") if share > 0.8 else (0.0, None)
+def _clip_points(view: RunView) -> tuple[float, Evidence | None]:
+    steps, clipped = view.series("grad/clipped")
+    if len(clipped) < 50:
+        return 0.0, None
+    share = measure("grad/clipped", *tail(steps, clipped, 0.2, 50), "mean")
+    if share.value > 0.8:
+        return 0.3, Evidence(f"gradient clipping active on {share.value:.0%} of the steps {share.where}", Level(share, above=0.8))
+    return 0.0, None
 
 
 def _bad_input_before(view: RunView, step: int | None) -> bool:
@@ -94,22 +157,26 @@ def lr_too_high(view: RunView) -> Finding | None:
     score = sum(points for points, _ in parts)
     if score < 1.0:
         return None
-    evidence = [text for _, text in parts if text]
+    evidence: list[str] = [text for _, text in parts if text]
     steps, values = view.loss
     bad = ~np.isfinite(values)
     first = int(steps[np.argmax(bad)]) if bad.any() else None
-    fix = f"reduce LR {lr_change(view, 0.1)} (3-10x lower); add warmup over the first {max(100, view.n_steps // 20)} steps; clip gradients at 1.0"
-    return Finding("lr_too_high", "Learning rate too high", min(0.95, 0.6 + 0.2 * score), "critical" if first is not None else "warning",
-                   evidence, fix, first)
+    fix = fix_text((LR_DOWN, f"reduce LR {lr_change(view, 0.1)} (3-10x lower)"),
+                   (WARMUP_UP, f"add warmup over the first {max(100, view.n_steps // 20)} steps"),
+                   (CLIP_TIGHTER, "clip gradients at 1.0"))
+    severity = "critical" if first is not None else "warning"
+    return Finding("lr_too_high", "Learning rate too high", min(0.95, 0.6 + 0.2 * score), severity, evidence, fix, first)
 
 
-def _small_steps(ratio: float, n_ratio: int, drop: float) -> tuple[float, str | None]:
+def _small_steps(ratio: Measure | None, drop: float) -> tuple[float, Evidence | None]:
     """Confidence that updates are too small (0: they are not), with the update-ratio evidence."""
-    if n_ratio and ratio < 1e-5:
-        return 0.9, f"update/weight ratio median {fmt(ratio)} (healthy ~1e-3; below 1e-5 barely moves the weights)"
-    if n_ratio and ratio < 1e-4:
-        return 0.75, f"update/weight ratio median {fmt(ratio)} (low; healthy ~1e-3)"
-    if not n_ratio and drop < 0.05:
+    if ratio is not None and ratio.value < 1e-5:
+        return 0.9, Evidence(f"update/weight ratio median {fmt(ratio.value)} over {ratio.where} (healthy ~1e-3; below 1e-5 "
+                             "barely moves the weights)", Level(ratio, below=1e-5), refs=(1e-3, 1e-5))
+    if ratio is not None and ratio.value < 1e-4:
+        return 0.75, Evidence(f"update/weight ratio median {fmt(ratio.value)} over {ratio.where} (low; healthy ~1e-3)",
+                              Level(ratio, below=1e-4), refs=(1e-3,))
+    if ratio is None and drop < 0.05:
         return 0.5, None
     return 0.0, None
 
@@ -119,18 +186,23 @@ def lr_too_low(view: RunView) -> Finding | None:
     steps, values = view.loss
     if view.n_steps < 100 or not np.isfinite(values).all() or lr_collapse_step(view)[0] is not None:
         return None
-    drop = loss_drop(values)
-    ratio, n_ratio = update_ratio(view)
-    grad = median(view.grad_total[1])
-    if drop > 0.2 or not (grad > 1e-3) or _some_layer_without_gradient(view):
+    change = first_vs_last(LOSS, steps, values)
+    drop = drop_of(change)
+    ratio = update_ratio(view)
+    g_steps, g = view.grad_total
+    grad = measure(GRAD_NORM_TOTAL, g_steps, g, "median") if len(g) else None
+    if drop > 0.2 or grad is None or not (grad.value > 1e-3) or _some_layer_without_gradient(view):
         return None
-    confidence, ratio_text = _small_steps(ratio, n_ratio, drop)
-    if not confidence:
+    confidence, ratio_text = _small_steps(ratio, drop)
+    if not confidence or change is None:
         return None
-    evidence = [f"loss fell only {drop:.1%} over {view.n_steps} steps (from {fmt(median(values[:10]))} to {fmt(median(recent(values)))})",
-                f"gradient norm median {fmt(grad)} is not small: gradients are there, steps are too small"]
+    only = "only " if change.says == "down" else ""
+    evidence: list[str] = [
+        Evidence(f"loss {only}{_loss_words(change)}", change),
+        Evidence(f"gradient norm median {fmt(grad.value)} over {grad.where} is not small: gradients are there, steps are too "
+                 "small", Level(grad, above=1e-3))]
     evidence[:0] = [ratio_text] if ratio_text else []
-    fix = f"raise LR {lr_change(view, 10)} (2-10x higher); confirm with an LR range test"
+    fix = fix_text((LR_UP, f"raise LR {lr_change(view, 10)} (2-10x higher)"), "confirm with an LR range test")
     return Finding("lr_too_low", "Learning rate too low", confidence, "warning", evidence, fix, int(steps[0]))
 
 
@@ -138,20 +210,28 @@ def _some_layer_without_gradient(view: RunView) -> bool:
     """A weight layer's recent gradient is exactly zero: updates are small because nothing flows, not because of the LR."""
     for name in view.weight_params:
         values = view.series(GRAD_NORM_PREFIX + name)[1]
-        if len(values) and median(recent(values, 0.2, 10)) == 0:
+        if len(values) and median(values[-max(10, len(values) // 5):]) == 0:
             return True
     return False
 
 
-def _stalled_since(view: RunView, t_low: int) -> tuple[float, float | None]:
-    """Loss drop over the second half of the time since ``t_low``, and the relative change of validation loss since."""
+def _stalled_since(view: RunView, t_low: int) -> tuple[Change | None, Change | None]:
+    """The loss over the second half of the time since ``t_low`` (first vs last tenth), and the validation loss since a quarter."""
     steps, values = view.loss
     last = int(steps[-1])
-    tail_drop = loss_drop(values[steps >= t_low + (last - t_low) // 2])
+    since = steps >= t_low + (last - t_low) // 2
+    loss_tail = first_vs_last(LOSS, steps[since], values[since])
     v_steps, val = view.val_loss
-    val_after = val[(v_steps >= t_low + (last - t_low) // 4) & np.isfinite(val)]
-    val_change = abs(val_after[-1] - val_after[0]) / max(abs(val_after[0]), 1e-12) if len(val_after) >= 3 else None
-    return tail_drop, val_change
+    keep = (v_steps >= t_low + (last - t_low) // 4) & np.isfinite(val)
+    v_steps, val = v_steps[keep], val[keep]
+    if len(val) < 3 or view.val_loss_name is None:
+        return loss_tail, None
+    first, now = at_step(view.val_loss_name, v_steps, val, 0), at_step(view.val_loss_name, v_steps, val, len(val) - 1)
+    return loss_tail, Change(first, now, "")
+
+
+def _relative(change: Change) -> float:
+    return abs(change.after.value - change.before.value) / max(abs(change.before.value), 1e-12)
 
 
 def lr_decayed_too_early(view: RunView) -> Finding | None:
@@ -161,19 +241,45 @@ def lr_decayed_too_early(view: RunView) -> Finding | None:
     if t_low is None or t_low == 0 or len(values) < 50 or not np.isfinite(values).all():
         return None
     last = int(steps[-1])
-    before, after = values[steps < t_low], values[steps >= t_low]
+    early = steps < t_low
+    before, after = values[early], values[~early]
     if len(before) < 10 or len(after) < max(30, len(values) // 5) or t_low > 0.75 * last:
         return None
-    gain_before = loss_drop(before)
-    tail_drop, val_change = _stalled_since(view, t_low)
-    if gain_before < 0.05 or not (tail_drop < 0.03 or (val_change is not None and val_change < 0.01)):
+    gain = first_vs_last(LOSS, steps[early], before)
+    loss_tail, val_since = _stalled_since(view, t_low)
+    tail_drop = drop_of(loss_tail)
+    val_change = _relative(val_since) if val_since is not None else None
+    if gain is None or drop_of(gain) < 0.05 or not (tail_drop < 0.03 or (val_change is not None and val_change < 0.01)):
         return None
-    evidence = [f"LR fell below 5% of its peak ({fmt(peak)}) at step {t_low}, {1 - t_low / max(last, 1):.0%} of the run ago; now {fmt(view.lr_now or 0.0)}",
-                f"loss improved {gain_before:.1%} before that; since, it is flat ({tail_drop:.1%} over the last stretch)"]
-    if val_change is not None:
-        evidence.append(f"validation loss changed {val_change:.2%} since")
-    fix = "lengthen the schedule or raise its floor (min LR ~10% of peak); check scheduler.step() is called per epoch, not per batch (or vice versa)"
+    evidence: list[str] = [_collapse_evidence(view, t_low, peak),
+                           Evidence(f"loss {_loss_words(gain)}, before the LR collapsed", gain)]
+    if loss_tail is not None:
+        before, after = loss_tail.before, loss_tail.after
+        span = f"from {fmt(before.value)} over {before.where} to {fmt(after.value)} over {after.where}"
+        if abs(loss_tail.relative) <= 0.03:
+            evidence.append(Evidence(f"since, it is flat: {signed_percent(loss_tail.relative, 1)} {span}",
+                                     Change(before, after, "flat", 0.03)))
+        else:
+            evidence.append(Evidence(f"since, it {change_words(loss_tail)} {span}", loss_tail))
+    if val_since is not None:
+        before, after = val_since.before, val_since.after
+        evidence.append(Evidence(f"validation loss changed {signed_percent(val_since.relative, 2)} from {fmt(before.value)} at "
+                                 f"{before.where} to {fmt(after.value)} at {after.where}", val_since))
+    fix = fix_text((MIN_LR_UP, "lengthen the schedule or raise its floor (min LR ~10% of peak)"),
+                   "check scheduler.step() is called per epoch, not per batch (or vice versa)")
     return Finding("lr_decayed_too_early", "LR decayed too early", 0.85, "warning", evidence, fix, t_low)
+
+
+def _collapse_evidence(view: RunView, t_low: int, peak: float) -> Evidence:
+    """The LR's peak, the step from which it stayed below 5% of it, and its newest value."""
+    l_steps, lr = view.series(LR_SERIES)
+    top = measure(LR_SERIES, l_steps, lr, "max")
+    i = int(np.searchsorted(l_steps, t_low))
+    low = Occurrences((LR_SERIES,), t_low, int(l_steps[-1]), "below", (t_low,), len(lr) - i, arg=0.05 * peak)
+    high = Occurrences((LR_SERIES,), int(l_steps[i - 1]), int(l_steps[i - 1]), "below", (), 0, arg=0.05 * peak)
+    now = at_step(LR_SERIES, l_steps, lr, len(lr) - 1)
+    return Evidence(f"LR has stayed below 5% of its peak {fmt(top.value)} ({top.where}) since step {t_low}, through step "
+                    f"{int(l_steps[-1])}; now {fmt(now.value)}", Level(top), low, high, Level(now), refs=(0.05,))
 
 
 RULES = [lr_too_high, lr_too_low, lr_decayed_too_early]

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Fact, Product, at_step, change_words, measure, quoted
 from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.rules.common import loss_drop
+from tuidiag.diagnosis.moves import CAPACITY_DOWN, REG_UP, fix_text
+from tuidiag.diagnosis.rules.common import drop_of, first_vs_last
 from tuidiag.diagnosis.stats import fmt
-from tuidiag.diagnosis.view import RunView, VAL_ACC_NAMES
+from tuidiag.diagnosis.view import VAL_ACC_NAMES, RunView
+from tuidiag.format import LOSS
 
 
 def capacity_vs_data(view: RunView) -> Finding | None:
@@ -21,8 +24,13 @@ def capacity_vs_data(view: RunView) -> Finding | None:
     ratio = n_params / seen
     if ratio < 10:
         return None
-    evidence = [f"{n_params:,} trainable parameters against {seen:,} samples seen ({fmt(ratio)} per sample)"]
-    fix = "expect memorization: watch validation closely, add regularization or data, or use a smaller model"
+    steps = measure(LOSS, *view.loss, "count")
+    samples = Product((Fact("manifest", "config.batch_size", batch), steps))
+    evidence: list[str] = [Evidence(f"{n_params:,} trainable parameters against {seen:,} samples seen (batch size {batch} x "
+                                    f"{view.n_steps} steps over {steps.where}): {fmt(ratio)} per sample",
+                                    Compare(Fact("manifest", "model.n_trainable", n_params), samples))]
+    fix = fix_text("expect memorization: watch validation closely", (REG_UP, "add regularization or data"),
+                   (CAPACITY_DOWN, "or use a smaller model"))
     return Finding("overparameterized", "Many parameters per sample seen", 0.5, "info", evidence, fix, None)
 
 
@@ -32,7 +40,9 @@ def deep_without_normalization(view: RunView) -> Finding | None:
     if not isinstance(depth, int) or depth <= 10 or view.model.get("has_norm"):
         return None
     acts = ", ".join(view.model.get("activations") or []) or "unknown activations"
-    evidence = [f"{depth} weight layers, no normalization layers ({acts})"]
+    facts = (Fact("manifest", "model.weight_layers", depth), Fact("manifest", "model.has_norm", view.model.get("has_norm")),
+             Fact("manifest", "model.activations", tuple(view.model.get("activations") or ())))
+    evidence: list[str] = [Evidence(f"{depth} weight layers, no normalization layers ({acts})", *facts)]
     fix = "add BatchNorm/LayerNorm between layers or residual connections; deep plain stacks train poorly"
     return Finding("deep_unnormalized", "Deep network without normalization", 0.5, "info", evidence, fix, None)
 
@@ -45,13 +55,21 @@ def loss_accuracy_mismatch(view: RunView) -> Finding | None:
     steps, acc = view.series(name)
     if len(acc) < 5 or not np.isfinite(acc).all():
         return None
-    train_gain = loss_drop(view.loss[1][len(view.loss[1]) // 2 :])
-    acc_gain = float(acc[-1] - acc[len(acc) // 2])
-    if train_gain < 0.2 or acc_gain > 0.005:
+    l_steps, loss = view.loss
+    half = len(loss) // 2
+    fell = first_vs_last(LOSS, l_steps[half:], loss[half:])
+    train_gain = drop_of(fell)
+    mid = len(acc) // 2
+    acc_gain = float(acc[-1] - acc[mid])
+    if fell is None or train_gain < 0.2 or acc_gain > 0.005:
         return None
-    evidence = [f"training loss fell {train_gain:.0%} over the second half while {name} moved {acc_gain:+.3f}"]
+    moved = Change(at_step(name, steps, acc, mid), at_step(name, steps, acc, len(acc) - 1), "")
+    loss_span = f"{fmt(fell.before.value)} over {fell.before.where} -> {fmt(fell.after.value)} over {fell.after.where}"
+    acc_span = f"{fmt(moved.before.value)} at {moved.before.where} -> {fmt(moved.after.value)} at {moved.after.where}"
+    evidence: list[str] = [Evidence(f"training loss {change_words(fell)} over the second half ({loss_span}) while {quoted(name)} "
+                                    f"moved {acc_gain:+.3f} ({acc_span})", fell, moved)]
     fix = "the model is getting more confident, not more correct: check for overfitting and label noise"
-    return Finding("loss_accuracy_mismatch", "Loss falls, accuracy stalls", 0.5, "info", evidence, fix, int(steps[len(acc) // 2]))
+    return Finding("loss_accuracy_mismatch", "Loss falls, accuracy stalls", 0.5, "info", evidence, fix, int(steps[mid]))
 
 
 RULES = [capacity_vs_data, deep_without_normalization, loss_accuracy_mismatch]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from tuidiag.diagnosis.evidence import Compare, Evidence, Fact, Level, Measure, measure
 from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.rules.common import recent
-from tuidiag.diagnosis.stats import fmt, median
+from tuidiag.diagnosis.moves import BATCH_UP, WORKERS_UP, fix_text
+from tuidiag.diagnosis.rules.common import tail
+from tuidiag.diagnosis.stats import fmt
 from tuidiag.diagnosis.view import RunView
 
 
@@ -13,44 +15,61 @@ def train_mode_bug(view: RunView) -> Finding | None:
     steps, training = view.series("model/training")
     if len(training) < 10:
         return None
-    eval_share = float((training[1:] == 0).mean())
-    if eval_share < 0.5:
+    share = measure("model/training", steps[1:], training[1:], "share_equal", 0.0)
+    if share.value < 0.5:
         return None
-    has_effect = view.model.get("has_dropout") or view.model.get("has_norm")
-    evidence = [f"model.training is False on {eval_share:.0%} of training steps"]
-    evidence.append("the model has dropout/normalization layers, which behave differently in eval mode" if has_effect
-                    else "the model has no dropout or normalization, so this changes nothing yet")
+    has_effect = bool(view.model.get("has_dropout") or view.model.get("has_norm"))
+    facts = tuple(Fact("manifest", f"model.{key}", view.model.get(key)) for key in ("has_dropout", "has_norm"))
+    evidence: list[str] = [
+        Evidence(f"model.training is False on {share.value:.0%} of the training steps {share.where}", Level(share)),
+        Evidence("the model has dropout/normalization layers, which behave differently in eval mode" if has_effect
+                 else "the model has no dropout or normalization, so this changes nothing yet", *facts)]
     fix = "call model.train() at the top of each epoch (and model.eval() only inside validation)"
     return Finding("train_mode_bug", "Model in eval mode while training", 0.93 if has_effect else 0.5,
                    "warning" if has_effect else "info", evidence, fix, int(steps[1 + int((training[1:] == 0).argmax())]))
 
 
+def _gpu_line(util: Measure) -> Evidence:
+    return Evidence(f"GPU utilization median {util.value:.0f}% over {util.where}", Level(util))
+
+
 def data_loading_bottleneck(view: RunView) -> Finding | None:
     """The run is slow because steps wait for data."""
-    _, wait = view.series("time/data_wait")
-    _, step = view.series("time/step")
+    w_steps, wait = view.series("time/data_wait")
+    s_steps, step = view.series("time/step")
     if len(wait) < 20 or len(step) < 20:
         return None
-    wait_s, step_s = median(recent(wait, 0.3)), median(recent(step, 0.3))
+    wait_m = measure("time/data_wait", *tail(w_steps, wait, 0.3), "median")
+    step_m = measure("time/step", *tail(s_steps, step, 0.3), "median")
+    wait_s, step_s = wait_m.value, step_m.value
     if not step_s > 0 or wait_s / step_s < 0.3 or step_s < 2e-3:
         return None
-    evidence = [f"waiting for data takes {wait_s / step_s:.0%} of each step ({fmt(wait_s * 1e3)} of {fmt(step_s * 1e3)} ms)",
-                f"{fmt(1 / step_s)} steps/s"]
-    util = view.series("sys/gpu_util")[1]
+    evidence: list[str] = [
+        Evidence(f"waiting for data takes {wait_s / step_s:.0%} of each step ({fmt(wait_s * 1e3)} of {fmt(step_s * 1e3)} ms, "
+                 f"medians over {wait_m.where} and {step_m.where})", Compare(wait_m, step_m)),
+        Evidence(f"{fmt(1 / step_s)} steps/s (median step time over {step_m.where})", Level(step_m))]
+    u_steps, util = view.series("sys/gpu_util")
     if len(util):
-        evidence.append(f"GPU utilization median {median(util):.0f}%")
-    fix = "DataLoader(num_workers=4-8, pin_memory=True, persistent_workers=True, prefetch_factor=4); move decoding/augmentation off the main process; faster storage"
+        evidence.append(_gpu_line(measure("sys/gpu_util", u_steps, util, "median")))
+    fix = fix_text((WORKERS_UP, "DataLoader(num_workers=4-8, pin_memory=True, persistent_workers=True, prefetch_factor=4)"),
+                   "move decoding/augmentation off the main process; faster storage")
     confidence = min(0.9, 0.5 + wait_s / step_s * 0.6)
-    return Finding("data_loading_bottleneck", "Data loading is the bottleneck", confidence, "warning", evidence, fix, int(view.series("time/data_wait")[0][0]))
+    return Finding("data_loading_bottleneck", "Data loading is the bottleneck", confidence, "warning", evidence, fix, int(w_steps[0]))
 
 
 def low_gpu_utilization(view: RunView) -> Finding | None:
     """The GPU is mostly idle while data loading is not the cause."""
     steps, util = view.series("sys/gpu_util")
-    if len(util) < 10 or median(util) >= 40:
+    if len(util) < 10:
         return None
-    evidence = [f"GPU utilization median {median(util):.0f}% over {len(util)} samples"]
-    fix = "raise the batch size, use mixed precision (torch.autocast), compile the model (torch.compile), and look for host-side work per step"
+    level = measure("sys/gpu_util", steps, util, "median")
+    if level.value >= 40:
+        return None
+    count = measure("sys/gpu_util", steps, util, "count")
+    text = f"GPU utilization median {level.value:.0f}% over {len(util)} samples ({level.where})"
+    evidence: list[str] = [Evidence(text, Level(level), Level(count))]
+    fix = fix_text((BATCH_UP, "raise the batch size"),
+                   "use mixed precision (torch.autocast), compile the model (torch.compile), and look for host-side work per step")
     return Finding("low_gpu_utilization", "GPU mostly idle", 0.5, "info", evidence, fix, int(steps[0]))
 
 
