@@ -17,6 +17,7 @@ import numpy as np
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.stats import fmt, median
 from tuidiag.diagnosis.view import RunView
+from tuidiag.store.recorder_losses import run_losses
 
 EXPLAINS: dict[str, tuple[str, ...]] = {
     "bad_input_data": ("nonfinite_loss", "loss_spikes", "exploding_gradients", "lr_too_high", "dead_relu", "activation_saturation",
@@ -96,4 +97,6 @@ def healthy(view: RunView) -> Finding:
         evidence.append(f"validation loss {fmt(float(val[-1]))} at the last evaluation")
     if not evidence:
         evidence.append("not enough data yet to judge")
+    if losses := run_losses(view.run, view.at):
+        evidence.append(f"judged on what was recorded; the recorder reports: {losses.text()} (see the notes)")
     return Finding("healthy", "No problem detected", 0.8 if view.n_steps >= 100 else 0.5, "info", evidence, fix="none", first_step=None)
