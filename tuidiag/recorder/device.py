@@ -79,13 +79,13 @@ def tensor_summary(tensor: torch.Tensor, levels: list[float], max_sample: int) -
     synchronisation: non-finite elements become NaN, a sort puts them last, and the
     quantiles (linear interpolation, as ``numpy.quantile``) are gathered at positions
     computed on the device from the finite count. Quantiles of a tensor with more than
-    ``max_sample`` elements come from every k-th element; mean and count from all.
-    No finite element: NaN quantiles and mean.
+    ``max_sample`` elements come from every k-th element; mean and count from all,
+    summed in float64 (float32 on MPS). No finite element: NaN quantiles and mean.
     """
     with torch.no_grad():
         flat = tensor.detach().reshape(-1)
         size = flat.numel()
-        work = torch.float64 if flat.dtype == torch.float64 else torch.float32
+        work = torch.float32 if flat.device.type == "mps" else torch.float64  # MPS has no float64
         if flat.is_floating_point():
             finite = torch.isfinite(flat)
             count = finite.sum()

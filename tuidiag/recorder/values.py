@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tuidiag.format import SUMMARY_QUANTILES, SUMMARY_SUFFIXES
 
+_PLAIN = frozenset([float, int, bool, str, type(None)])
+"""Types that are never mappings (checked before the slower ``isinstance(value, Mapping)``)."""
 MAX_DEPTH = 16
 """Nesting levels of mappings flattened by ``log``; deeper ones are rejected (and cycles end)."""
 MAX_TEXT = 65_536
@@ -50,18 +52,22 @@ class Rejected:
     reason: str
 
 
-@dataclass
 class Converted:
-    """The rows, texts and rejections that one ``log`` call turns into."""
+    """The rows, texts and rejections that one ``log`` call turns into.
 
-    host_names: list[str] = field(default_factory=list)
-    host_values: list[float] = field(default_factory=list)
-    dev_names: list[str] = field(default_factory=list)
-    dev_values: list[Any] = field(default_factory=list)
-    """Device tensors; together they hold exactly ``len(dev_names)`` elements, in order."""
-    texts: list[tuple[str, str]] = field(default_factory=list)
-    rejected: list[tuple[str, str]] = field(default_factory=list)
-    """(key, reason) of each value not recorded."""
+    ``dev_values`` are device tensors that together hold exactly ``len(dev_names)``
+    elements, in order; ``rejected`` holds (key, reason) of each value not recorded.
+    """
+
+    __slots__ = ("host_names", "host_values", "dev_names", "dev_values", "texts", "rejected")
+
+    def __init__(self) -> None:
+        self.host_names: list[str] = []
+        self.host_values: list[float] = []
+        self.dev_names: list[str] = []
+        self.dev_values: list[Any] = []
+        self.texts: list[tuple[str, str]] = []
+        self.rejected: list[tuple[str, str]] = []
 
 
 def convert(metrics: Any, torch: Any) -> Converted:
@@ -74,6 +80,14 @@ def convert(metrics: Any, torch: Any) -> Converted:
         out.rejected.append(("<metrics>", f"is of type {_type(metrics)}; log() takes a mapping of name -> value"))
         return out
     for key, value in flatten(metrics):
+        kind = type(value)
+        if kind is float or kind is int:  # the common case first: a few hundred ns per value
+            try:
+                out.host_values.append(float(value))
+                out.host_names.append(key)
+                continue
+            except OverflowError:
+                pass
         if value is None:
             continue
         if isinstance(value, Rejected):
@@ -104,8 +118,10 @@ def leaves(metrics: Any) -> int:
 def flatten(metrics: Mapping[Any, Any], prefix: str = "", depth: int = 0) -> Iterator[tuple[str, Any]]:
     """``(name, value)`` of every leaf, nested names joined with ``/``; too deep: a :class:`Rejected`."""
     for key, value in metrics.items():
-        name = prefix + str(key)
-        if isinstance(value, Mapping):
+        name = key if not prefix and type(key) is str else prefix + str(key)
+        if type(value) in _PLAIN:
+            yield name, value
+        elif isinstance(value, Mapping):
             if depth + 1 >= MAX_DEPTH:
                 yield name, Rejected(f"is nested deeper than {MAX_DEPTH} levels (or is a mapping that contains itself)")
             else:
@@ -116,11 +132,15 @@ def flatten(metrics: Mapping[Any, Any], prefix: str = "", depth: int = 0) -> Ite
 
 def one_number(value: Any, torch: Any) -> float | Any | Rejected:
     """A value that must be one number (``step``'s loss): a float, a 0-d device tensor or a rejection."""
+    if type(value) is float:
+        return value
     if torch is not None and isinstance(value, torch.Tensor):
         problem = _tensor_problem(value, torch)
         if problem is None and value.numel() != 1:
             problem = f"is a tensor of shape {tuple(value.shape)}, not one number (reduce it first, e.g. .mean())"
-        return Rejected(problem) if problem else value.detach().reshape(())
+        if problem:
+            return Rejected(problem)
+        return value.detach() if value.dim() == 0 else value.detach().reshape(())
     if isinstance(value, (str, bytes, bytearray)):
         return Rejected(f"is of type {_type(value)}, not a number")
     if isinstance(value, (np.ndarray, list, tuple)):
@@ -188,7 +208,7 @@ def _add_tensor(out: Converted, key: str, tensor: Any) -> None:
         return
     if tensor.numel() == 1:
         out.dev_names.append(key)
-        out.dev_values.append(tensor.detach().reshape(()))
+        out.dev_values.append(tensor.detach() if tensor.dim() == 0 else tensor.detach().reshape(()))
         return
     from tuidiag.recorder.device import tensor_summary
 
@@ -202,16 +222,16 @@ def _add_tensor(out: Converted, key: str, tensor: Any) -> None:
 
 
 def _tensor_problem(tensor: Any, torch: Any) -> str | None:
-    """Why a tensor cannot be recorded, from its metadata only; ``None`` when it can."""
-    if getattr(tensor, "is_nested", False):
+    """Why a tensor cannot be recorded, from its metadata only (cheapest checks first); ``None`` when it can."""
+    if tensor.is_nested:
         return "is a nested tensor (log its parts)"
-    if tensor.layout != torch.strided:
+    if tensor.layout is not torch.strided:
         return f"is a {str(tensor.layout).replace('torch.', '')} tensor (log .to_dense())"
     if tensor.is_quantized:
         return "is a quantized tensor (log .dequantize())"
-    if tensor.is_complex():
+    if tensor.dtype.is_complex:
         return f"is a complex tensor ({str(tensor.dtype).replace('torch.', '')}; log .real and .imag, or .abs())"
-    if tensor.device.type == "meta":
+    if tensor.is_meta:
         return "is a meta tensor (it holds no values)"
     if tensor.numel() == 0:
         return f"is an empty tensor (shape {tuple(tensor.shape)}), it holds no value"
