@@ -1,7 +1,7 @@
 """A note on the recording itself: values the recorder refused at the call, rows it lost or dropped.
 
-Not an alarm about the training (no shared diagnosis code): a fact about the data
-the other rules judged, so that "No problem detected" is never read as "everything
+Not an alarm about the training (an extension code, ``recorder_losses``): a fact
+about the data the other rules judged, so that "No problem detected" is never read as "everything
 was recorded". Counts as of the view's step (``tuidiag.store.recorder_losses``).
 """
 
