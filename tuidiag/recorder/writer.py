@@ -224,7 +224,7 @@ class ShardWriter:
         try:
             values = np.asarray(values, dtype=np.float64).reshape(-1)
             if len(values) != len(names):
-                raise ValueError(f"{len(values)} values for {len(names)} metric names (the first: {str(names[0])[:80]!r})")
+                raise ValueError(f"{len(values)} values for {len(names)} metric names (the first: {str(names[:1])[:80]})")
             steps = np.full(len(names), step, np.int64)
             if codes is None:
                 codes = np.fromiter((self._code(n) for n in names), dtype=np.int32, count=len(names))
