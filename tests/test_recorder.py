@@ -95,10 +95,12 @@ def test_errors_inside_the_recorder_never_reach_training(run_dir, capfd) -> None
             rec.step("not a number")
             rec.log({"ok": 1.0, "bad": object()})
     err = capfd.readouterr().err
-    assert err.count("recorder error in step") == 1  # reported once, counted thrice
+    assert err.count("recorder error in watch") == 1
+    assert err.count("'train/loss' not recorded") == 1 and err.count("'bad' not recorded") == 1  # reported once, counted thrice
     run = tuidiag.open_run(run_dir)
-    assert run.manifest["stats"]["errors"] == 7
-    assert {e.data["where"] for e in run.events if e.kind == "recorder_error"} == {"watch", "step", "log"}
+    assert run.manifest["stats"]["errors"] == 1 and run.manifest["stats"]["rejected_values"] == 6
+    assert {e.data["where"] for e in run.events if e.kind == "recorder_error"} == {"watch"}
+    assert {e.data["key"] for e in run.events if e.kind == "rejected_value"} == {"train/loss", "bad"}
     assert run.series("ok").values.tolist() == [1.0, 1.0, 1.0]
 
 

@@ -175,6 +175,12 @@ def acc_stalls(s: Series, m: dict) -> None:
     _set(s, "train/loss", 2.0 * np.exp(-_t() / 200) + 0.01)
 
 
+def recorder_lost(s: Series, m: dict) -> None:
+    """The recorder rejected 3 values by step 100 and lost 9 rows by step 300."""
+    _set(s, "recorder/rejected_values", 3.0, np.array([100]))
+    _set(s, "recorder/lost_rows", 9.0, np.array([300]))
+
+
 # rule name -> (its symptom, a neighbouring symptom it must not fire on)
 CASES: dict[str, tuple[Plant, Plant]] = {
     "nonfinite_loss": (nan_loss, spikes),
@@ -199,6 +205,7 @@ CASES: dict[str, tuple[Plant, Plant]] = {
     "capacity_vs_data": (big_model, deep),
     "deep_without_normalization": (deep, big_model),
     "loss_accuracy_mismatch": (acc_stalls, underfitting),
+    "recorder_losses": (recorder_lost, slow_loader),
 }
 RULE_BY_NAME = {rule.__name__: rule for rule in RULES if rule not in RANK_RULES}  # multi-rank: tests/test_ranks_rules.py
 

@@ -124,6 +124,15 @@ TARGET_PREFIX = "target/"
 SYS_PREFIX = "sys/"
 RECORDER_DROPPED = "recorder/dropped_rows"
 RECORDER_ERRORS = "recorder/errors"
+RECORDER_REJECTED = "recorder/rejected_values"
+RECORDER_LOST = "recorder/lost_rows"
+
+SUMMARY_QUANTILES = {"q0": 0.0, "q5": 0.05, "q25": 0.25, "q50": 0.5, "q75": 0.75, "q95": 0.95, "q100": 1.0}
+"""A multi-element tensor or array logged as ``name`` becomes ``name/q0`` ... ``name/q100``
+(quantiles of its finite elements), ``name/mean`` (their mean) and ``name/nonfinite``."""
+SUMMARY_MEAN = "mean"
+SUMMARY_NONFINITE = "nonfinite"
+SUMMARY_SUFFIXES = (*SUMMARY_QUANTILES, SUMMARY_MEAN, SUMMARY_NONFINITE)
 
 # Event kinds.
 EVENT_NONFINITE = "nonfinite"
@@ -137,3 +146,6 @@ EVENT_ACTION = "action"
 ``data`` holds ``action``, ``args``, ``request`` and ``status`` (``applied`` or ``failed``, with ``reason``)."""
 EVENT_RESUMED = "resumed"
 """A recorder continued the run: ``data`` has ``from_step`` and the config keys that changed."""
+EVENT_REJECTED = "rejected_value"
+EVENT_LOST = "lost_rows"
+EVENT_TEXT = "text"

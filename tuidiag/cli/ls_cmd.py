@@ -1,4 +1,7 @@
-"""``tuidiag ls DIR``: a table of the runs under DIR with status, steps and last loss."""
+"""``tuidiag ls DIR``: a table of the runs under DIR with status, steps and last loss.
+
+A run whose recorder rejected or lost anything says so next to its status
+(``finished, 1 value rejected``)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from rich.table import Table
 from tuidiag.cli.common import fail
 from tuidiag.format import LOSS
 from tuidiag.store import Run, find_runs, open_run
+from tuidiag.store.recorder_losses import run_losses
 from tuidiag.textsafe import literal
 
 STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "red", "unknown": "yellow"}
@@ -48,9 +52,12 @@ def runs_table(runs: list[Run], root: Path) -> Table:
     for run_ in runs:
         loss = run_.series(LOSS).last
         status = run_.status
+        status_cell = literal(status, style=STATUS_STYLE.get(status, ""))
+        if losses := run_losses(run_).text():
+            status_cell.append_text(literal(f", {losses}", style="yellow"))
         table.add_row(
             literal(run_.name, max_len=40),
-            literal(status, style=STATUS_STYLE.get(status, "")),
+            status_cell,
             literal("-" if run_.last_step is None else f"{run_.last_step + 1:,}"),
             literal(_fmt_loss(loss)),
             literal(_age(run_.manifest.get("heartbeat"))),

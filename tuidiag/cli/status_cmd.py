@@ -3,7 +3,9 @@
 ``myrun ▸ step 12,345 loss 0.4312 ▸ lr_too_high 80% ▸ 3s ago``. It reads ``run.json``,
 the newest loss row from the end of the newest shard and a cached top finding
 (:mod:`tuidiag.cli.status_cache`), never the whole run, so it can run every few
-seconds. A finding computed before the newest data is marked with ``*``.
+seconds. A finding computed before the newest data is marked with ``*``. A run
+whose recorder rejected or lost anything says so after the loss
+(``1 value rejected``, from ``run.json``'s stats).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from tuidiag.cli.status_cache import refresh_locked, top_finding
 from tuidiag.format import LOSS, STATUS_RUNNING
 from tuidiag.store.discovery import is_run_dir
 from tuidiag.store.manifest import effective_status, read_manifest
+from tuidiag.store.recorder_losses import manifest_losses
 from tuidiag.store.tail import latest
 from tuidiag.textsafe import clean
 
@@ -77,11 +80,13 @@ def status_line(
     tmux: bool = False,
     now: float | None = None,
 ) -> str:
-    """The one line: name, step and loss, top finding (``None``: left out), age or end state."""
+    """The one line: name, step and loss, recorder losses, top finding (``None``: left out), age or end state."""
     now = time.time() if now is None else now
     loss = latest(path, LOSS)
     name = _text(manifest.get("name") or path.name, tmux, 40)
     parts = [f"{name}{symbols['sep']}{_progress(manifest, loss)}"]
+    if losses := manifest_losses(manifest).text():
+        parts.append(f"#[fg=yellow]{losses}#[default]" if tmux else losses)
     if finding is not None:
         parts.append(_finding(*finding, symbols, tmux))
     status = effective_status(manifest) if manifest else "unknown"

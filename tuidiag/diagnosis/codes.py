@@ -93,6 +93,9 @@ _ALL = [
          "add BatchNorm/LayerNorm or residual connections", "extension", moves=()),
     Code("loss_accuracy_mismatch", "the loss falls while accuracy stalls (a review note)",
          "check the metric and the label mapping", "extension", moves=()),
+    Code("recorder_losses", "the recorder refused values at the call or lost rows: findings judge only what was recorded (a note)",
+         "log what the recorder accepts (README 'Logging values'); the rejected_value and lost_rows events say what was not",
+         "extension", moves=()),
 ]
 
 CODES: dict[str, Code] = {code.name: code for code in _ALL}

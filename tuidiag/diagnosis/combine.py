@@ -20,6 +20,7 @@ from tuidiag.diagnosis.moves import Move
 from tuidiag.diagnosis.stats import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
+from tuidiag.store.recorder_losses import run_losses
 
 EXPLAINS: dict[str, tuple[str, ...]] = {
     "bad_input_data": ("nonfinite_loss", "loss_spikes", "exploding_gradients", "lr_too_high", "dead_relu", "activation_saturation",
@@ -115,6 +116,8 @@ def healthy(view: RunView) -> Finding:
         evidence.append(Evidence(f"validation loss {fmt(last.value)} at step {last.first}, the last evaluation", Level(last)))
     if not evidence:
         evidence.append(Evidence("not enough data yet to judge"))
+    if losses := run_losses(view.run, view.at):
+        evidence.append(Evidence(f"judged on what was recorded; the recorder reports: {losses.text()} (see the notes)"))
     return Finding("healthy", "No problem detected", 0.8 if view.n_steps >= 100 else 0.5, "info", evidence, fix="none", first_step=None)
 
 

@@ -16,6 +16,7 @@ from tuidiag.diagnosis import Diagnosis
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 from tuidiag.live.downsample import tail_spark
 from tuidiag.store import Event, Run
+from tuidiag.store.recorder_losses import run_losses
 
 if TYPE_CHECKING:
     from tuidiag.live.ranks import RankLines
@@ -43,6 +44,8 @@ class RunSummary:
     health_confidence: float
     data_age: float | None
     warnings: tuple[str, ...] = ()
+    recorder_losses: str = ""
+    """What the recorder rejected or lost (``"1 value rejected"``); empty when nothing."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: t
         spark=tuple(tail_spark(loss.values)) if spark is None else spark, lr=run.series("lr/group0").last,
         grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code, health_title=top.title,
         health_severity=top.severity, health_confidence=top.confidence, data_age=age,
-        warnings=tuple(run.warnings),
+        warnings=tuple(run.warnings), recorder_losses=run_losses(run).text(),
     )
 
 

@@ -3,11 +3,13 @@
 On CUDA a metric vector is copied with ``non_blocking=True`` into pinned host
 memory and a CUDA event is recorded after the copy; the *writer thread* waits on
 that event, so the training thread never does. On CPU the tensor is already on
-the host and is used as is.
+the host and is used as is. A multi-element tensor given to ``log`` is reduced to
+summary statistics on its device first (:func:`tensor_summary`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -64,6 +66,47 @@ def stack_scalars(parts: list[torch.Tensor], device: torch.device) -> torch.Tens
         pass
     flat = [p.detach().to(device=device, dtype=torch.float32).reshape(-1) for p in parts]
     return torch.cat(flat)
+
+
+_LEVELS: dict[tuple[torch.device, torch.dtype, tuple[float, ...]], torch.Tensor] = {}
+"""Quantile levels already on each device (copied there once, not at every call)."""
+
+
+def tensor_summary(tensor: torch.Tensor, levels: list[float], max_sample: int) -> torch.Tensor:
+    """Quantiles ``levels`` of the finite elements, their mean and the non-finite count.
+
+    One float32 vector on ``tensor``'s device, computed there without a host
+    synchronisation: non-finite elements become NaN, a sort puts them last, and the
+    quantiles (linear interpolation, as ``numpy.quantile``) are gathered at positions
+    computed on the device from the finite count. Quantiles of a tensor with more than
+    ``max_sample`` elements come from every k-th element; mean and count from all,
+    summed in float64 (float32 on MPS). No finite element: NaN quantiles and mean.
+    """
+    with torch.no_grad():
+        flat = tensor.detach().reshape(-1)
+        size = flat.numel()
+        work = torch.float32 if flat.device.type == "mps" else torch.float64  # MPS has no float64
+        if flat.is_floating_point():
+            finite = torch.isfinite(flat)
+            count = finite.sum()
+            total = torch.where(finite, flat, 0).sum(dtype=work)
+        else:
+            count = torch.full((), size, dtype=torch.int64, device=flat.device)
+            total = flat.sum(dtype=work)
+        mean = total / count
+        sample = flat[:: max(1, -(-size // max_sample))].to(work)
+        sample = torch.where(torch.isfinite(sample), sample, math.nan)
+        ordered = torch.sort(sample).values  # NaN last
+        usable = torch.isfinite(ordered).sum()
+        key = (flat.device, work, tuple(levels))
+        at = _LEVELS.get(key)
+        if at is None:
+            at = _LEVELS[key] = torch.tensor(levels, dtype=work, device=flat.device)
+        position = at * (usable - 1).clamp(min=0)
+        low, high = position.floor().long(), position.ceil().long()
+        weight = position - low
+        quantiles = ordered.gather(0, low) * (1 - weight) + ordered.gather(0, high) * weight
+        return torch.cat([quantiles.float(), mean.reshape(1).float(), (size - count).reshape(1).float()])
 
 
 def memory_stats(device: torch.device | None) -> dict[str, float]:

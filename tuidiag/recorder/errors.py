@@ -2,7 +2,9 @@
 
 Nothing raised inside the recorder may reach the training loop. Each distinct
 failure (by place and exception type) is printed once on stderr and written once
-as a ``recorder_error`` event; all of them are counted.
+as a ``recorder_error`` event; all of them are counted. Values the recorder
+refuses at the call (:class:`Rejections`) are counted and reported the same way,
+once per name, as ``rejected_value`` events.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 import traceback
 from typing import Any, Callable, TypeVar
 
-from tuidiag.format import EVENT_RECORDER_ERROR
+from tuidiag.format import EVENT_RECORDER_ERROR, EVENT_REJECTED
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,6 +45,43 @@ class ErrorReporter:
             if self.sink is not None:
                 detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=6))
                 self.sink(EVENT_RECORDER_ERROR, message, {"where": where, "traceback": detail, "time": time.time()})
+        except Exception:  # reporting must not fail either
+            pass
+
+
+class Rejections:
+    """Counts values refused at the call; reports the first refusal of each name, to stderr and as an event."""
+
+    MAX_REPORTED = 1000
+    """Names reported individually; refusals of further names are counted only (said once)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._seen: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self.sink: Callable[[str, str, dict[str, Any]], None] | None = None
+
+    def reject(self, where: str, key: str, reason: str, values: int = 1) -> None:
+        """Count ``values`` refused values of ``key``; report the first refusal of ``(where, key)``."""
+        with self._lock:
+            self.count += values
+            seen = (where, key) in self._seen
+            full = len(self._seen) >= self.MAX_REPORTED
+            if not seen and not full:
+                self._seen.add((where, key))
+            last = not seen and full and ("", "") not in self._seen
+            if last:
+                self._seen.add(("", ""))
+        if seen or (full and not last):
+            return
+        if last:
+            message = f"tuidiag: {where}: values of more than {self.MAX_REPORTED} names were not recorded; further ones are counted, not reported"
+        else:
+            message = f"tuidiag: {where}: {key[:200]!r} not recorded: it {reason} (counted; further values of this name are not reported)"
+        try:
+            print(message, file=sys.stderr)
+            if self.sink is not None:
+                self.sink(EVENT_REJECTED, message, {"where": where, "key": key, "reason": reason})
         except Exception:  # reporting must not fail either
             pass
 

@@ -25,26 +25,31 @@ from tuidiag.format import (
     EVENT_CAPTURE,
     EVENT_NO_GRAD,
     EVENT_RESUMED,
+    EVENT_TEXT,
     GRAD_MAX_NORM,
     GRAD_NONE_COUNT,
     LOSS,
     LR_PREFIX,
     MODEL_TRAINING,
     RECORDER_ERRORS,
+    RECORDER_REJECTED,
     STATUS_FAILED,
     STATUS_FINISHED,
 )
 from tuidiag.recorder.actions import LiveChanges
 from tuidiag.recorder.control import LiveControl
-from tuidiag.recorder.errors import ErrorReporter, guarded
+from tuidiag.recorder.errors import ErrorReporter, Rejections, guarded
 from tuidiag.recorder.layouts import LayoutCache
 from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
 from tuidiag.recorder.process import detect_rank, died_of_exception, import_torch, install_excepthook
 from tuidiag.recorder.placement import RESUME_NEVER, check_mode
 from tuidiag.recorder.run_manifest import RunManifest
 from tuidiag.recorder.step_timer import StepTimer
+from tuidiag.recorder.values import Rejected, convert, leaves, one_number
 
 CAPTURE_MAX_BYTES = 1 << 30
+STEP_RANGE = range(-(2**63), 2**63)
+"""Steps the int64 ``step`` column can hold."""
 RECENT_BATCHES = 4
 """Batches kept by reference so an asynchronously detected NaN step can still be captured."""
 
@@ -98,6 +103,7 @@ class Recorder:
     ) -> None:
         check_mode(resume)
         self.errors = ErrorReporter()
+        self.rejections = Rejections()
         self.grads_every, self.weights_every = grads_every, weights_every
         self.activations_every, self.inputs_every = activations_every, inputs_every
         self.capture_nonfinite, self.capture_max_bytes = capture_nonfinite, capture_max_bytes
@@ -114,6 +120,7 @@ class Recorder:
         self._missing_grads: list[str] | None = None
         self._captured = False
         self._last_flushed_step = -1
+        self._written_rejections = 0
         self._layouts = LayoutCache(self)
         self._changes = LiveChanges(self.world_size)
         self.loss_fn: Any = None
@@ -123,7 +130,7 @@ class Recorder:
         self._next_step = self._manifest.resume_step
         self._control = LiveControl(self.run_dir, self.event, self.errors.report) if control and self.rank == 0 else None
         self._writer = ShardWriter(self.run_dir, self.rank, flush_interval, max_queue, self._on_flush, self.errors.report)
-        self.errors.sink = self._error_event
+        self.errors.sink = self.rejections.sink = self._error_event
         if self._manifest.note:
             print(self._manifest.note, file=sys.stderr)
         resumed = self._manifest.resumed
@@ -179,20 +186,28 @@ class Recorder:
 
     @guarded
     def step(self, loss: Any = None, step: int | None = None) -> int:
-        """Record one training step; call after ``backward()`` and before clipping."""
+        """Record one training step; call after ``backward()`` and before clipping.
+
+        ``loss`` must be one number (a float, a one-element tensor or array) or ``None``;
+        anything else is refused, counted and reported once, and the step still counts."""
         now = time.perf_counter()
-        s = self._next_step if step is None else int(step)
+        s = self._next_step if step is None else self._step_arg("step", step, 1 + (loss is not None))
+        if s is None:
+            return None
         self._current_step, self._next_step = s, s + 1
         host_names, host_values = self._timer.step(now)
         dev_names, dev_values = self._input_parts
         self._input_parts = ([], [])
-        if self._is_tensor(loss):
+        value = None if loss is None else one_number(loss, self._torch)
+        if isinstance(value, Rejected):
+            self.rejections.reject("step", LOSS, value.reason)
+        elif self._is_tensor(value):
             dev_names.append(LOSS)
-            dev_values.append(loss.detach())
-        elif loss is not None:
+            dev_values.append(value)
+        elif value is not None:
             host_names.append(LOSS)
-            host_values.append(float(loss))
-            if not math.isfinite(host_values[-1]) and self._wants_capture():
+            host_values.append(value)
+            if not math.isfinite(value) and self._wants_capture():
                 self._capture(s, pre_step=True)
         if self._watch is not None:
             self._watch_parts(s, host_names, host_values, dev_names, dev_values)
@@ -212,29 +227,34 @@ class Recorder:
 
     @guarded
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        """Record any scalars (numbers or 0-d tensors) under the names given, verbatim."""
-        s = self._implicit_step() if step is None else int(step)
-        host_names, host_values, dev_names, dev_values = [], [], [], []
-        for key, value in metrics.items():
-            if self._is_tensor(value):
-                dev_names.append(str(key))
-                dev_values.append(value)
-            elif (number := _as_float(value)) is not None:
-                host_names.append(str(key))
-                host_values.append(number)
-            else:
-                self.errors.report("log", ValueError(f"value of {str(key)[:80]!r} is not a number ({type(value).__name__}); skipped"))
+        """Record values under the names given, verbatim; nested mappings are joined with ``/``.
+
+        Numbers and one-element tensors or arrays are one row each, multi-element ones
+        summary rows (``name/q0`` ... ``name/q100``, ``name/mean``, ``name/nonfinite``),
+        strings ``text`` events, ``None`` is skipped; anything else is refused here,
+        counted and reported once per name (README "Logging values").
+        """
+        s = self._implicit_step() if step is None else self._step_arg("log", step, leaves(metrics))
+        if s is None:
+            return
+        values = convert(metrics, self._torch)
+        for key, reason in values.rejected:
+            self.rejections.reject("log", key, reason)
         wall = time.time()
-        if host_names:
-            self._writer.submit(MetricBatch(s, wall, self._layouts.host(host_names), np.asarray(host_values, np.float64)), len(host_names))
-        if dev_names:
-            self._submit_device(s, wall, dev_names, dev_values, derive=False)
+        for key, text in values.texts:
+            self._writer.submit(EventRow(s, wall, EVENT_TEXT, "info", text, {"key": key}))
+        if values.host_names:
+            host = np.asarray(values.host_values, np.float64)
+            self._writer.submit(MetricBatch(s, wall, self._layouts.host(values.host_names), host), len(host))
+        if values.dev_names:
+            self._submit_device(s, wall, values.dev_names, values.dev_values, derive=False)
 
     @guarded
     def event(self, kind: str, message: str, severity: str = "info", data: Mapping[str, Any] | None = None, step: int | None = None) -> None:
         """Record an event (shown in the monitor's events panel)."""
-        s = self._implicit_step() if step is None else int(step)
-        self._writer.submit(EventRow(s, time.time(), str(kind), str(severity), str(message), dict(data or {})))
+        s = self._implicit_step() if step is None else self._step_arg("event", step, 1)
+        if s is not None:
+            self._writer.submit(EventRow(s, time.time(), str(kind), str(severity), str(message), dict(data or {})))
 
     @guarded
     def flush(self, timeout: float = 10.0) -> None:
@@ -271,6 +291,16 @@ class Recorder:
     def dropped_rows(self) -> int:
         """Rows dropped because the queue was full (training is never blocked)."""
         return self._writer.dropped_rows
+
+    @property
+    def rejected_values(self) -> int:
+        """Values refused at the call (``log``, ``step``): not numbers, complex, empty, ..."""
+        return self.rejections.count
+
+    @property
+    def lost_rows(self) -> int:
+        """Rows accepted but not written because the writer could not convert them."""
+        return self._writer.lost_rows
 
     # ---- internals --------------------------------------------------------------
     def _implicit_step(self) -> int:
@@ -327,10 +357,41 @@ class Recorder:
 
         device = self._watch.device if self._watch is not None else values[0].device
         vector = stack_scalars(values, device)
+        if vector.numel() != len(names):  # a value of several elements among the scalars
+            names, values = self._single_elements(names, values)
+            if not names:
+                return
+            vector = stack_scalars(values, device)
         layout = self._layouts.device(names) if derive else self._layouts.host(names)
         self._writer.submit(MetricBatch(s, wall, layout, AsyncHostCopy(vector)), len(names))
         if derive and self._wants_capture():
             self._maybe_capture(s, layout, vector)
+
+    def _single_elements(self, names: list[str], values: list[Any]) -> tuple[list[str], list[Any]]:
+        """Keep the one-element values of a per-step vector, reject the others by name."""
+        if len(names) != len(values):  # parts of several elements each: no name maps to one part
+            self.rejections.reject("step", "<per-step values>", f"are {len(values)} tensors for {len(names)} names", len(names))
+            return [], []
+        kept: tuple[list[str], list[Any]] = ([], [])
+        for name, value in zip(names, values):
+            if value.numel() == 1 and not value.is_complex():
+                kept[0].append(name)
+                kept[1].append(value.reshape(()))
+            else:
+                self.rejections.reject("step", name, f"is a tensor of shape {tuple(value.shape)}, not one number")
+        return kept
+
+    def _step_arg(self, where: str, step: Any, values: int) -> int | None:
+        """``step`` as an int the step column can hold; otherwise the call's values are rejected."""
+        try:
+            s = int(step)
+        except Exception as exc:
+            self.rejections.reject(where, "step", f"is of type {type(step).__name__}, not an integer ({type(exc).__name__})", values)
+            return None
+        if s not in STEP_RANGE:
+            self.rejections.reject(where, "step", "is outside the 64-bit integer range", values)
+            return None
+        return s
 
     def _wants_capture(self) -> bool:
         """Capture the next non-finite step: switched on, or a NaN hunt is armed; once per run."""
@@ -393,19 +454,16 @@ class Recorder:
                 values.append(float(self.errors.count))
             if names:
                 writer.add_rows(step, time.time(), names, np.asarray(values, np.float64))
+        rejected = self.rejections.count
+        if rejected != self._written_rejections:
+            self._written_rejections = rejected
+            writer.add_rows(max(step, 0), time.time(), [RECORDER_REJECTED], np.array([float(rejected)]))
         self._manifest.heartbeat(writer.last_step, self._stats())
 
     def _stats(self) -> dict[str, int]:
         writer = self._writer
-        return {"rows_written": writer.rows_written, "dropped_rows": writer.dropped_rows, "errors": self.errors.count}
+        return {"rows_written": writer.rows_written, "dropped_rows": writer.dropped_rows, "errors": self.errors.count,
+                "rejected_values": self.rejections.count, "lost_rows": writer.lost_rows}
 
     def _close_at_exit(self) -> None:
         self.close(STATUS_FAILED if died_of_exception() else STATUS_FINISHED)
-
-
-def _as_float(value: Any) -> float | None:
-    """``float(value)``, or ``None`` when the value is not a number."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None

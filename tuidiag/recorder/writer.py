@@ -6,6 +6,12 @@ happen every second or so rather than every two minutes, and a failing disk is
 reported once while the newest rows wait in bounded memory for the next try.
 This module knows nothing about torch: values arrive as numpy arrays or as
 objects with a ``resolve()`` method that returns one (an async device copy).
+
+One bad item never costs another: a batch whose values cannot be read or do not
+match its names is refused alone, and should a flush's table still fail to build,
+it is rebuilt from the parts that convert. What is refused is counted
+(``lost_rows``), reported, and written as ``recorder/lost_rows`` and a
+``lost_rows`` event.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ import pyarrow as pa
 
 from tuidiag.format import (
     EVENT_DROPPED,
+    EVENT_LOST,
     EVENTS_DIR,
     EVENTS_SCHEMA,
     METRICS_DIR,
     METRICS_SCHEMA,
     RECORDER_DROPPED,
+    RECORDER_LOST,
     ShardName,
 )
 from tuidiag.recorder import arrow_build
@@ -104,6 +112,9 @@ class ShardWriter:
         self.report_error = report_error or _stderr_report
         self.dropped_rows = 0
         self.rows_written = 0
+        self.lost_rows = 0
+        """Rows accepted but never written: values unreadable, or not matching their names."""
+        self._reported_lost = 0
         self.last_step = -1
         self._reported_drops = 0
         self._items: deque[Any] = deque()
@@ -158,6 +169,8 @@ class ShardWriter:
             self._drain()
             if stopping:
                 self._guard(self._write_pending)
+                if self._rows or self._events:  # what the last flush found lost, said in one more
+                    self._guard(self._write_pending)
                 self._guard(self._compact_all)
                 self._flushed.set()
                 return
@@ -181,9 +194,13 @@ class ShardWriter:
         if isinstance(item, EventRow):
             self._events.append(item)
             return
-        values = item.values.resolve() if hasattr(item.values, "resolve") else item.values
-        values = np.asarray(values, dtype=np.float64).reshape(-1)
         layout = item.layout
+        try:
+            values = item.values.resolve() if hasattr(item.values, "resolve") else item.values
+            values = np.asarray(values, dtype=np.float64).reshape(-1)
+        except Exception:
+            self.lost_rows += len(layout.names)
+            raise
         self.add_rows(item.step, item.wall_time, layout.names, values, self._codes_of(layout))
         if layout.derive is not None:
             extra_names, extra_values = layout.derive(item.step, values)
@@ -199,12 +216,23 @@ class ShardWriter:
         return cached[1]
 
     def add_rows(self, step: int, wall_time: float, names: list[str], values: np.ndarray, codes: np.ndarray | None = None) -> None:
-        """Buffer rows directly (writer thread only: ``on_flush`` callbacks use it)."""
-        if codes is None:
-            codes = np.fromiter((self._code(n) for n in names), dtype=np.int32, count=len(names))
-        n = len(codes)
-        self._rows.append((np.full(n, step, np.int64), np.full(n, wall_time), codes, values))
-        self.last_step = max(self.last_step, step)
+        """Buffer rows directly (writer thread only: ``on_flush`` callbacks use it).
+
+        Rows that cannot be stored (a value count other than the name count, a step
+        beyond int64) raise ``ValueError`` and are counted in ``lost_rows``; rows
+        buffered before stay."""
+        try:
+            values = np.asarray(values, dtype=np.float64).reshape(-1)
+            if len(values) != len(names):
+                raise ValueError(f"{len(values)} values for {len(names)} metric names (the first: {str(names[:1])[:80]})")
+            steps = np.full(len(names), step, np.int64)
+            if codes is None:
+                codes = np.fromiter((self._code(n) for n in names), dtype=np.int32, count=len(names))
+        except (ValueError, TypeError, OverflowError) as exc:
+            self.lost_rows += len(names)
+            raise ValueError(f"rows not stored: {exc}") from exc
+        self._rows.append((steps, np.full(len(names), wall_time, np.float64), codes, values))
+        self.last_step = max(self.last_step, int(step))
 
     def add_event(self, event: EventRow) -> None:
         """Buffer an event directly (writer thread only)."""
@@ -226,21 +254,23 @@ class ShardWriter:
         name = ShardName(self.rank, seq, seq).filename
         try:
             self._dirs_ready = self._dirs_ready or self._make_dirs(raise_errors=True)
-            if self._rows:
-                metrics = self._metrics_table(seq)
+            metrics = self._metrics_table(seq) if self._rows else None
+            if metrics is not None:
                 write_table_atomic(self.run_dir / METRICS_DIR / name, metrics)
                 wrote = True
                 self.rows_written += metrics.num_rows
-                self._rows.clear()
-            if self._events:
-                write_table_atomic(self.run_dir / EVENTS_DIR / name, self._events_table(seq))
+            self._rows.clear()
+            events = self._events_table(seq) if self._events else None
+            if events is not None:
+                write_table_atomic(self.run_dir / EVENTS_DIR / name, events)
                 wrote = True
-                self._events.clear()
+            self._events.clear()
         except OSError as exc:
             self._keep_for_retry(exc)
         finally:
             # a sequence number is never reused once any file carries it
             self._seq += 1 if wrote else 0
+        self._note_drops()  # rows found lost while building the tables: said in the next flush
         if wrote:
             self._guard(self._compact_some)
 
@@ -265,17 +295,37 @@ class ShardWriter:
         del self._events[:-10_000]
 
     def _note_drops(self) -> None:
-        if self.dropped_rows == self._reported_drops:
-            return
         step = max(self.last_step, 0)
         now = time.time()
-        self.add_rows(step, now, [RECORDER_DROPPED], np.array([float(self.dropped_rows)]))
-        message = f"recorder queue full: {self.dropped_rows - self._reported_drops} rows dropped (training was not blocked)"
-        self._events.append(EventRow(step, now, EVENT_DROPPED, "warning", message, {"total": self.dropped_rows}))
-        self._reported_drops = self.dropped_rows
+        if self.dropped_rows != self._reported_drops:
+            self.add_rows(step, now, [RECORDER_DROPPED], np.array([float(self.dropped_rows)]))
+            message = f"recorder queue full: {self.dropped_rows - self._reported_drops} rows dropped (training was not blocked)"
+            self._events.append(EventRow(step, now, EVENT_DROPPED, "warning", message, {"total": self.dropped_rows}))
+            self._reported_drops = self.dropped_rows
+        if self.lost_rows != self._reported_lost:
+            self.add_rows(step, now, [RECORDER_LOST], np.array([float(self.lost_rows)]))
+            message = f"{self.lost_rows - self._reported_lost} rows could not be stored and were not written (the others were)"
+            self._events.append(EventRow(step, now, EVENT_LOST, "error", message, {"total": self.lost_rows}))
+            self._reported_lost = self.lost_rows
 
-    def _metrics_table(self, seq: int) -> pa.Table:
-        steps, walls, codes, values = (np.concatenate(parts) for parts in zip(*self._rows))
+    def _metrics_table(self, seq: int) -> pa.Table | None:
+        """The buffered rows as one table; should that fail, the parts that convert alone (``None``: none does)."""
+        try:
+            return self._rows_table(self._rows, seq)
+        except Exception as exc:
+            self.report_error("writer.metrics_table", exc)
+        good = []
+        for part in self._rows:
+            try:
+                self._rows_table([part], seq)
+                good.append(part)
+            except Exception:
+                self.lost_rows += max((len(column) for column in part if hasattr(column, "__len__")), default=1)
+        self._rows[:] = good
+        return self._rows_table(good, seq) if good else None
+
+    def _rows_table(self, rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], seq: int) -> pa.Table:
+        steps, walls, codes, values = (np.concatenate(parts) for parts in zip(*rows))
         n = len(steps)
         return pa.Table.from_arrays(
             [
@@ -289,8 +339,23 @@ class ShardWriter:
             schema=METRICS_SCHEMA,
         )
 
-    def _events_table(self, seq: int) -> pa.Table:
-        rows = self._events
+    def _events_table(self, seq: int) -> pa.Table | None:
+        """The buffered events as one table; should that fail, the events that convert alone (``None``: none does)."""
+        try:
+            return self._event_rows_table(self._events, seq)
+        except Exception as exc:
+            self.report_error("writer.events_table", exc)
+        good = []
+        for event in self._events:
+            try:
+                self._event_rows_table([event], seq)
+                good.append(event)
+            except Exception:
+                self.lost_rows += 1
+        self._events[:] = good
+        return self._event_rows_table(good, seq) if good else None
+
+    def _event_rows_table(self, rows: list[EventRow], seq: int) -> pa.Table:
         n = len(rows)
         return pa.Table.from_arrays(
             [
@@ -299,7 +364,7 @@ class ShardWriter:
                 arrow_build.encoded([e.kind for e in rows]),
                 arrow_build.encoded([e.severity for e in rows]),
                 arrow_build.strings([e.message for e in rows]),
-                arrow_build.strings([json.dumps(e.data, default=repr) for e in rows]),
+                arrow_build.strings([_event_data(e.data) for e in rows]),
                 arrow_build.numeric(np.full(n, self.rank, np.int32), pa.int32()),
                 arrow_build.numeric(np.full(n, seq, np.int64), pa.int64()),
             ],
@@ -324,6 +389,14 @@ class ShardWriter:
         """Continue after the highest sequence number already on disk (a resumed run)."""
         last = [s.last for sub in (METRICS_DIR, EVENTS_DIR) for s, _ in list_shards(self.run_dir / sub) if s.rank == self.rank]
         return max(last, default=-1) + 1
+
+
+def _event_data(data: Any) -> str:
+    """An event's ``data`` as JSON; what JSON cannot encode is stored as its ``repr``, or named."""
+    try:
+        return json.dumps(data, default=repr)
+    except Exception as exc:  # circular data, keys that are not strings, a repr that raises
+        return json.dumps({"unencodable": f"{type(exc).__name__}: {str(exc)[:200]}"})
 
 
 def _stderr_report(where: str, exc: BaseException) -> None:

@@ -119,8 +119,11 @@ class OverviewScreen(Screen):
         status = s.status + (f" {_age(s.data_age)}" if s.data_age is not None else "")
         spark = SparklineRenderable(list(s.spark), width=12) if len(s.spark) > 1 else Text("")
         health = f"{s.health} {s.health_confidence:.0%}" if s.health != "healthy" else "healthy"
+        status_cell = literal(status, STATUS_STYLE.get(s.status, ""))
+        if s.recorder_losses:
+            status_cell.append_text(literal(f", {s.recorder_losses}", "yellow"))
         return [
-            mark, literal(s.name, "bold", 28), literal(status, STATUS_STYLE.get(s.status, "")),
+            mark, literal(s.name, "bold", 28), status_cell,
             literal(health, HEALTH_STYLE.get(s.health_severity, ""), 30),
             literal("-" if s.step is None else f"{s.step:,}"), literal(_num(s.last_loss)), spark,
             literal(_num(s.steps_per_s)), literal(_num(s.lr)), literal(_num(s.grad_norm)),

@@ -157,6 +157,8 @@ class RunScreen(Screen):
         title = Text(" ")
         title.append_text(literal(s.name, "bold", 60))
         title.append(f" | {s.status} | step {s.step if s.step is not None else '-'}", style="bold")
+        if s.recorder_losses:
+            title.append_text(literal(f" | {s.recorder_losses}", "bold yellow"))
         if self.replay:
             title.append(f"  REPLAY at step {detail.diagnosis.step}", style="bold magenta")
         self.query_one("#run-title", Static).update(title)

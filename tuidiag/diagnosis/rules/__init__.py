@@ -1,6 +1,6 @@
 """The diagnosis rules: small pure functions ``rule(view) -> Finding | None``, one code each."""
 
-from tuidiag.diagnosis.rules import activations, data, generalization, gradients, loss, lr, ranks, review, system
+from tuidiag.diagnosis.rules import activations, data, generalization, gradients, loss, lr, ranks, recording, review, system
 
 RULES = [
     *loss.RULES,
@@ -12,6 +12,7 @@ RULES = [
     *system.RULES,
     *ranks.RULES,
     *review.RULES,
+    *recording.RULES,
 ]
 
 __all__ = ["RULES"]
