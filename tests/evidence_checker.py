@@ -252,7 +252,8 @@ class LineCheck:
         elif c.source == "event":
             step, names = c.value
             events = [e for e in self.raw.run.events if e.kind == c.key and e.step == step]
-            if not events or not set(names) <= {str(n) for n in events[0].data.get("params", [])}:
+            named = {str(n) for e in events for n in e.data.get("params", [e.data.get("key")])}
+            if not events or not set(names) <= named:
                 self.fail(f"no {c.key!r} event at step {step} naming {names}")
             self.numbers += [step, float(len(names))]
         else:

@@ -203,6 +203,13 @@ def review(s: Series, n: int, e: Extra) -> None:
     _set(s, "train/loss", 2.0 * np.exp(-s["train/loss"][0] / max(n / 5, 1)) + 0.01)
 
 
+def rejected(s: Series, n: int, e: Extra) -> None:
+    """The recorder refused a value at the middle step: counted in recorder/rejected_values from there on."""
+    _set(s, "recorder/rejected_values", np.where(np.arange(n) >= n // 2, 1.0, 0.0))
+    data = {"where": "log", "key": "emb's norms", "reason": "complex values cannot be stored (2 dims)"}
+    e["events"] = [EventRow(n // 2, 0.0, "rejected_value", "error", "emb's norms rejected", data)]
+
+
 def healthy(s: Series, n: int, e: Extra) -> None:
     pass
 
@@ -210,7 +217,7 @@ def healthy(s: Series, n: int, e: Extra) -> None:
 PLANTS: dict[str, Callable[[Series, int, Extra], None]] = {
     f.__name__: f for f in (healthy, lr_high, lr_low, lr_decay, explode, explode_start, grad_jumps, vanish, dead_layer, dead_relu,
                             clipping, overfit, underfit, lr_conflict, frozen_val, saturation, bad_input, imbalance, eval_mode,
-                            slow_loader, low_gpu, review)
+                            slow_loader, low_gpu, review, rejected)
 }
 
 

@@ -96,10 +96,10 @@ def test_ls_status_and_diagnose_say_what_was_rejected(tmp_path: Path, capsys: py
     assert "2 values rejected" in capsys.readouterr().out
     assert main(["diagnose", str(run_dir)]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "2 values rejected" in out and "'phase/c' is a complex tensor" in out and "'phase/e' is an empty tensor" in out
+    assert "2 values rejected" in out and "rejected 'phase/c': 'is a complex tensor" in out and "rejected 'phase/e': 'is an empty tensor" in out
     result = diagnose(run_dir)
     note = next(n for n in result.notes if n.code == "recorder_losses")
-    assert note.evidence[0] == "the recorder reports in the whole run: 2 values rejected"
+    assert note.evidence[0].startswith("the recorder reports in the whole run: 2 values rejected (last counted at step ")
     assert any("2 values rejected" in line for line in result.top.evidence)  # "healthy", but only on what was recorded
     before = diagnose(run_dir, at=3)
     assert all(n.code != "recorder_losses" for n in before.notes)  # nothing was rejected yet at step 3

@@ -20,6 +20,7 @@ from tuidiag.diagnosis.moves import Move
 from tuidiag.diagnosis.stats import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
+from tuidiag.diagnosis.rules.recording import counts_line
 from tuidiag.store.recorder_losses import run_losses
 
 EXPLAINS: dict[str, tuple[str, ...]] = {
@@ -117,7 +118,7 @@ def healthy(view: RunView) -> Finding:
     if not evidence:
         evidence.append(Evidence("not enough data yet to judge"))
     if losses := run_losses(view.run, view.at):
-        evidence.append(Evidence(f"judged on what was recorded; the recorder reports: {losses.text()} (see the notes)"))
+        evidence.append(counts_line(view, f"judged on what was recorded; the recorder reports: {losses.text()} (see the notes)"))
     return Finding("healthy", "No problem detected", 0.8 if view.n_steps >= 100 else 0.5, "info", evidence, fix="none", first_step=None)
 
 
