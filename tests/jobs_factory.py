@@ -141,6 +141,34 @@ def nan_overflow() -> dict[str, Any]:
     return {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=1e-2), "loss_fn": nll, "batches": batches}
 
 
+class MaskedAttention(nn.Module):
+    """Hand-written causal self-attention: ``masked_fill(-inf)`` by design, then a naive ``exp`` that overflows."""
+
+    def __init__(self, dims: int) -> None:
+        super().__init__()
+        self.q = nn.Linear(dims, dims, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.q(x)
+        scores = q @ q.transpose(1, 2)
+        causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(causal, float("-inf"))
+        e = torch.exp(scores)
+        return (e / e.sum(-1, keepdim=True)) @ x
+
+
+def nan_masked_attention() -> dict[str, Any]:
+    """The -inf mask is by design; the exp of large scores (inputs scaled 100x at the poisoned step) overflows."""
+    BUILD_CALLS["count"] += 1
+    torch.manual_seed(0)
+    model = nn.Sequential(OrderedDict(attn=MaskedAttention(4), head=nn.Flatten(), out=nn.Linear(12, 1)))
+    gen = torch.Generator().manual_seed(4)
+    batches = [(torch.randn(8, 3, 4, generator=gen), torch.randn(8, 1, generator=gen)) for _ in range(6)]
+    batches[POISON_STEP] = (batches[POISON_STEP][0] * 100.0, batches[POISON_STEP][1])
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    return {"model": model, "optimizer": optimizer, "loss_fn": nn.MSELoss(), "batches": batches}
+
+
 def nan_batch() -> dict[str, Any]:
     """A NaN in one input batch (a corrupt record)."""
     parts = healthy()
