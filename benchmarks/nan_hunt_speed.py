@@ -1,0 +1,104 @@
+"""How long the NaN hunt's replay takes next to a plain training step.
+
+Builds a transformer encoder (``--layers`` layers of width ``--width``, batch
+``--batch`` x ``--tokens`` tokens) whose last layer receives a planted overflow
+(its input scaled by 1e30 on one token), then times, on ``--device``: a plain
+forward + backward, and :func:`tuidiag.jobs.nan_hunt.nan_hunt` on a capture of that
+step (median of ``--repeat``). Prints the verdict so a wrong answer is seen too.
+Usage::
+
+    python benchmarks/nan_hunt_speed.py [--device cpu] [--layers 6] [--width 256] [--tokens 128] [--batch 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tuidiag.jobs.factory import as_parts  # noqa: E402
+from tuidiag.jobs.nan_hunt import nan_hunt  # noqa: E402
+
+
+class Planted(nn.Module):
+    """An encoder whose last layer sees one token scaled by 1e30: its attention overflows."""
+
+    def __init__(self, layers: int, width: int) -> None:
+        super().__init__()
+        make = lambda: nn.TransformerEncoderLayer(width, 8, 4 * width, dropout=0.0, batch_first=True)  # noqa: E731
+        self.body = nn.ModuleList(make() for _ in range(layers - 1))
+        self.last = make()
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.body:
+            x = layer(x)
+        spike = torch.ones_like(x)
+        spike[:, 0] = 1e30
+        return self.head(self.last(x * spike)).mean(1)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _time(fn: Any, device: torch.device, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        _sync(device)
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    """Parse the arguments, time both, print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    model = Planted(args.layers, args.width).to(device)
+    parts = as_parts({"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=0.1), "loss_fn": nn.MSELoss()})
+    x = torch.randn(args.batch, args.tokens, args.width)
+    y = torch.randn(args.batch, 1)
+    capture = {"model_state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+               "optimizer_state": {}, "batch": (x, y), "step": 0}
+
+    def step() -> None:
+        loss = parts.loss(x.to(device), y.to(device))
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    result: dict[str, Any] = {}
+
+    def hunt() -> None:
+        result.update(nan_hunt(parts, capture, device))
+
+    plain = _time(step, device, args.repeat)
+    replay = _time(hunt, device, args.repeat)
+    print(f"device {device}, {args.layers} layers x {args.width}, batch {args.batch} x {args.tokens} tokens")
+    print(f"plain forward+backward: {plain * 1000:.0f} ms; NaN hunt: {replay * 1000:.0f} ms ({replay / plain:.0f}x)")
+    print(f"verdict: {result.get('verdict')}; {result.get('summary')}")
+
+
+if __name__ == "__main__":
+    main()
