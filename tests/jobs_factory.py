@@ -68,6 +68,106 @@ def broken() -> dict[str, Any]:
     return {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=0.1), "loss_fn": nn.CrossEntropyLoss(), "batches": _blobs(4)}
 
 
+# ---- models that cannot train -------------------------------------------------------------
+
+class Detached(nn.Module):
+    """Returns its scores detached from the graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(10, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).detach()
+
+
+class IntegerOutput(nn.Module):
+    """Returns the predicted class (argmax) instead of the scores."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).argmax(1)
+
+
+class UsesFrozen(nn.Module):
+    """The layers forward uses are frozen; the only trainable one is never called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 3)).requires_grad_(False)
+        self.unused = nn.Linear(10, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def _loss_without_grad_fn(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(F.cross_entropy(out, y).item())
+
+
+def untrainable(case: str) -> dict[str, Any]:
+    """A small classifier that cannot train, for one ``case`` of :data:`UNTRAINABLE`."""
+    BUILD_CALLS["count"] += 1
+    torch.manual_seed(0)
+    loss_fn: Any = nn.CrossEntropyLoss()
+    if case == "detached_output":
+        model: nn.Module = Detached()
+    elif case == "integer_output":
+        model = IntegerOutput()
+    elif case == "some_frozen":
+        model = UsesFrozen()
+    else:
+        model = nn.Sequential(nn.Linear(10, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
+    if case == "all_frozen":
+        model.requires_grad_(False)
+    if case == "loss_without_grad_fn":
+        loss_fn = _loss_without_grad_fn
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return {"model": model, "optimizer": optimizer, "loss_fn": loss_fn, "batches": _blobs(4)}
+
+
+UNTRAINABLE = {
+    "all_frozen": "all_frozen", "some_frozen": "no_gradient", "detached_output": "detached_output",
+    "loss_without_grad_fn": "loss_detached", "integer_output": "integer_output",
+}
+"""Each case of :func:`untrainable` and the blocker code it must be reported with."""
+
+
+def all_frozen() -> dict[str, Any]:
+    """Every parameter has requires_grad=False."""
+    return untrainable("all_frozen")
+
+
+def some_frozen() -> dict[str, Any]:
+    """The used layers are frozen, the trainable one is unused."""
+    return untrainable("some_frozen")
+
+
+def detached_output() -> dict[str, Any]:
+    """forward returns ``x.detach()``."""
+    return untrainable("detached_output")
+
+
+def loss_without_grad_fn() -> dict[str, Any]:
+    """The loss is rebuilt from ``.item()``: no grad_fn."""
+    return untrainable("loss_without_grad_fn")
+
+
+def integer_output() -> dict[str, Any]:
+    """forward returns ``argmax``: an int64 tensor."""
+    return untrainable("integer_output")
+
+
+def head_only() -> dict[str, Any]:
+    """A frozen first layer, a trainable head: fine-tuning, which can still memorise a batch."""
+    parts = plain_mlp()
+    parts["model"][0].requires_grad_(False)
+    return parts
+
+
 def not_a_factory() -> dict[str, Any]:
     """Returns a dict without an optimizer (an invalid factory)."""
     return {"model": nn.Linear(2, 2), "loss_fn": nn.MSELoss()}

@@ -154,19 +154,27 @@ def render_nan_hunt(result: dict[str, Any], color: bool = False) -> str:
 
 def render_overfit(result: dict[str, Any], color: bool = False) -> str:
     """Pass/fail, steps and the loss curve of the overfit-one-batch test."""
+    if result.get("blocked"):
+        return (f"Overfit one batch: FAIL ({result['reason']}: {clean(result['blocked']['code'])}), nothing trained\n"
+                f"  {clean(result['blocked']['explanation'], 600)}")
     verdict = "PASS" if result["passed"] else "FAIL"
+    frozen = result.get("frozen_parameters") or []
+    note = [f"  note: {len(frozen)} parameter tensors are frozen (requires_grad=False): "
+            + clean(", ".join(frozen[:8]) + (" ..." if len(frozen) > 8 else ""), 400)] if frozen else []
     lines = [loss_chart(result["losses"], color=color), ""]
     lines.append(f"Overfit one batch: {verdict} ({result['reason']}) after {result['steps']} steps, "
                  f"loss {_fmt(result['initial_loss'])} -> {_fmt(result['final_loss'])} "
                  f"(target {_fmt(result['config']['target'])}, {result['optimizer']} lr {_fmt(result['lr'])})")
     if result.get("advice"):
         lines.append(clean(result["advice"], 600))
-    return "\n".join(lines)
+    return "\n".join(lines + note)
 
 
 def render_sharpness(result: dict[str, Any], color: bool = False) -> str:
     """Flat or sharp, with the loss increase ratio."""
     cfg = result["config"]
+    if result.get("blocked"):
+        return f"Sharpness: {result['verdict'].upper()}, {clean(result['summary'], 700)}"
     return (f"Sharpness: {result['verdict'].upper()} (loss increase ratio {_fmt(result['ratio'])}, "
             f"threshold {_fmt(cfg['threshold'])})\n"
             f"  base loss {_fmt(result['base_loss'])}, perturbed mean {_fmt(result['mean_perturbed_loss'])}, "
