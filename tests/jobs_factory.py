@@ -108,6 +108,10 @@ def _loss_without_grad_fn(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.tensor(F.cross_entropy(out, y).item())
 
 
+def _loss_as_float(out: torch.Tensor, y: torch.Tensor) -> float:
+    return F.cross_entropy(out, y).item()
+
+
 def untrainable(case: str) -> dict[str, Any]:
     """A small classifier that cannot train, for one ``case`` of :data:`UNTRAINABLE`."""
     BUILD_CALLS["count"] += 1
@@ -125,6 +129,10 @@ def untrainable(case: str) -> dict[str, Any]:
         model.requires_grad_(False)
     if case == "loss_without_grad_fn":
         loss_fn = _loss_without_grad_fn
+    if case == "loss_per_sample":
+        loss_fn = nn.CrossEntropyLoss(reduction="none")
+    if case == "loss_as_float":
+        loss_fn = _loss_as_float
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     return {"model": model, "optimizer": optimizer, "loss_fn": loss_fn, "batches": _blobs(4)}
 
@@ -132,6 +140,7 @@ def untrainable(case: str) -> dict[str, Any]:
 UNTRAINABLE = {
     "all_frozen": "all_frozen", "some_frozen": "no_gradient", "detached_output": "detached_output",
     "loss_without_grad_fn": "loss_detached", "integer_output": "integer_output",
+    "loss_per_sample": "loss_not_scalar", "loss_as_float": "loss_not_tensor",
 }
 """Each case of :func:`untrainable` and the blocker code it must be reported with."""
 
@@ -159,6 +168,16 @@ def loss_without_grad_fn() -> dict[str, Any]:
 def integer_output() -> dict[str, Any]:
     """forward returns ``argmax``: an int64 tensor."""
     return untrainable("integer_output")
+
+
+def loss_per_sample() -> dict[str, Any]:
+    """The loss is not reduced (``reduction="none"``)."""
+    return untrainable("loss_per_sample")
+
+
+def loss_as_float() -> dict[str, Any]:
+    """The loss function returns ``.item()``: a Python float."""
+    return untrainable("loss_as_float")
 
 
 def head_only() -> dict[str, Any]:

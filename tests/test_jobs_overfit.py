@@ -93,7 +93,8 @@ JOBS = {  # command, extra arguments, how the result says "not trainable"
 }
 FIRST = {"overfit-batch": False, "overfit-batch-run": False, "lr-find": None, "sharpness": "untrainable"}
 WORDS = {"all_frozen": "requires_grad=False", "some_frozen": "requires_grad=False", "detached_output": "grad_fn",
-         "loss_without_grad_fn": "grad_fn", "integer_output": "integer tensor (int64)"}
+         "loss_without_grad_fn": "grad_fn", "integer_output": "integer tensor (int64)",
+         "loss_per_sample": "not a scalar", "loss_as_float": "returned a float"}
 
 
 @pytest.fixture(scope="module")
