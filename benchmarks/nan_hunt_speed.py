@@ -1,13 +1,15 @@
 """How long the NaN hunt's replay takes next to a plain training step.
 
 Builds a transformer encoder (``--layers`` layers of width ``--width``, batch
-``--batch`` x ``--tokens`` tokens) whose last layer receives a planted overflow
-(its input scaled by 1e30 on one token), then times, on ``--device``: a plain
+``--batch`` x ``--tokens`` tokens) whose layer ``--at`` (default the last; 0 makes
+every later op non-finite, the most work) receives a planted overflow (its input
+scaled by 1e30 on one token), then times, on ``--device``: a plain
 forward + backward, and :func:`tuidiag.jobs.nan_hunt.nan_hunt` on a capture of that
-step (median of ``--repeat``). Prints the verdict so a wrong answer is seen too.
+step (median of ``--repeat``, wall and CPU time of this process). Prints the verdict
+so a wrong answer is seen too.
 Usage::
 
-    python benchmarks/nan_hunt_speed.py [--device cpu] [--layers 6] [--width 256] [--tokens 128] [--batch 16]
+    python benchmarks/nan_hunt_speed.py [--device cpu] [--layers 6] [--width 256] [--tokens 128] [--batch 16] [--at -1]
 """
 
 from __future__ import annotations
@@ -31,21 +33,23 @@ from tuidiag.jobs.nan_hunt import nan_hunt  # noqa: E402
 
 
 class Planted(nn.Module):
-    """An encoder whose last layer sees one token scaled by 1e30: its attention overflows."""
+    """An encoder whose layer ``at`` sees one token scaled by 1e30: its attention overflows, NaN flows on."""
 
-    def __init__(self, layers: int, width: int) -> None:
+    def __init__(self, layers: int, width: int, at: int) -> None:
         super().__init__()
         make = lambda: nn.TransformerEncoderLayer(width, 8, 4 * width, dropout=0.0, batch_first=True)  # noqa: E731
-        self.body = nn.ModuleList(make() for _ in range(layers - 1))
-        self.last = make()
+        self.layers = nn.ModuleList(make() for _ in range(layers))
         self.head = nn.Linear(width, 1)
+        self.at = at
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.body:
+        for i, layer in enumerate(self.layers):
+            if i == self.at:
+                spike = torch.ones_like(x)
+                spike[:, 0] = 1e30
+                x = x * spike
             x = layer(x)
-        spike = torch.ones_like(x)
-        spike[:, 0] = 1e30
-        return self.head(self.last(x * spike)).mean(1)
+        return self.head(x).mean(1)
 
 
 def _sync(device: torch.device) -> None:
@@ -53,15 +57,17 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def _time(fn: Any, device: torch.device, repeat: int) -> float:
-    times = []
+def _time(fn: Any, device: torch.device, repeat: int) -> tuple[float, float]:
+    """Median wall time and median CPU time of this process (steadier on a shared machine)."""
+    wall, cpu = [], []
     for _ in range(repeat):
         _sync(device)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn()
         _sync(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def main() -> None:
@@ -73,10 +79,11 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--at", type=int, default=-1, help="layer that gets the spike (default: the last)")
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(0)
-    model = Planted(args.layers, args.width).to(device)
+    model = Planted(args.layers, args.width, args.at % args.layers).to(device)
     parts = as_parts({"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=0.1), "loss_fn": nn.MSELoss()})
     x = torch.randn(args.batch, args.tokens, args.width)
     y = torch.randn(args.batch, 1)
@@ -93,10 +100,11 @@ def main() -> None:
     def hunt() -> None:
         result.update(nan_hunt(parts, capture, device))
 
-    plain = _time(step, device, args.repeat)
-    replay = _time(hunt, device, args.repeat)
+    plain, plain_cpu = _time(step, device, args.repeat)
+    replay, replay_cpu = _time(hunt, device, args.repeat)
     print(f"device {device}, {args.layers} layers x {args.width}, batch {args.batch} x {args.tokens} tokens")
-    print(f"plain forward+backward: {plain * 1000:.0f} ms; NaN hunt: {replay * 1000:.0f} ms ({replay / plain:.0f}x)")
+    print(f"plain forward+backward: {plain * 1000:.0f} ms wall, {plain_cpu * 1000:.0f} ms CPU; "
+          f"NaN hunt: {replay * 1000:.0f} ms wall, {replay_cpu * 1000:.0f} ms CPU")
     print(f"verdict: {result.get('verdict')}; {result.get('summary')}")
 
 

@@ -38,7 +38,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from tuidiag.jobs.common import all_finite, float_tensors, iter_tensors, named_stats, tensor_stats
 from tuidiag.jobs.factory import Parts
-from tuidiag.jobs.nonfinite_rule import KINDS, OpCall, tensor_kinds
+from tuidiag.jobs.nonfinite_rule import KINDS, KindCache, OpCall
 
 LOSS_FN = "loss_fn"
 """The name the report uses for the loss function (it is not a module of the model)."""
@@ -213,7 +213,7 @@ class FaultWatch(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.tracer.paused:
             return func(*args, **kwargs)
-        call = OpCall(func, args, kwargs)
+        call = OpCall(func, args, kwargs, self.tracer.kinds)
         if call.written:
             self.tracer.before_write(call.written)
         out = func(*args, **kwargs)
@@ -234,6 +234,7 @@ class Tracer:
         self.types = {name: type(m).__name__ for name, m in parts.model.named_modules()}
         self.origins: list[Origin] = []
         self.sources: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self.kinds = KindCache()
         self.forward_hit: ForwardCulprit | None = None
         self.backward_hit: Hit | None = None
         self.owner: dict[Any, str] = {}
@@ -264,8 +265,10 @@ class Tracer:
 
     def on_op(self, call: OpCall, out: Any) -> None:
         """Apply the rule to one ATen op; remember which origins each non-finite output came from."""
+        for t in call.written:
+            self.kinds.forget(t)
         outputs = [t for t in float_tensors(out) if t.numel()]
-        bad = [(t, tensor_kinds(t)) for t in outputs]
+        bad = [(t, self.kinds.kinds(t)) for t in outputs]
         bad = [(t, kinds) for t, kinds in bad if kinds]
         if not bad:
             if call.mutable:

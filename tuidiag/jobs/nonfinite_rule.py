@@ -28,6 +28,7 @@ import math
 from typing import Any
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from tuidiag.jobs.common import iter_tensors
 
@@ -54,6 +55,35 @@ def tensor_kinds(t: torch.Tensor) -> set[str]:
     if not is_float(t) or bool(torch.isfinite(t).all()):
         return set()
     return {kind for kind in KINDS if bool(kind_mask(t, kind).any())}
+
+
+class KindCache:
+    """:func:`tensor_kinds` remembered per tensor until it is written to (its version counter moves).
+
+    Most inputs of an op are outputs of the op before; this saves scanning them twice.
+    The version counter is shared by a tensor and its views, so a write through a view
+    also invalidates the base.
+    """
+
+    def __init__(self) -> None:
+        self._known: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+    def kinds(self, t: torch.Tensor) -> set[str]:
+        """The kinds of non-finite value ``t`` holds now."""
+        try:
+            version = t._version
+        except RuntimeError:  # inference tensors have no version counter
+            return tensor_kinds(t)
+        known = self._known.get(t)
+        if known is not None and known[0] == version:
+            return known[1]
+        kinds = tensor_kinds(t)
+        self._known[t] = (version, kinds)
+        return kinds
+
+    def forget(self, t: torch.Tensor) -> None:
+        """Drop what is known of ``t``: an in-place op just wrote it (its version moves only after the op returns)."""
+        self._known.pop(t, None)
 
 
 def number_kinds(value: Any) -> set[str]:
@@ -84,7 +114,8 @@ class OpCall:
     non-finite masks of every tensor it reads are snapshotted then.
     """
 
-    def __init__(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def __init__(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cache: KindCache | None = None) -> None:
+        self.cache = cache or KindCache()
         schema = getattr(func, "_schema", None)
         self.name = aten_name(func)
         self.mutable = bool(schema is not None and schema.is_mutable)
@@ -97,6 +128,7 @@ class OpCall:
         self.numbers = number_kinds(read)
         self.written: list[torch.Tensor] = []
         self.before: dict[int, dict[str, torch.Tensor]] | None = None
+        self._masks: dict[tuple[int, str], torch.Tensor | None] = {}
         if self.mutable:
             written = {a.name for a in arguments if a.alias_info is not None and a.alias_info.is_write}
             self.written = [t for i, v in enumerate(args) if i < len(arguments) and arguments[i].name in written
@@ -104,7 +136,7 @@ class OpCall:
             self.written += [t for k, v in kwargs.items() if k in written for t in iter_tensors(v)]
             self.before = {}
             for t in self.tensors:
-                held = tensor_kinds(t)
+                held = self.cache.kinds(t)
                 if held:
                     self.before[id(t)] = {kind: kind_mask(t, kind).clone() for kind in held}
 
@@ -112,8 +144,14 @@ class OpCall:
         """Where input ``t`` held ``kind`` when the op started (None: nowhere)."""
         if self.before is not None:
             return self.before.get(id(t), {}).get(kind)
-        mask = kind_mask(t, kind)
-        return mask if bool(mask.any()) else None
+        key = (id(t), kind)
+        if key not in self._masks:
+            mask = kind_mask(t, kind) if kind in self._kinds(t) else None
+            self._masks[key] = mask
+        return self._masks[key]
+
+    def _kinds(self, t: torch.Tensor) -> set[str]:
+        return self.cache.kinds(t)
 
     def holders(self, kind: str) -> list[torch.Tensor]:
         """The input tensors that held ``kind`` somewhere when the op started."""
