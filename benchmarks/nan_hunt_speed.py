@@ -10,6 +10,7 @@ so a wrong answer is seen too.
 Usage::
 
     python benchmarks/nan_hunt_speed.py [--device cpu] [--layers 6] [--width 256] [--tokens 128] [--batch 16] [--at -1]
+                                        [--src DIR]
 """
 
 from __future__ import annotations
@@ -25,11 +26,6 @@ import torch
 from torch import nn
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tuidiag.jobs.factory import as_parts  # noqa: E402
-from tuidiag.jobs.nan_hunt import nan_hunt  # noqa: E402
 
 
 class Planted(nn.Module):
@@ -80,7 +76,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--at", type=int, default=-1, help="layer that gets the spike (default: the last)")
+    parser.add_argument("--src", type=Path, default=ROOT, help="measure the tuidiag in DIR/tuidiag (default: this one)")
     args = parser.parse_args()
+    sys.path.insert(0, str(args.src.resolve()))
+    from tuidiag.jobs.factory import as_parts
+    from tuidiag.jobs.nan_hunt import nan_hunt
+
     device = torch.device(args.device)
     torch.manual_seed(0)
     model = Planted(args.layers, args.width, args.at % args.layers).to(device)
@@ -102,7 +103,7 @@ def main() -> None:
 
     plain, plain_cpu = _time(step, device, args.repeat)
     replay, replay_cpu = _time(hunt, device, args.repeat)
-    print(f"device {device}, {args.layers} layers x {args.width}, batch {args.batch} x {args.tokens} tokens")
+    print(f"tuidiag from {args.src}; device {device}, {args.layers} layers x {args.width}, batch {args.batch} x {args.tokens} tokens")
     print(f"plain forward+backward: {plain * 1000:.0f} ms wall, {plain_cpu * 1000:.0f} ms CPU; "
           f"NaN hunt: {replay * 1000:.0f} ms wall, {replay_cpu * 1000:.0f} ms CPU")
     print(f"verdict: {result.get('verdict')}; {result.get('summary')}")
