@@ -51,10 +51,13 @@ def kind_mask(t: torch.Tensor, kind: str) -> torch.Tensor:
 
 
 def tensor_kinds(t: torch.Tensor) -> set[str]:
-    """The kinds of non-finite value ``t`` holds somewhere."""
-    if not is_float(t) or bool(torch.isfinite(t).all()):
+    """The kinds of non-finite value ``t`` holds somewhere (none for tensors that cannot be read: meta, sparse...)."""
+    try:
+        if not is_float(t) or bool(torch.isfinite(t).all()):
+            return set()
+        return {kind for kind in KINDS if bool(kind_mask(t, kind).any())}
+    except (RuntimeError, NotImplementedError, TypeError):
         return set()
-    return {kind for kind in KINDS if bool(kind_mask(t, kind).any())}
 
 
 class KindCache:
