@@ -445,3 +445,12 @@ def test_pointwise_rule_is_per_element_after_broadcasting() -> None:
         torch.exp(scores)
         scores + torch.tensor([math.inf, 0.0, 0.0])  # column 0: -inf + inf = NaN, created where both were inf
     assert [c for c in rule.created if c[0] in ("exp", "add")] == [("exp", {"inf": 1}), ("add", {"nan": 2})]
+
+
+@pytest.mark.parametrize("case", ["all_frozen", "detached_output", "loss_without_grad_fn"])
+def test_replay_without_a_graph_is_a_verdict_not_a_traceback(case: str) -> None:
+    """A finite replay whose loss has no grad_fn cannot reach the backward pass: it says so."""
+    parts = as_parts(jobs_factory.untrainable(case))
+    x, y = parts.batches[0]
+    result = nan_hunt(parts, _capture(parts.model, (x, y)), torch.device("cpu"))
+    assert result["verdict"] == "not_reproduced" and "no grad_fn" in result["summary"]

@@ -172,6 +172,9 @@ def replay(parts: Parts, x: Any, y: Any) -> dict[str, Any]:
         if not all_finite(loss):
             return _verdict("forward", "forward pass: the loss is non-finite, but no torch op of the replay created "
                             "or passed in a non-finite value", **{"pass": "forward"}, module=None, op=None)
+        if not (isinstance(loss, torch.Tensor) and loss.requires_grad):
+            return _verdict("not_reproduced", "the replay's loss is finite and has no grad_fn (every parameter frozen, "
+                            "or the graph detached): there is no backward pass to check", loss=float(loss))
         tracer.backward(loss)
         if tracer.backward_hit is not None:
             return backward_verdict(tracer.backward_hit)
