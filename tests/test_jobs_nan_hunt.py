@@ -330,6 +330,14 @@ def test_mask_written_on_purpose_is_never_blamed() -> None:
     assert result["verdict"] == "not_reproduced", result["summary"]
 
 
+def test_layer_norm_of_a_constant_row_creates_nothing() -> None:
+    """Every matrix model runs a LayerNorm over a constant row first (variance 0, saved by eps): never blamed."""
+    model = Net(nn.Identity())
+    x, y = _batch()
+    assert torch.isfinite(model.pre(x)).all() and model.pre(x)[0].abs().max() == 0.0
+    assert nan_hunt(_parts(model), _capture(model, (x, y)), torch.device("cpu"))["verdict"] == "not_reproduced"
+
+
 def test_first_nan_is_named_after_the_first_inf() -> None:
     model = Net(Shaped("exp_overflow", CausalAttention()))
     result = nan_hunt(_parts(model), _capture(model, _batch()), torch.device("cpu"))
