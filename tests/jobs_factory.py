@@ -68,6 +68,125 @@ def broken() -> dict[str, Any]:
     return {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=0.1), "loss_fn": nn.CrossEntropyLoss(), "batches": _blobs(4)}
 
 
+# ---- models that cannot train -------------------------------------------------------------
+
+class Detached(nn.Module):
+    """Returns its scores detached from the graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(10, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).detach()
+
+
+class IntegerOutput(nn.Module):
+    """Returns the predicted class (argmax) instead of the scores."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).argmax(1)
+
+
+class UsesFrozen(nn.Module):
+    """The layers forward uses are frozen; the only trainable one is never called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 3)).requires_grad_(False)
+        self.unused = nn.Linear(10, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def _loss_without_grad_fn(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(F.cross_entropy(out, y).item())
+
+
+def _loss_as_float(out: torch.Tensor, y: torch.Tensor) -> float:
+    return F.cross_entropy(out, y).item()
+
+
+def untrainable(case: str) -> dict[str, Any]:
+    """A small classifier that cannot train, for one ``case`` of :data:`UNTRAINABLE`."""
+    BUILD_CALLS["count"] += 1
+    torch.manual_seed(0)
+    loss_fn: Any = nn.CrossEntropyLoss()
+    if case == "detached_output":
+        model: nn.Module = Detached()
+    elif case == "integer_output":
+        model = IntegerOutput()
+    elif case == "some_frozen":
+        model = UsesFrozen()
+    else:
+        model = nn.Sequential(nn.Linear(10, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
+    if case == "all_frozen":
+        model.requires_grad_(False)
+    if case == "loss_without_grad_fn":
+        loss_fn = _loss_without_grad_fn
+    if case == "loss_per_sample":
+        loss_fn = nn.CrossEntropyLoss(reduction="none")
+    if case == "loss_as_float":
+        loss_fn = _loss_as_float
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return {"model": model, "optimizer": optimizer, "loss_fn": loss_fn, "batches": _blobs(4)}
+
+
+UNTRAINABLE = {
+    "all_frozen": "all_frozen", "some_frozen": "no_gradient", "detached_output": "detached_output",
+    "loss_without_grad_fn": "loss_detached", "integer_output": "integer_output",
+    "loss_per_sample": "loss_not_scalar", "loss_as_float": "loss_not_tensor",
+}
+"""Each case of :func:`untrainable` and the blocker code it must be reported with."""
+
+
+def all_frozen() -> dict[str, Any]:
+    """Every parameter has requires_grad=False."""
+    return untrainable("all_frozen")
+
+
+def some_frozen() -> dict[str, Any]:
+    """The used layers are frozen, the trainable one is unused."""
+    return untrainable("some_frozen")
+
+
+def detached_output() -> dict[str, Any]:
+    """forward returns ``x.detach()``."""
+    return untrainable("detached_output")
+
+
+def loss_without_grad_fn() -> dict[str, Any]:
+    """The loss is rebuilt from ``.item()``: no grad_fn."""
+    return untrainable("loss_without_grad_fn")
+
+
+def integer_output() -> dict[str, Any]:
+    """forward returns ``argmax``: an int64 tensor."""
+    return untrainable("integer_output")
+
+
+def loss_per_sample() -> dict[str, Any]:
+    """The loss is not reduced (``reduction="none"``)."""
+    return untrainable("loss_per_sample")
+
+
+def loss_as_float() -> dict[str, Any]:
+    """The loss function returns ``.item()``: a Python float."""
+    return untrainable("loss_as_float")
+
+
+def head_only() -> dict[str, Any]:
+    """A frozen first layer, a trainable head: fine-tuning, which can still memorise a batch."""
+    parts = plain_mlp()
+    parts["model"][0].requires_grad_(False)
+    return parts
+
+
 def not_a_factory() -> dict[str, Any]:
     """Returns a dict without an optimizer (an invalid factory)."""
     return {"model": nn.Linear(2, 2), "loss_fn": nn.MSELoss()}
@@ -139,6 +258,34 @@ def nan_overflow() -> dict[str, Any]:
         return F.nll_loss(torch.log(p + 1e-9), y)
 
     return {"model": model, "optimizer": torch.optim.SGD(model.parameters(), lr=1e-2), "loss_fn": nll, "batches": batches}
+
+
+class MaskedAttention(nn.Module):
+    """Hand-written causal self-attention: ``masked_fill(-inf)`` by design, then a naive ``exp`` that overflows."""
+
+    def __init__(self, dims: int) -> None:
+        super().__init__()
+        self.q = nn.Linear(dims, dims, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.q(x)
+        scores = q @ q.transpose(1, 2)
+        causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(causal, float("-inf"))
+        e = torch.exp(scores)
+        return (e / e.sum(-1, keepdim=True)) @ x
+
+
+def nan_masked_attention() -> dict[str, Any]:
+    """The -inf mask is by design; the exp of large scores (inputs scaled 100x at the poisoned step) overflows."""
+    BUILD_CALLS["count"] += 1
+    torch.manual_seed(0)
+    model = nn.Sequential(OrderedDict(attn=MaskedAttention(4), head=nn.Flatten(), out=nn.Linear(12, 1)))
+    gen = torch.Generator().manual_seed(4)
+    batches = [(torch.randn(8, 3, 4, generator=gen), torch.randn(8, 1, generator=gen)) for _ in range(6)]
+    batches[POISON_STEP] = (batches[POISON_STEP][0] * 100.0, batches[POISON_STEP][1])
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    return {"model": model, "optimizer": optimizer, "loss_fn": nn.MSELoss(), "batches": batches}
 
 
 def nan_batch() -> dict[str, Any]:

@@ -66,3 +66,12 @@ def test_diagnose_reads_the_runs_job_results(tmp_path: Path) -> None:
     assert after.top.code == "lr_too_high"
     assert after.top.evidence[0].startswith("LR finder: current LR 0.3 is 30x above the suggested 0.01")
     assert after.top.confidence >= before.top.confidence
+
+
+def test_a_value_written_on_purpose_is_not_to_be_guarded() -> None:
+    """The NaN hunt found only a -inf passed in by masked_fill reaching the loss: the fix says so."""
+    result = {"verdict": "forward", "summary": "forward pass: no op created a non-finite value on its own",
+              "module": "attn", "op": "masked_fill", "created": False, "step": 9}
+    [found] = nan_evidence([_finding("nonfinite_loss")], result)
+    assert found.fix.startswith("keep the non-finite value that masked_fill in attn writes on purpose")
+    assert "guard the operation" not in found.fix

@@ -11,9 +11,11 @@ import torch
 
 from tuidiag.cli.main import main
 from tuidiag.jobs.factory import as_parts
+from tuidiag.jobs.lr_find import LRFindConfig, lr_find
 from tuidiag.jobs.overfit import OverfitConfig, overfit_batch
 from tuidiag.store.job_results import list_results
 from tuidiag.jobs.sharpness import SharpnessConfig, sharpness
+from tuidiag.jobs.trainability import training_blocker
 
 CPU = torch.device("cpu")
 
@@ -78,3 +80,82 @@ def test_sharpness_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "Sharpness: " in capsys.readouterr().out
     assert main(["sharpness", str(run), "--yes", "--epsilon", "-1"]) == 2
     assert len(list_results(run, "sharpness")) == 1
+
+
+# ---- models that cannot train: every job answers with the cause, never a torch error ---------
+
+JOBS = {  # command, extra arguments, how the result says "not trainable"
+    "overfit-batch": (["--steps", "20"], lambda r: (r["passed"], r["reason"], r["blocked"]["code"], r["advice"])),
+    "overfit-batch-run": (["--steps", "20", "--optimizer", "run"],
+                          lambda r: (r["passed"], r["reason"], r["blocked"]["code"], r["advice"])),
+    "lr-find": (["--steps", "10"], lambda r: (r["suggested_lr"], r["stopped"], r["stopped"].split(": ")[1], r["warning"])),
+    "sharpness": (["--samples", "2"], lambda r: (r["verdict"], r["summary"], r["blocked"]["code"], r["blocked"]["explanation"])),
+}
+FIRST = {"overfit-batch": False, "overfit-batch-run": False, "lr-find": None, "sharpness": "untrainable"}
+WORDS = {"all_frozen": "requires_grad=False", "some_frozen": "requires_grad=False", "detached_output": "grad_fn",
+         "loss_without_grad_fn": "grad_fn", "integer_output": "integer tensor (int64)",
+         "loss_per_sample": "not a scalar", "loss_as_float": "returned a float"}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("untrainable") / "run"
+    jobs_factory.record(run, "jobs_factory:plain_mlp", steps=2)
+    return run
+
+
+@pytest.mark.parametrize("case", sorted(jobs_factory.UNTRAINABLE))
+@pytest.mark.parametrize("job", sorted(JOBS))
+def test_a_model_that_cannot_train_gets_a_verdict_not_a_traceback(
+        recorded: Path, job: str, case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    extra, read = JOBS[job]
+    capsys.readouterr()
+    command = job.removesuffix("-run")
+    code = main([command, str(recorded), "--yes", "--json", "--device", "cpu", "--factory", f"jobs_factory:{case}", *extra])
+    out, err = capsys.readouterr()
+    assert code == 1, err  # done, with a negative answer (documented in tuidiag.cli.jobs_cmd)
+    assert "Traceback" not in out + err and "the job failed" not in err
+    first, _, blocker, explanation = read(json.loads(out))
+    assert first == FIRST[job] and blocker == jobs_factory.UNTRAINABLE[case]
+    assert WORDS[case] in explanation
+    main([command, str(recorded), "--yes", "--device", "cpu", "--factory", f"jobs_factory:{case}", *extra])
+    text = capsys.readouterr().out
+    assert WORDS[case] in text and "Traceback" not in text
+
+
+def test_overfit_text_names_the_cause(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["overfit-batch", str(recorded), "--yes", "--factory", "jobs_factory:all_frozen"]) == 1
+    out = capsys.readouterr().out
+    assert "Overfit one batch: FAIL (not trainable: all_frozen), nothing trained" in out
+    assert "requires_grad=False on all 6 parameter tensors" in out
+
+
+def test_partly_frozen_model_still_trains_and_says_what_is_frozen(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    code = main(["overfit-batch", str(recorded), "--yes", "--json", "--lr", "0.01", "--steps", "30",
+                 "--factory", "jobs_factory:head_only"])
+    result = json.loads(capsys.readouterr().out)
+    assert result["blocked"] is None and result["steps"] > 0 and result["losses"][-1] < result["losses"][0] / 2
+    assert code == (0 if result["passed"] else 1) and result["frozen_parameters"] == ["0.weight", "0.bias"]
+
+
+def test_the_check_leaves_the_model_as_it_was() -> None:
+    """One forward in training mode and a gradient: BatchNorm statistics, flags, RNG and .grad untouched."""
+    parts = as_parts(jobs_factory.healthy())
+    parts.model.eval()
+    before = {k: v.clone() for k, v in parts.model.state_dict().items()}
+    rng = torch.get_rng_state()
+    batch = parts.batches[0]
+    assert training_blocker(parts, batch, list(parts.model.parameters())) is None
+    assert all(torch.equal(before[k], v) for k, v in parts.model.state_dict().items())
+    assert not parts.model.training and torch.equal(rng, torch.get_rng_state())
+    assert all(p.grad is None for p in parts.model.parameters())
+
+
+def test_one_shot_batches_lose_nothing_to_the_check() -> None:
+    """The LR finder checks on the first batch of a generator and still sweeps over every batch."""
+    parts = as_parts(jobs_factory.plain_mlp())
+    batches = list(parts.batches)[:6]
+    parts.batches = iter(batches)
+    result = lr_find(parts, CPU, LRFindConfig(steps=10, skip_start=0, skip_end=0))
+    assert result["stopped"] == "data exhausted" and result["steps_run"] == 6

@@ -9,8 +9,10 @@ prints exactly what it will import and runs it only with ``--yes`` or after a
 "y" at the prompt; without a terminal and without ``--yes`` it refuses.
 
 Exit status: 0 done, 1 done with a negative answer (overfit FAIL, no capture,
-NaN not reproduced, no LR suggestion), 2 not run (bad arguments, refused,
-factory or job error).
+NaN not reproduced, no LR suggestion, sharpness of a model that cannot train:
+every parameter frozen, a detached output or loss, see
+:mod:`tuidiag.jobs.trainability`), 2 not run (bad arguments, refused, factory or
+job error).
 """
 
 from __future__ import annotations
@@ -190,7 +192,8 @@ SPECS = {
                         lambda r: r["verdict"] in ("no_capture", "no_batch", "not_reproduced", "no_nonfinite")),
     "overfit-batch": JobSpec("overfit-batch", "overfit_batch", _overfit_config, _describe_overfit, _run_overfit,
                              lambda r: not r["passed"]),
-    "sharpness": JobSpec("sharpness", "sharpness", _sharpness_config, _describe_sharpness, _run_sharpness, lambda r: False),
+    "sharpness": JobSpec("sharpness", "sharpness", _sharpness_config, _describe_sharpness, _run_sharpness,
+                         lambda r: r["verdict"] == "untrainable"),
 }
 
 

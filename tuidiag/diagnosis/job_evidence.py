@@ -93,6 +93,9 @@ def nan_evidence(findings: list[Finding], result: dict[str, Any]) -> list[Findin
     target.evidence.insert(0, f"NaN hunt{f' (step {step})' if step is not None else ''}: {summary}")
     if result.get("verdict") == "batch":
         target.fix = "the batch itself was non-finite: validate and filter inputs before the forward pass; " + target.fix
+    elif result.get("op") and result.get("created") is False:
+        target.fix = (f"keep the non-finite value that {result['op']} in {result.get('module') or 'the model'} writes on purpose "
+                      "(a -inf mask, a constant) out of the loss; ") + target.fix
     elif result.get("op"):
         target.fix = f"guard the operation {result['op']} in {result.get('module') or 'the model'} (clamp its input, add an epsilon); " + target.fix
     return findings

@@ -26,6 +26,7 @@ import torch
 from tuidiag.jobs.common import BatchSource, Control, JobError, first_lr, set_lr, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
+from tuidiag.jobs.trainability import optimizer_blocker
 
 
 @dataclass
@@ -202,9 +203,10 @@ def lr_find(
     control = control or Control()
     optimizer_lr = first_lr(parts.optimizer)
     with isolated(parts.model, parts.optimizer):
-        result = sweep(parts, device, cfg, control)
+        blocked = optimizer_blocker(parts, device)
+        result = sweep(parts, device, cfg, control) if blocked is None else Sweep([], [], [], f"not run: {blocked.code}")
     suggestions = suggest(result, cfg)
-    warning = descent_warning(result, suggestions["window"])
+    warning = blocked.explanation if blocked else descent_warning(result, suggestions["window"])
     return {
         "suggested_lr": suggestions["steepest"],
         "reliable": suggestions["steepest"] is not None and warning is None,

@@ -8,7 +8,9 @@ and RNG are loaded, then, in order:
 1. parameters or buffers already non-finite -> verdict ``parameters``;
 2. the batch already non-finite -> verdict ``batch``;
 3. forward replay with hooks (:class:`tuidiag.jobs.nan_trace.Tracer`) -> verdict
-   ``forward`` with the module (or ``loss_fn``), the op and its source line;
+   ``forward`` when the loss is non-finite: the first op that created a non-finite
+   value which reached the loss (rule: :mod:`tuidiag.jobs.nonfinite_rule`), its
+   module (or ``loss_fn``) and the user's source line;
 4. backward replay with node hooks -> verdict ``backward``;
 5. otherwise ``not_reproduced`` (e.g. the capture was taken after the step, on CUDA).
 
@@ -27,7 +29,8 @@ from tuidiag.format import CAPTURES_DIR
 from tuidiag.jobs.common import JobError, all_finite, as_xy, named_stats, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
-from tuidiag.jobs.nan_trace import LOSS_FN, Hit, OpHit, Tracer, nonfinite_buffers, nonfinite_parameters
+from tuidiag.jobs.nan_trace import ForwardCulprit, Hit, Tracer, nonfinite_buffers, nonfinite_parameters
+from tuidiag.jobs.nonfinite_rule import KINDS
 
 CAPTURE_RE = re.compile(r"^nan-r(\d+)-step(\d+)\.pt$")
 CAPTURE_KEYS = ("model_state", "optimizer_state", "batch", "step")
@@ -115,30 +118,36 @@ def _verdict(kind: str, summary: str, **fields: Any) -> dict[str, Any]:
     return {"verdict": kind, "summary": summary, **fields}
 
 
-def _in_subtree(module: str, root: str) -> bool:
-    if root == LOSS_FN:
-        return module == LOSS_FN
-    return module != LOSS_FN and (root == "" or module == root or module.startswith(root + "."))
-
-
 def _label(module: str) -> str:
     return "(root module)" if module == "" else module
 
 
-def forward_verdict(hit: Hit, tracer: Tracer) -> dict[str, Any]:
-    """The report of a forward culprit, with the first non-finite ops in its subtree."""
-    sources = [o for o in tracer.source_ops if _in_subtree(o.module, hit.module)]
-    nans = [o for o in tracer.nan_ops if _in_subtree(o.module, hit.module)]
-    first: OpHit | None = sources[0] if sources else None
-    op_text = f"; first non-finite op: {first.op} ({first.produced})" if first else ""
-    where = f" at {first.stack[-1]}" if first and first.stack else ""
+def _count_text(new: dict[str, int]) -> str:
+    """``{"inf": 3, "nan": 1}`` -> ``"3 inf and 1 NaN"`` (in the order of :data:`KINDS`)."""
+    return " and ".join(f"{new[k]} {'NaN' if k == 'nan' else 'inf'}" for k in KINDS if new.get(k))
+
+
+def forward_verdict(found: ForwardCulprit) -> dict[str, Any]:
+    """The report of a forward culprit: the op, its module, its source line and the other origins."""
+    hit, first = found.hit, found.origin
     culprit = f"{_label(hit.module)} ({hit.module_type})"
-    summary = f"forward pass: {culprit} produced non-finite values from finite inputs{op_text}{where}"
+    where = f" at {first.stack[-1]}" if first.stack else ""
+    if first.created:
+        summary = (f"forward pass: op {first.op} in {culprit} created {_count_text(first.new)} "
+                   f"that its inputs did not hold{where}")
+    else:
+        summary = (f"forward pass: no op created a non-finite value on its own; the loss is non-finite from "
+                   f"{'NaN' if first.produced == 'nan' else 'inf'} that op {first.op} in {culprit} took from "
+                   f"its arguments (a fill value, a constant or a buffer){where}")
+    if not found.traced:
+        summary += "; its path to the loss could not be followed (written through a view?): first op to create one"
+    nans = [o for o in found.reached if o.created and o.new.get("nan")]
+    first_nan = nans[0] if nans and not first.new.get("nan") else None
     return _verdict(
         "forward", summary, **{"pass": "forward"}, module=hit.module, module_type=hit.module_type,
-        op=first.op if first else None, op_stack=first.stack if first else [],
-        first_nan_op=(nans[0].to_json() if nans and first and first.produced != "nan" else None),
-        ops=[o.to_json() for o in sources[:4]], **hit.details,
+        op=first.op, aten_op=first.aten, created=first.created, new=dict(first.new), op_stack=first.stack,
+        first_nan_op=first_nan.to_json() if first_nan else None, traced=found.traced,
+        ops=[o.to_json() for o in found.reached[:4]], **hit.details,
     )
 
 
@@ -159,7 +168,13 @@ def replay(parts: Parts, x: Any, y: Any) -> dict[str, Any]:
     try:
         loss = tracer.forward(x, y)
         if tracer.forward_hit is not None:
-            return forward_verdict(tracer.forward_hit, tracer)
+            return forward_verdict(tracer.forward_hit)
+        if not all_finite(loss):
+            return _verdict("forward", "forward pass: the loss is non-finite, but no torch op of the replay created "
+                            "or passed in a non-finite value", **{"pass": "forward"}, module=None, op=None)
+        if not (isinstance(loss, torch.Tensor) and loss.requires_grad):
+            return _verdict("not_reproduced", "the replay's loss is finite and has no grad_fn (every parameter frozen, "
+                            "or the graph detached): there is no backward pass to check", loss=float(loss))
         tracer.backward(loss)
         if tracer.backward_hit is not None:
             return backward_verdict(tracer.backward_hit)

@@ -1,10 +1,17 @@
 """Instrumented replay of one training step: where did the first non-finite value come from?
 
-Forward pass: a forward hook on every module records the first module whose
-output is non-finite while its inputs and its own parameters are finite (hooks
-fire innermost first, so that is the deepest culprit); a ``TorchFunctionMode``
-sees every torch operation and records those whose output turned non-finite
-from finite inputs (the op and the user's source line).
+Forward pass: a ``TorchDispatchMode`` sees every ATen op and applies the rule of
+:mod:`tuidiag.jobs.nonfinite_rule` to each: an op whose output holds NaN or inf
+that its inputs did not carry *created* it (an *origin*); an op that took a
+non-finite value from an argument with no traced origin (a ``-inf`` fill value, a
+constant, a buffer) *passed it in* (also an origin, by design). Every non-finite
+tensor remembers the origins its values came from, so when the loss is
+non-finite the culprit is the first op that created a value which reached the
+loss; the module is the innermost module running at that op. A
+``TorchFunctionMode`` gives each ATen op the name of the torch call the user
+wrote (``linear`` for ``addmm``, ``div_`` for ``/=``) and attributes autograd
+nodes to modules; source lines are the user's own frames between the replay and
+the op (:func:`user_frames`).
 
 Backward pass: each node of the autograd graph is attributed to the module
 whose forward created it (or to the loss function), and a hook on every node
@@ -16,6 +23,7 @@ carries the traceback of the forward line that created it.
 from __future__ import annotations
 
 import re
+import sysconfig
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -25,27 +33,48 @@ from typing import Any
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
 
-from tuidiag.jobs.common import all_finite, float_tensors, has_nan, iter_tensors, named_stats, tensor_stats
+from tuidiag.jobs.common import all_finite, float_tensors, iter_tensors, named_stats, tensor_stats
 from tuidiag.jobs.factory import Parts
+from tuidiag.jobs.nonfinite_rule import KINDS, KindCache, OpCall
 
 LOSS_FN = "loss_fn"
 """The name the report uses for the loss function (it is not a module of the model)."""
+FORWARD_FN = "forward_fn"
+"""The name the report uses for the factory's ``forward(model, x)``, outside the model's modules."""
+
+MAX_ORIGINS = 64
+"""Origins recorded per replay; later ones still propagate, but are not named."""
 
 _TORCH_DIR = str(Path(torch.__file__).parent)
 _TUIDIAG_DIR = str(Path(__file__).parent.parent)
+_STDLIB_DIR = str(Path(sysconfig.get_paths()["stdlib"]))
+
+
+def _library(file: str) -> bool:
+    """True for frames that are not the user's own: torch, tuidiag, the standard library, ``<frozen ...>``."""
+    if file.startswith("<"):
+        return True
+    if file.startswith((_TORCH_DIR, _TUIDIAG_DIR)):
+        return True
+    return file.startswith(_STDLIB_DIR) and "-packages" not in file[len(_STDLIB_DIR):]
 
 
 def user_frames(frames: list[tuple[str, int, str, str]], limit: int = 4) -> list[str]:
-    """The innermost ``limit`` frames called from tuidiag's replay, without torch's own frames.
+    """The innermost ``limit`` frames of the user's code between the replay and the op.
 
-    ``frames`` are ``(file, line, function, code)`` from the outermost to the innermost;
-    the innermost ones inside torch or tuidiag (the hook that asks) are dropped first.
+    ``frames`` are ``(file, line, function, code)`` from the outermost to the innermost.
+    Only frames inside the replay's entry (:meth:`Tracer.forward`) count, and of those
+    only the user's own (not torch, tuidiag, the standard library or ``<frozen ...>``):
+    an op inside a built-in module called by another built-in module has none, and
+    launchers, ``runpy`` and the caller of the NaN hunt are never reported.
     """
-    while frames and frames[-1][0].startswith((_TORCH_DIR, _TUIDIAG_DIR)):
-        frames = frames[:-1]
-    last_ours = max((i for i, f in enumerate(frames) if f[0].startswith(_TUIDIAG_DIR)), default=-1)
-    inner = [f for f in frames[last_ours + 1:] if not f[0].startswith(_TORCH_DIR)]
+    entry = max((i for i, f in enumerate(frames) if (f[0], f[2]) == _REPLAY_ENTRY), default=None)
+    if entry is None:
+        return []
+    inner = [f for f in frames[entry + 1:] if not _library(f[0])]
     return [f"{file}:{line} in {func}: {code.strip()}" for file, line, func, code in inner[-limit:]]
 
 
@@ -55,22 +84,36 @@ def user_stack(limit: int = 4) -> list[str]:
 
 
 def op_name(func: Any) -> str:
-    """A readable name for a torch function (``__truediv__`` -> ``truediv``)."""
-    return str(getattr(func, "__name__", func)).strip("_")
+    """A readable name for a torch function: ``__truediv__`` -> ``truediv``; in-place ``div_`` stays ``div_``."""
+    name = str(getattr(func, "__name__", func))
+    return name[2:-2] if name.startswith("__") and name.endswith("__") and len(name) > 4 else name
 
 
 @dataclass
-class OpHit:
-    """An operation whose output became non-finite (or NaN) from finite (or NaN-free) inputs."""
+class Origin:
+    """An op through which non-finite values entered the forward pass.
 
+    ``new`` counts the elements it created per kind (:mod:`tuidiag.jobs.nonfinite_rule`);
+    empty when it only passed in a non-finite value from an argument (by design).
+    """
+
+    index: int
     op: str
+    aten: str
     module: str
     produced: str
+    new: dict[str, int]
     stack: list[str]
+
+    @property
+    def created(self) -> bool:
+        """True when the op created the value, False when it took it from an argument."""
+        return bool(self.new)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready fields."""
-        return {"op": self.op, "module": self.module, "produced": self.produced, "stack": self.stack}
+        return {"op": self.op, "aten": self.aten, "module": self.module, "produced": self.produced,
+                "created": self.created, "new": dict(self.new), "stack": self.stack}
 
 
 @dataclass
@@ -82,17 +125,99 @@ class Hit:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class ForwardCulprit:
+    """The forward pass's answer: the culprit origin, its module, and every origin that reached the loss."""
+
+    hit: Hit
+    origin: Origin
+    reached: list[Origin]
+    traced: bool
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    """What tells tensors sharing memory apart (views of one tensor share it)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return id(t)
+
+
+class LazyStats:
+    """Statistics of the tensors kept under a key, taken when asked for, or just before an op overwrites them.
+
+    Computing them for every module call would cost more than the replay itself;
+    the report needs them for one or two modules. An in-place op that writes into
+    a kept tensor (or a view of it) makes them be taken first, so they still
+    describe the values as they were kept.
+    """
+
+    def __init__(self) -> None:
+        self.kept: dict[str, dict[str, Any]] = {}
+        self.taken: dict[str, dict[str, Any]] = {}
+        self.by_storage: dict[int, set[str]] = {}
+
+    def keep(self, key: str, **named: Any) -> None:
+        """Remember the values ``named`` (stats named after each keyword) under ``key``, replacing earlier ones."""
+        self.kept[key] = named
+        self.taken.pop(key, None)
+        for t in float_tensors(list(named.values())):
+            self.by_storage.setdefault(_storage_key(t), set()).add(key)
+
+    def before_write(self, tensors: list[torch.Tensor]) -> None:
+        """Take the stats of every kept value that shares memory with ``tensors`` (about to be overwritten)."""
+        for t in tensors:
+            for key in self.by_storage.pop(_storage_key(t), set()):
+                if key in self.kept and key not in self.taken:
+                    self.taken[key] = self._stats(key)
+
+    def get(self, key: str) -> dict[str, Any]:
+        """The stats kept under ``key`` (empty when nothing was kept)."""
+        if key not in self.taken and key in self.kept:
+            self.taken[key] = self._stats(key)
+        return self.taken.get(key, {})
+
+    def _stats(self, key: str) -> dict[str, Any]:
+        return {name: stats for prefix, value in self.kept[key].items() for name, stats in named_stats(value, prefix).items()}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.kept
+
+
 class OpWatch(TorchFunctionMode):
-    """Sees every torch function call during the replay (see :class:`Tracer`)."""
+    """Sees every torch function call the user wrote during the replay (see :class:`Tracer`)."""
 
     def __init__(self, tracer: Tracer) -> None:
         super().__init__()
         self.tracer = tracer
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
+        self.tracer.calls.append(op_name(func))
+        try:
+            out = func(*args, **(kwargs or {}))
+        finally:
+            self.tracer.calls.pop()
         if not self.tracer.paused:
-            self.tracer.on_op(func, (args, kwargs), out)
+            self.tracer.on_call(out)
+        return out
+
+
+class FaultWatch(TorchDispatchMode):
+    """Sees every ATen op during the replay and hands it to :meth:`Tracer.on_op`."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if self.tracer.paused:
+            return func(*args, **kwargs)
+        call = OpCall(func, args, kwargs, self.tracer.kinds)
+        if call.written:
+            self.tracer.before_write(call.written)
+        out = func(*args, **kwargs)
+        self.tracer.on_op(call, out)
         return out
 
 
@@ -103,42 +228,87 @@ class Tracer:
         self.parts = parts
         self.paused = False
         self.stack: list[str] = []
+        self.calls: list[str] = []
+        self.outside = FORWARD_FN if parts.forward is not None else LOSS_FN
         self.names = {id(m): name for name, m in parts.model.named_modules()}
         self.types = {name: type(m).__name__ for name, m in parts.model.named_modules()}
-        self.source_ops: list[OpHit] = []
-        self.nan_ops: list[OpHit] = []
-        self.forward_hit: Hit | None = None
+        self.origins: list[Origin] = []
+        self.sources: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self.kinds = KindCache()
+        self.forward_hit: ForwardCulprit | None = None
         self.backward_hit: Hit | None = None
         self.owner: dict[Any, str] = {}
-        self.inputs: dict[str, Any] = {}
+        self.inputs = LazyStats()
+        self.outputs = LazyStats()
         self._handles: list[Any] = []
 
     # ---- forward --------------------------------------------------------------------
-    def on_op(self, func: Any, inputs: Any, out: Any) -> None:
-        """Attribute the op's autograd node to the current module; note a non-finite birth."""
-        module = self.stack[-1] if self.stack else LOSS_FN
+    def current_module(self) -> str:
+        """The innermost module running now (or the loss / forward function outside the model)."""
+        return self.stack[-1] if self.stack else self.outside
+
+    def on_call(self, out: Any) -> None:
+        """Attribute the autograd nodes of a torch call's output to the current module."""
+        module = self.current_module()
         for t in iter_tensors(out):
             if t.grad_fn is not None and t.grad_fn not in self.owner:
                 self.owner[t.grad_fn] = module
-        if len(self.source_ops) >= 8 or all_finite(out):
+
+    def before_write(self, tensors: list[torch.Tensor]) -> None:
+        """An in-place op is about to write into ``tensors``: take the stats of kept values they share memory with."""
+        self.paused = True
+        try:
+            self.inputs.before_write(tensors)
+            self.outputs.before_write(tensors)
+        finally:
+            self.paused = False
+
+    def on_op(self, call: OpCall, out: Any) -> None:
+        """Apply the rule to one ATen op; remember which origins each non-finite output came from."""
+        for t in call.written:
+            self.kinds.forget(t)
+        outputs = [t for t in float_tensors(out) if t.numel()]
+        bad = [(t, self.kinds.kinds(t)) for t in outputs]
+        bad = [(t, kinds) for t, kinds in bad if kinds]
+        if not bad:
+            if call.mutable:
+                for t in outputs:
+                    self.sources.pop(t, None)
             return
-        if all_finite(inputs):
-            self.source_ops.append(OpHit(op_name(func), module, "nan" if has_nan(out) else "inf", user_stack()))
-        elif has_nan(out) and not has_nan(inputs):
-            self.nan_ops.append(OpHit(op_name(func), module, "nan", user_stack()))
+        kinds = set().union(*(k for _, k in bad))
+        came_from: set[int] = set()
+        passed_in = bool(kinds & call.numbers)
+        for kind in KINDS:  # values derived from any non-finite input come from its origins (inf / inf is NaN)
+            for t in call.holders(kind):
+                known = self.sources.get(t)
+                if known is not None:
+                    came_from |= known
+                elif kind in kinds:
+                    passed_in = True
+        new = call.new_elements([t for t, _ in bad])
+        if (new or passed_in) and len(self.origins) < MAX_ORIGINS:
+            produced = "nan" if new.get("nan") or (not new and "nan" in kinds) else "inf"
+            op = self.calls[-1] if self.calls else call.name
+            origin = Origin(len(self.origins), op, call.name, self.current_module(), produced, new, user_stack())
+            self.origins.append(origin)
+            came_from.add(origin.index)
+        sources = frozenset(came_from)
+        for t, _ in bad:
+            self.sources[t] = sources
+            if call.mutable and t._base is not None:
+                self.sources[t._base] = self.sources.get(t._base, frozenset()) | sources
 
     def _pre_hook(self, module: nn.Module, args: Any, kwargs: Any) -> None:
-        self.stack.append(self.names.get(id(module), type(module).__name__))
+        name = self.names.get(id(module), type(module).__name__)
+        self.stack.append(name)
+        self.inputs.keep(name, input=(args, kwargs))
 
     def _post_hook(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         self.paused = True
         try:
             name = self.stack.pop() if self.stack else self.names.get(id(module), "?")
-            self.inputs[name] = (args, kwargs)
             self.claim([t.grad_fn for t in iter_tensors(output)], name)
-            own_params = list(module.parameters(recurse=False))
-            if self.forward_hit is None and not all_finite(output) and all_finite((args, kwargs, own_params)):
-                self.forward_hit = self.module_hit(name, module, output)
+            self.outputs.keep(name, output=output)
         finally:
             self.paused = False
 
@@ -152,37 +322,68 @@ class Tracer:
             self.owner[node] = owner
             todo.extend(n for n, _ in node.next_functions if n is not None)
 
-    def module_hit(self, name: str, module: nn.Module, output: Any) -> Hit:
-        """The forward culprit with statistics of its inputs, parameters and output."""
-        args, kwargs = self.inputs[name]
-        details = {
-            "inputs": named_stats((args, kwargs), "input"),
-            "parameters": {n: tensor_stats(p) for n, p in module.named_parameters(recurse=False)},
-            "output": named_stats(output, "output"),
-        }
-        return Hit(name, type(module).__name__, details)
+    def module_hit(self, name: str) -> Hit:
+        """The culprit module (or loss / forward function) with statistics of its inputs, parameters and output."""
+        modules = dict(self.parts.model.named_modules())
+        if name in modules:
+            params = {n: tensor_stats(p) for n, p in modules[name].named_parameters(recurse=False)}
+            kind = self.types[name]
+        else:
+            params = {}
+            kind = _callable_name(self.parts.loss_fn if name == LOSS_FN else self.parts.forward)
+        details = {"inputs": self.inputs.get(name), "parameters": params, "output": self.outputs.get(name)}
+        return Hit(name, kind, details)
 
     def forward(self, x: Any, y: Any) -> torch.Tensor:
-        """Run model and loss with every hook and the op watch installed."""
+        """Run model and loss with every hook and both op watches installed."""
         model = self.parts.model
         for module in model.modules():
             self._handles.append(module.register_forward_pre_hook(self._pre_hook, with_kwargs=True))
             self._handles.append(module.register_forward_hook(self._post_hook, with_kwargs=True))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with torch.autograd.detect_anomaly(check_nan=False), OpWatch(self):
+            with torch.autograd.detect_anomaly(check_nan=False), OpWatch(self), FaultWatch(self):
+                self._enter(x)
                 output = self.parts.output(x)
                 self.stack.clear()
+                self._hand_over(output, y)
                 loss = self.parts.loss_fn(output, y)
         self.paused = True
         self.claim([t.grad_fn for t in iter_tensors(loss)], LOSS_FN)
-        if self.forward_hit is None and all_finite(output) and not all_finite(loss):
-            self.forward_hit = Hit(LOSS_FN, _callable_name(self.parts.loss_fn), {
-                "inputs": {**named_stats(output, "output"), **named_stats(y, "target")},
-                "parameters": {}, "output": named_stats(loss, "loss"),
-            })
+        if not all_finite(loss):
+            self.outputs.keep(LOSS_FN, loss=loss)
+            self.forward_hit = self.culprit(loss)
         self.paused = False
         return loss
+
+    def _enter(self, x: Any) -> None:
+        """Keep the input of the factory's ``forward(model, x)`` (ops outside the model belong to it)."""
+        if self.outside == FORWARD_FN:
+            self.inputs.keep(FORWARD_FN, input=x)
+
+    def _hand_over(self, output: Any, y: Any) -> None:
+        """Keep what the loss takes (``output``, ``y``); ops from here on belong to the loss."""
+        if self.outside == FORWARD_FN:
+            self.outputs.keep(FORWARD_FN, output=output)
+        self.inputs.keep(LOSS_FN, output=output, target=y)
+        self.outside = LOSS_FN
+
+    def culprit(self, loss: Any) -> ForwardCulprit | None:
+        """The first origin whose values reached the non-finite ``loss``, preferring those that created them.
+
+        When no origin reached it through a traced path (a value written through a
+        view, say), the first origin that created a value anywhere stands in.
+        """
+        reached_ids = sorted(set().union(*(self.sources.get(t, frozenset()) for t in float_tensors(loss))))
+        reached = [self.origins[i] for i in reached_ids]
+        traced = bool(reached)
+        candidates = reached or self.origins
+        created = [o for o in candidates if o.created]
+        chosen = created or candidates
+        if not chosen:
+            return None
+        origin = chosen[0]
+        return ForwardCulprit(self.module_hit(origin.module), origin, candidates, traced)
 
     # ---- backward -------------------------------------------------------------------
     def backward(self, loss: torch.Tensor) -> None:
@@ -212,10 +413,10 @@ class Tracer:
             "grad_input": named_stats([g for g in grad_inputs if g is not None], "grad_input"),
         }
         if module in self.inputs:
-            details["inputs"] = named_stats(self.inputs[module], "input")
+            details["inputs"] = self.inputs.get(module)
         if module in modules:
             details["parameters"] = {n: tensor_stats(p) for n, p in modules[module].named_parameters(recurse=False)}
-        kind = self.types.get(module, _callable_name(self.parts.loss_fn))
+        kind = self.types.get(module, _callable_name(self.parts.forward if module == FORWARD_FN else self.parts.loss_fn))
         return Hit(module, kind, details)
 
     def close(self) -> None:
@@ -237,6 +438,10 @@ def _forward_traceback(node: Any, limit: int = 4) -> list[str]:
         if match:
             frames.append((match["file"], int(match["line"]), match["func"].strip(), match["code"]))
     return user_frames(frames, limit)
+
+
+_REPLAY_ENTRY = (Tracer.forward.__code__.co_filename, Tracer.forward.__code__.co_name)
+"""The frame that starts the replay: only frames inside it are the user's (see :func:`user_frames`)."""
 
 
 def _callable_name(fn: Any) -> str:

@@ -6,6 +6,11 @@ a disconnected graph (detached tensors, frozen layers) or a broken
 initialisation. By default a fresh Adam (lr 1e-3) trains, to rule out the
 run's LR; ``optimizer="run"`` uses the run's own optimizer instead. The model
 and the run's optimizer are restored exactly afterwards.
+
+Before training, :func:`tuidiag.jobs.trainability.training_blocker` checks that
+one step can update anything at all: with every parameter frozen, a detached
+output or a loss without ``grad_fn`` the test fails at once, with that cause as
+its advice (``reason`` "not trainable", ``blocked`` its code), and trains nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import torch
 from tuidiag.jobs.common import BatchSource, Control, JobError, first_lr, set_lr, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
+from tuidiag.jobs.trainability import Blocker, frozen_parameters, optimizer_params, training_blocker
 
 OPTIMIZERS = ("adam", "run")
 
@@ -51,6 +57,13 @@ def _optimizer(parts: Parts, cfg: OverfitConfig) -> torch.optim.Optimizer:
     if cfg.lr is not None:
         set_lr(parts.optimizer, cfg.lr)
     return parts.optimizer
+
+
+def _blocker(parts: Parts, batch: tuple[Any, Any], cfg: OverfitConfig) -> Blocker | None:
+    """What stops the test's optimizer from training the model on ``batch`` (None: nothing)."""
+    if cfg.optimizer == "adam":
+        return training_blocker(parts, batch, list(parts.model.parameters()), "of the model")
+    return training_blocker(parts, batch, optimizer_params(parts.optimizer), "in the run's optimizer")
 
 
 def train_on_batch(parts: Parts, batch: tuple[Any, Any], cfg: OverfitConfig, control: Control) -> tuple[list[float], str]:
@@ -86,26 +99,36 @@ def overfit_batch(
     batch = to_device(batch, device)
     with isolated(parts.model, parts.optimizer):
         used_lr = cfg.lr if cfg.optimizer == "adam" or cfg.lr is not None else first_lr(parts.optimizer)
-        losses, reason = train_on_batch(parts, batch, cfg, control or Control())
-    return report(losses, reason, used_lr, cfg, device)
+        blocked = _blocker(parts, batch, cfg)
+        losses, reason = train_on_batch(parts, batch, cfg, control or Control()) if blocked is None else ([], NOT_TRAINABLE)
+    result = report(losses, reason, used_lr, cfg, device, blocked)
+    result["frozen_parameters"] = frozen_parameters(parts.model)
+    return result
 
 
-def report(losses: list[float], reason: str, lr: float | None, cfg: OverfitConfig, device: torch.device) -> dict[str, Any]:
+NOT_TRAINABLE = "not trainable"
+"""The ``reason`` of a test that did not train: see the result's ``blocked``."""
+
+
+def report(losses: list[float], reason: str, lr: float | None, cfg: OverfitConfig, device: torch.device,
+           blocked: Blocker | None = None) -> dict[str, Any]:
     """The result: pass/fail, steps taken (optimizer updates), the loss curve and advice on failure."""
     passed = reason == "target reached"
-    initial, final = losses[0], losses[-1]
+    initial, final = (losses[0], losses[-1]) if losses else (None, None)
+    finite = initial is not None and final is not None and math.isfinite(initial) and math.isfinite(final)
     return {
         "passed": passed,
         "reason": reason,
-        "steps": len(losses) - (0 if reason == "steps exhausted" else 1),
+        "steps": max(0, len(losses) - (0 if reason == "steps exhausted" else 1)),
         "initial_loss": initial,
         "final_loss": final,
-        "reduction": final / initial if initial and math.isfinite(initial) and math.isfinite(final) else None,
+        "reduction": final / initial if finite and initial else None,
         "losses": losses,
         "optimizer": cfg.optimizer,
         "lr": lr,
         "config": asdict(cfg),
-        "advice": None if passed else ADVICE,
+        "advice": None if passed else (blocked.explanation if blocked else ADVICE),
+        "blocked": blocked.to_json() if blocked else None,
         "device": str(device),
     }
 

@@ -7,6 +7,10 @@ ratio ``(mean perturbed loss - base loss) / |base loss|``: above ``threshold``
 (0.1) the minimum is sharp, else flat. Noise comes from a private generator
 (``seed``), so the result is reproducible and the global RNG is not touched;
 weights, optimizer and RNG are restored exactly afterwards in any case.
+
+A model that cannot train (every parameter frozen, a detached output, a loss
+without ``grad_fn``: :mod:`tuidiag.jobs.trainability`) found no minimum whose
+sharpness would mean anything: the verdict is then ``untrainable``, with the cause.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import torch
 from tuidiag.jobs.common import BatchSource, Control, JobError, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
+from tuidiag.jobs.trainability import Blocker, training_blocker
 
 
 @dataclass
@@ -94,10 +99,25 @@ def sharpness(
     if not batches:
         raise JobError("the factory's batches are empty")
     with isolated(parts.model, parts.optimizer):
+        blocked = training_blocker(parts, batches[0], list(parts.model.parameters()))
+        if blocked is not None:
+            return untrainable(blocked, len(batches), cfg, device)
         base, losses = measure(parts, batches, cfg, control or Control())
     if not math.isfinite(base):
         raise JobError(f"the base loss is not finite ({base}); run tuidiag nan-hunt first")
     return report(base, losses, len(batches), cfg, device)
+
+
+def untrainable(blocked: Blocker, n_batches: int, cfg: SharpnessConfig, device: torch.device) -> dict[str, Any]:
+    """The result when the model cannot train: no measurement, the cause instead."""
+    return {
+        "verdict": "untrainable",
+        "summary": f"not measured: the model cannot train ({blocked.explanation})",
+        "blocked": blocked.to_json(),
+        "batches_used": n_batches,
+        "config": asdict(cfg),
+        "device": str(device),
+    }
 
 
 def report(base: float, losses: list[float], n_batches: int, cfg: SharpnessConfig, device: torch.device) -> dict[str, Any]:

@@ -104,6 +104,20 @@ STATS_BLOCKS = (("inputs", "inputs"), ("parameters", "parameters"), ("output", "
                 ("incoming gradient", "grad_output"), ("gradient returned", "grad_input"), ("batch", "tensors"))
 
 
+def _op_line(result: dict[str, Any]) -> str:
+    """``op: exp (created 3 inf)``, ``op: linear (created 2 inf; ATen addmm)`` or ``op: masked_fill (passed in ...)``."""
+    new = result.get("new") or {}
+    notes = []
+    if new:
+        counts = [f"{new[k]} {'NaN' if k == 'nan' else 'inf'}" for k in ("inf", "nan") if new.get(k)]
+        notes.append("created " + " and ".join(counts))
+    elif result.get("created") is False:
+        notes.append("passed in from an argument: a fill value, a constant or a buffer")
+    if result.get("aten_op") and result["aten_op"] != result["op"]:
+        notes.append(f"ATen {clean(result['aten_op'])}")
+    return f"  op: {clean(result['op'])}" + (f" ({'; '.join(notes)})" if notes else "")
+
+
 def _culprit_lines(result: dict[str, Any]) -> list[str]:
     """Module, pass, op and the source lines of the NaN hunt's culprit."""
     lines = []
@@ -111,12 +125,16 @@ def _culprit_lines(result: dict[str, Any]) -> list[str]:
         module = clean(result["module"] or "(root module)")
         lines.append(f"  module: {module} ({clean(result.get('module_type'))}), pass: {result.get('pass')}")
     if result.get("op"):
-        lines.append(f"  op: {clean(result['op'])}")
+        lines.append(_op_line(result))
     lines += [f"    at {clean(frame, 300)}" for frame in result.get("op_stack") or []]
     if result.get("first_nan_op"):
         nan_op = result["first_nan_op"]
         where = f" at {clean(nan_op['stack'][-1], 300)}" if nan_op["stack"] else ""
         lines.append(f"  first NaN from: {clean(nan_op['op'])}{where}")
+    origins = result.get("ops") or []
+    if len(origins) > 1:
+        named = [f"{clean(o['op'])} ({'created' if o.get('created') else 'passed in'} {o.get('produced')})" for o in origins]
+        lines.append("  origins that reached the loss, in order: " + ", ".join(named))
     return lines
 
 
@@ -136,19 +154,27 @@ def render_nan_hunt(result: dict[str, Any], color: bool = False) -> str:
 
 def render_overfit(result: dict[str, Any], color: bool = False) -> str:
     """Pass/fail, steps and the loss curve of the overfit-one-batch test."""
+    if result.get("blocked"):
+        return (f"Overfit one batch: FAIL ({result['reason']}: {clean(result['blocked']['code'])}), nothing trained\n"
+                f"  {clean(result['blocked']['explanation'], 600)}")
     verdict = "PASS" if result["passed"] else "FAIL"
+    frozen = result.get("frozen_parameters") or []
+    note = [f"  note: {len(frozen)} parameter tensors are frozen (requires_grad=False): "
+            + clean(", ".join(frozen[:8]) + (" ..." if len(frozen) > 8 else ""), 400)] if frozen else []
     lines = [loss_chart(result["losses"], color=color), ""]
     lines.append(f"Overfit one batch: {verdict} ({result['reason']}) after {result['steps']} steps, "
                  f"loss {_fmt(result['initial_loss'])} -> {_fmt(result['final_loss'])} "
                  f"(target {_fmt(result['config']['target'])}, {result['optimizer']} lr {_fmt(result['lr'])})")
     if result.get("advice"):
         lines.append(clean(result["advice"], 600))
-    return "\n".join(lines)
+    return "\n".join(lines + note)
 
 
 def render_sharpness(result: dict[str, Any], color: bool = False) -> str:
     """Flat or sharp, with the loss increase ratio."""
     cfg = result["config"]
+    if result.get("blocked"):
+        return f"Sharpness: {result['verdict'].upper()}, {clean(result['summary'], 700)}"
     return (f"Sharpness: {result['verdict'].upper()} (loss increase ratio {_fmt(result['ratio'])}, "
             f"threshold {_fmt(cfg['threshold'])})\n"
             f"  base loss {_fmt(result['base_loss'])}, perturbed mean {_fmt(result['mean_perturbed_loss'])}, "
