@@ -54,6 +54,7 @@ class OverviewScreen(Screen):
         self.selected: set[str] = set()
         self.filter_text = ""
         self.sort = "name"
+        self._root = ""
         self._shown: list[tuple[str, list[object]]] = []
         """(key, cell signatures) of the rows on screen, to update only the cells that changed."""
 
@@ -69,10 +70,16 @@ class OverviewScreen(Screen):
         table = self.query_one("#runs", DataTable)
         table.add_columns(*COLUMNS)
         table.focus()
+        if self.summaries:  # a refresh that arrived before the screen was mounted
+            self.show(self.summaries, self._root)
 
     def show(self, summaries: list[RunSummary], root: str) -> None:
-        """Replace the table with ``summaries`` (keeps the cursor on the same run)."""
-        self.summaries = summaries
+        """Replace the table with ``summaries`` (keeps the cursor on the same run).
+
+        Before the screen is mounted the summaries are kept and drawn by ``on_mount``."""
+        self.summaries, self._root = summaries, root
+        if not self.is_mounted:
+            return
         live = sum(s.status == "running" for s in summaries)
         title = Text(f" tuidiag  {len(summaries)} runs, {live} live  under ", style="bold")
         title.append_text(literal(root, "bold"))
