@@ -23,7 +23,7 @@ from tuidiag.app.widgets.chart import draw_chart
 from tuidiag.live.chart_axes import plot_data
 from tuidiag.live.snapshot import Chart
 
-EXAMPLES = int(os.environ.get("TUIDIAG_FUZZ_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("TUIDIAG_FUZZ_EXAMPLES", "30"))
 """Drawings per run of the test; TUIDIAG_FUZZ_EXAMPLES=1000 for a longer campaign (the axes get 8x as many)."""
 DRAW = settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
 AXES = settings(max_examples=8 * EXAMPLES, deadline=None, derandomize=True)
