@@ -22,7 +22,7 @@ from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app.screens.job_confirm import JobConfirmScreen
 from tuidiag.app.screens.live_action import LiveActionScreen
 from tuidiag.app.screens.run_screen import CHART_TABS, RunScreen
-from tuidiag.app.widgets.chart import MetricChart
+from tuidiag.app.widgets.chart import MIN_HEIGHT, MIN_WIDTH, MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.layers import LayerHeatmap
@@ -44,12 +44,14 @@ def _chart_text(chart: MetricChart) -> str:
 
 
 def _assert_charts_drawn(app: TuidiagApp) -> None:
-    """Every chart on screen was drawn for its current size, and none fell back to the inline error."""
+    """Every chart on screen draws at its current size (what the next paint shows, whether or not
+    the paint has happened yet) without falling back to the inline error."""
     for chart in app.screen.query(MetricChart):
         if chart.display and chart.size.area:
             text = _chart_text(chart)
             assert FAILED not in text, text
             assert chart._rendered is not None and chart._rendered[0][1:3] == (chart.size.width, chart.size.height)
+            assert len(text.split("\n")) == chart.size.height or chart.size.width < MIN_WIDTH or chart.size.height < MIN_HEIGHT
     for grid in app.screen.query(LayerHeatmap):
         assert FAILED not in str(grid.render())
 
