@@ -40,7 +40,7 @@ def lines(draw) -> tuple[str, np.ndarray, np.ndarray]:
     if kind == "constant":
         y = [draw(values)] * n
     elif kind == "positive":
-        y = draw(st.lists(st.floats(min_value=5e-324, max_value=1e308), min_size=n, max_size=n))
+        y = draw(st.lists(st.floats(min_value=5e-324, max_value=1.7976931348623157e308), min_size=n, max_size=n))
     else:
         y = draw(st.lists(values, min_size=n, max_size=n))
     x = list(range(n)) if kind == "steps" else draw(st.lists(steps, min_size=n, max_size=n))
