@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from tuidiag.app.widgets.guard import guarded
 from tuidiag.diagnosis import Diagnosis
 from tuidiag.findings_text import finding_text, rank_label
 from tuidiag.textsafe import literal
@@ -28,6 +29,7 @@ class DiagnosisPanel(VerticalScroll):
     def on_mount(self) -> None:
         self.border_title = "Diagnosis"
 
+    @guarded("the diagnosis")
     def show(self, diagnosis: Diagnosis, at: int | None = None, first_steps: dict[str, int] | None = None) -> None:
         """Render ``diagnosis`` (as of ``at`` in replay); nothing to do when it is the one shown."""
         if (diagnosis, at) == getattr(self, "_shown", None):
@@ -35,6 +37,11 @@ class DiagnosisPanel(VerticalScroll):
         self._shown = (diagnosis, at)
         self.border_title = f"Diagnosis at step {diagnosis.step}" if at is not None else "Diagnosis (live)"
         self.query_one("#diagnosis-text", Static).update(render_diagnosis(diagnosis))
+
+    def show_error(self, text: Text) -> None:
+        """Show why the diagnosis could not be drawn (the next ``show`` tries again)."""
+        self._shown = None
+        self.query_one("#diagnosis-text", Static).update(text)
 
 
 def render_diagnosis(diagnosis: Diagnosis) -> Text:
