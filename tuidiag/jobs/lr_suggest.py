@@ -5,7 +5,7 @@ exponentially, ``losses`` the smoothed loss at each, both finite) and returns on
 of the swept LRs, or a tenth of one for ``min_div10``:
 
 - ``steepest``: the steepest descent of the loss against log(lr), torch-lr-finder's rule;
-- ``valley``: fastai's valley, two thirds of the way down the longest descent;
+- ``valley``: fastai's valley, halfway along the longest decreasing run of the curve;
 - ``min_div10``: the LR of the lowest loss, divided by 10;
 - ``valley_floor``: fastai's valley when the curve falls clearly (by at least
   :data:`MIN_DESCENT` of its first value); on a flat curve (a model that has not
@@ -35,7 +35,7 @@ def steepest_index(lrs: np.ndarray, losses: np.ndarray) -> int:
 
 
 def valley_index(losses: np.ndarray) -> int:
-    """fastai's valley: two thirds of the way down the longest decreasing run of the curve."""
+    """fastai's valley: halfway along the longest decreasing run (a subsequence) of the curve."""
     n = len(losses)
     lds = np.ones(n, dtype=np.int64)
     max_start, max_end = 0, 0
@@ -55,7 +55,7 @@ def steepest(lrs: np.ndarray, losses: np.ndarray) -> float:
 
 
 def valley(lrs: np.ndarray, losses: np.ndarray) -> float:
-    """fastai's suggestion: the LR two thirds of the way down the longest descent."""
+    """fastai's suggestion: the LR halfway along the longest decreasing run of the curve."""
     return float(lrs[valley_index(losses)])
 
 
