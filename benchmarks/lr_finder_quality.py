@@ -23,8 +23,8 @@ where it beats steepest descent. CPU only, one thread. Usage::
 
     nice -n 10 python benchmarks/lr_finder_quality.py [--quick] [--cases a,b] [--workers 2] [--dump FILE]
 
-With the default two worker processes: 868 s on a 2-core machine shared with other
-busy jobs (load average 8-9); the first 14 cases alone took 200 s at load 3.
+With the default two worker processes: 659-868 s on a 2-core machine shared with
+other busy jobs (load average 6-9); the first 14 cases alone took 200 s at load 3.
 
 ``--quick`` is a smoke run (two cases, short trainings, one seed, coarse grid).
 """
