@@ -15,6 +15,7 @@ from typing import Any
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.stats import fmt
 from tuidiag.store.job_results import latest_result
+from tuidiag.textsafe import clean
 
 AGREES = 3.0
 """Current LR this many times off the suggestion counts as the finder's agreement."""
@@ -55,7 +56,8 @@ def lr_evidence(findings: list[Finding], result: dict[str, Any], lr_now: float |
     if suggested is None or current is None:
         return findings
     ratio = current / suggested
-    text = f"LR finder: current LR {fmt(current)} is {_times(ratio)} the suggested {fmt(suggested)} (steepest descent of loss vs LR)"
+    rule = clean(str(result.get("rule", "steepest")), 40)  # results saved before the rule was named used steepest
+    text = f"LR finder: current LR {fmt(current)} is {_times(ratio)} the suggested {fmt(suggested)} (rule {rule})"
     high, low = _by_code(findings, "lr_too_high"), _by_code(findings, "lr_too_low")
     for finding, agrees in ((high, ratio >= AGREES), (low, ratio <= 1 / AGREES)):
         if finding is None:

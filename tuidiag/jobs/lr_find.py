@@ -3,13 +3,10 @@
 The LR grows exponentially from ``start`` to ``end`` over ``steps`` training steps
 on the factory's batches; the loss is smoothed with a bias-corrected exponential
 moving average; the sweep stops when the smoothed loss exceeds ``diverge`` times
-the best one (or a loss is not finite). Suggestions, computed on the curve
-without its first ``skip_start`` and last ``skip_end`` points:
-
-- ``steepest``: the steepest descent of the smoothed loss against log(lr) (the
-  main suggestion, as in torch-lr-finder);
-- ``valley``: fastai's valley (two thirds of the way down the longest descent);
-- ``min_div10``: the LR of the lowest smoothed loss, divided by 10.
+the best one (or a loss is not finite). Every rule of :mod:`tuidiag.jobs.lr_suggest`
+suggests an LR on the smoothed curve without its first ``skip_start`` and last
+``skip_end`` points; ``suggested_lr`` is the one of its ``DEFAULT_RULE``, named in
+the result's ``rule``.
 
 Model, optimizer and RNG are restored exactly afterwards.
 """
@@ -27,6 +24,8 @@ from tuidiag.jobs.common import BatchSource, Control, JobError, first_lr, set_lr
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
 from tuidiag.jobs.trainability import optimizer_blocker
+from tuidiag.jobs.lr_suggest import DEFAULT_RULE, MIN_DESCENT, RULES, suggest_all
+from tuidiag.jobs.lr_suggest import steepest_index, valley_index  # noqa: F401  (re-exported, as before the rules moved)
 
 
 @dataclass
@@ -126,46 +125,14 @@ def window(n: int, skip_start: int, skip_end: int) -> tuple[int, int]:
     return (a, b) if b - a >= 3 else (0, n)
 
 
-def steepest_index(lrs: np.ndarray, losses: np.ndarray) -> int:
-    """Index of the most negative slope d(loss)/d(log lr)."""
-    slopes = np.gradient(losses, np.log(lrs))
-    return int(np.argmin(slopes))
-
-
-def valley_index(losses: np.ndarray) -> int:
-    """fastai's valley: two thirds of the way down the longest decreasing run of the curve."""
-    n = len(losses)
-    lds = np.ones(n, dtype=np.int64)
-    max_start, max_end = 0, 0
-    for i in range(1, n):
-        higher = losses[:i] > losses[i]
-        if higher.any():
-            lds[i] = int(lds[:i][higher].max()) + 1
-        if lds[i] > lds[max_end]:
-            max_end, max_start = i, i - int(lds[i])
-    sections = (max_end - max_start) / 3
-    return max(0, min(n - 1, max_start + int(sections) + int(sections / 2)))
-
-
 def suggest(result: Sweep, cfg: LRFindConfig) -> dict[str, Any]:
-    """The three suggestions (None when the curve is too short or not finite)."""
+    """Every rule's suggestion by name (None when the curve is too short or not finite), and the window."""
     finite = [i for i, v in enumerate(result.smoothed) if math.isfinite(v)]
     n = finite[-1] + 1 if finite else 0
     a, b = window(n, cfg.skip_start, cfg.skip_end)
     if b - a < 3:
-        return {"steepest": None, "valley": None, "min_div10": None, "window": [a, b]}
-    lrs = np.asarray(result.lrs[a:b])
-    losses = np.asarray(result.smoothed[a:b])
-    return {
-        "steepest": float(lrs[steepest_index(lrs, losses)]),
-        "valley": float(lrs[valley_index(losses)]),
-        "min_div10": float(lrs[int(np.argmin(losses))] / 10.0),
-        "window": [a, b],
-    }
-
-
-MIN_DESCENT = 0.05
-"""A sweep whose smoothed loss falls less than this share shows no clear descent."""
+        return {**dict.fromkeys(RULES), "window": [a, b]}
+    return {**suggest_all(np.asarray(result.lrs[a:b]), np.asarray(result.smoothed[a:b])), "window": [a, b]}
 
 
 def descent_warning(result: Sweep, window_range: list[int]) -> str | None:
@@ -206,14 +173,16 @@ def lr_find(
         blocked = optimizer_blocker(parts, device)
         result = sweep(parts, device, cfg, control) if blocked is None else Sweep([], [], [], f"not run: {blocked.code}")
     suggestions = suggest(result, cfg)
+    suggested = suggestions[DEFAULT_RULE]
     warning = blocked.explanation if blocked else descent_warning(result, suggestions["window"])
     return {
-        "suggested_lr": suggestions["steepest"],
-        "reliable": suggestions["steepest"] is not None and warning is None,
+        "suggested_lr": suggested,
+        "rule": DEFAULT_RULE,
+        "reliable": suggested is not None and warning is None,
         "warning": warning,
         "suggestions": suggestions,
         "optimizer_lr": optimizer_lr,
-        "comparison": compare_lr(optimizer_lr, suggestions["steepest"], "the optimizer's LR"),
+        "comparison": compare_lr(optimizer_lr, suggested, "the optimizer's LR"),
         "stopped": result.stopped,
         "steps_run": len(result.lrs),
         "lrs": result.lrs,

@@ -75,11 +75,13 @@ def loss_chart(losses: list[float], width: int = 76, height: int = 14, color: bo
 def render_lr_find(result: dict[str, Any], color: bool = False) -> str:
     """The LR range test: chart, suggestions, stop reason and the comparison with the run's LR."""
     s = result["suggestions"]
+    rule = clean(str(result.get("rule", "steepest")), 40)  # results saved before the rule was named used steepest
     lines = [lr_chart(result, color=color), ""]
-    lines.append(f"Suggested LR (steepest descent): {_fmt(s['steepest'])}")
+    lines.append(f"Suggested LR (rule {rule}): {_fmt(result.get('suggested_lr'))}")
     if result.get("warning"):
         lines.append(f"  WARNING: {clean(result['warning'], 400)}")
-    lines.append(f"  alternatives: valley {_fmt(s['valley'])}, minimum/10 {_fmt(s['min_div10'])}")
+    others = [f"{clean(str(name), 40)} {_fmt(lr)}" for name, lr in s.items() if name not in ("window", rule)]
+    lines.append("  other rules: " + ", ".join(others) + " (docs/lr_finder.md compares them)")
     first = _fmt(result["lrs"][0]) if result["lrs"] else "-"
     lines.append(f"Sweep: {result['steps_run']} steps from {first}, stopped: {result['stopped']}")
     for key in ("comparison", "run_comparison"):
