@@ -14,7 +14,7 @@ from typing import Any
 
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.stats import fmt
-from tuidiag.store.job_results import latest_result
+from tuidiag.store.job_results import StepOf, latest_result
 
 AGREES = 3.0
 """Current LR this many times off the suggestion counts as the finder's agreement."""
@@ -22,12 +22,13 @@ ALONE = 30.0
 """This far off, the finder's result alone raises an LR finding."""
 
 
-def latest_results(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """The newest readable ``result`` of the LR finder and the NaN hunt (missing ones left out)."""
+def latest_results(run_dir: Path, at: int | None = None, step_of: StepOf | None = None) -> dict[str, dict[str, Any]]:
+    """The newest readable ``result`` of the LR finder and the NaN hunt that counts at step ``at``
+    (every result when ``at`` is None; missing ones left out)."""
     found = {}
     for job in ("lr_find", "nan_hunt"):
         try:
-            record = latest_result(run_dir, job)
+            record = latest_result(run_dir, job, at, step_of)
         except OSError:
             continue
         if record is not None and isinstance(record.get("result"), dict):

@@ -321,7 +321,7 @@ class Recorder:
         data = {"path": str(path.relative_to(self.run_dir)) if path else None, "pre_step": pre_step}
         self._writer.submit(EventRow(s, time.time(), EVENT_CAPTURE, "info" if path else "warning", note, data))
         if self._control is not None and self._control.armed:
-            self._control.on_capture(path, self._job_runner())
+            self._control.on_capture(path, self._job_runner(), s)
         self._recent_batches.clear()
 
     def _batch_of(self, s: int) -> Any:
