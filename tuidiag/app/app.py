@@ -118,6 +118,8 @@ class TuidiagApp(App):
         proposals: list[Proposal]
         where: str
         problem: str | None
+        withheld: str | None = None
+        """Why no LR change is offered (the evidence on the LR conflicts)."""
 
     @dataclass
     class ActionAnswered(Message):
@@ -336,7 +338,7 @@ class TuidiagApp(App):
         if message.problem is not None:
             self.notify(f"live actions: {message.problem}", severity="warning", timeout=8)
             return
-        screen = LiveActionScreen(Path(message.key).name, message.where, message.proposals)
+        screen = LiveActionScreen(Path(message.key).name, message.where, message.proposals, message.withheld)
         self.push_screen(screen, lambda chosen: self.apply_action(message.key, chosen) if chosen else None)
 
     @work(thread=True, exclusive=False, group="action", exit_on_error=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tuidiag.live.actions import Proposal, finder_suggestion, propose
+from tuidiag.live.actions import Proposal, finder_suggestion, lr_conflict, propose
 from tuidiag.store import control as ctl
 from tuidiag.store.manifest import read_manifest
 
@@ -18,22 +18,25 @@ ANSWER_WAIT = 30.0
 """Seconds to wait for the training to apply an action before saying it has not yet."""
 
 
-def offer(model: Any, run_dir: Path) -> tuple[list[Proposal], str, str | None]:
-    """``(proposals, where, problem)`` for ``run_dir``; ``problem`` says why nothing can be applied."""
+def offer(model: Any, run_dir: Path) -> tuple[list[Proposal], str, str | None, str | None]:
+    """``(proposals, where, problem, withheld)`` for ``run_dir``; ``problem`` says why nothing can be
+    applied, ``withheld`` why no LR change is offered (the evidence on the LR conflicts)."""
     try:
         manifest = read_manifest(run_dir)
     except (OSError, ValueError) as exc:
-        return [], "", f"cannot read {run_dir}/run.json ({exc})"
+        return [], "", f"cannot read {run_dir}/run.json ({exc})", None
     problem = ctl.live_problem(manifest)
     if problem is not None:
-        return [], "", f"changes apply only to a live training: {problem}"
+        return [], "", f"changes apply only to a live training: {problem}", None
     detail = model.detail(str(run_dir))
     if detail is None:
-        return [], "", "the run is not loaded yet"
+        return [], "", "the run is not loaded yet", None
     control = manifest.get("control") or {}
     where = f"the training process (pid {control.get('pid')} on {control.get('host')})"
     clipping = detail.charts.get("grad") is not None and detail.charts["grad"].threshold is not None
-    return propose(detail.diagnosis, detail.summary.lr, finder_suggestion(run_dir), clipping), where, None
+    suggested = finder_suggestion(run_dir)
+    withheld = lr_conflict(detail.diagnosis, detail.summary.lr, suggested)
+    return propose(detail.diagnosis, detail.summary.lr, suggested, clipping), where, None, withheld
 
 
 def apply(run_dir: Path, proposal: Proposal, wait: float = ANSWER_WAIT) -> tuple[bool, str]:

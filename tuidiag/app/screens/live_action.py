@@ -24,9 +24,9 @@ class LiveActionScreen(ModalScreen[Proposal | None]):
     LiveActionScreen > Vertical { width: 90; max-width: 100%; height: auto; border: thick $warning; background: $surface; padding: 0 1; }
     """
 
-    def __init__(self, run_name: str, where: str, proposals: list[Proposal]) -> None:
+    def __init__(self, run_name: str, where: str, proposals: list[Proposal], withheld: str | None = None) -> None:
         super().__init__()
-        self.run_name, self.where, self.proposals = run_name, where, proposals
+        self.run_name, self.where, self.proposals, self.withheld = run_name, where, proposals, withheld
 
     def compose(self) -> ComposeResult:
         text = Text()
@@ -35,6 +35,10 @@ class LiveActionScreen(ModalScreen[Proposal | None]):
         text.append("?\n\nIt is applied inside ")
         text.append_text(literal(self.where, "yellow", 200))
         text.append(" at its next step and recorded as an event (a green line on the charts).\n\n")
+        if self.withheld:
+            text.append("  No LR change offered: ", style="bold")
+            text.append_text(literal(self.withheld, "", 300))
+            text.append("\n")
         for i, proposal in enumerate(self.proposals, 1):
             text.append(f"  [{i}] ", style="bold cyan")
             text.append_text(literal(proposal.label, "", 200))
