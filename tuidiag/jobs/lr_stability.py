@@ -84,20 +84,24 @@ def running_median(values: np.ndarray, half: int) -> np.ndarray:
 def resampled(losses: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One resampled curve: trend plus residuals drawn from each point's neighbourhood.
 
-    Only the finite prefix is resampled; a non-finite tail (the divergence) is kept.
+    Only the finite prefix is resampled; a non-finite tail (the divergence) is kept. When
+    every loss is positive the split is made on log(loss): batch noise scales with the
+    loss, and a resampled loss stays positive (a cross-entropy never goes below 0).
     """
     losses = np.asarray(losses, dtype=np.float64)
     finite = np.isfinite(losses)
     m = len(losses) if finite.all() else int(np.argmin(finite))
     if m < 3:
         return losses.copy()
+    positive = bool((losses[:m] > 0).all())
+    values = np.log(losses[:m]) if positive else losses[:m]  # positive losses: noise relative to the level
     half = max(2, m // 25)
-    trend = running_median(losses[:m], half)
-    residuals = losses[:m] - trend
+    trend = running_median(values, half)
+    residuals = values - trend
     reach = 2 * half
     picks = np.clip(np.arange(m) + rng.integers(-reach, reach + 1, m), 0, m - 1)
     out = losses.copy()
-    out[:m] = trend + residuals[picks]
+    out[:m] = np.exp(trend + residuals[picks]) if positive else trend + residuals[picks]
     return out
 
 
