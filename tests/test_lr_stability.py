@@ -14,7 +14,7 @@ from tuidiag.jobs.lr_find import LRFindConfig, Smoother, Sweep, assess, smoothed
 from tuidiag.jobs.lr_stability import SPREAD_LIMIT, resampled, stability
 
 CFG = LRFindConfig()
-CURVES = settings(max_examples=20, deadline=None, derandomize=True)
+CURVES = settings(max_examples=40, deadline=None, derandomize=True)
 SPREAD = re.compile(r"over 32 resamples of the batch noise the middle 80% of suggestions spans ([0-9.e+-]+)\.\.([0-9.e+-]+)")
 
 

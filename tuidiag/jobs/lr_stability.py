@@ -78,31 +78,48 @@ def running_median(values: np.ndarray, half: int) -> np.ndarray:
     """The median of each point's neighbourhood ``[i - h, i + h]``, ``h = half`` shrunk near the
     ends so the window stays centred (a straight line is its own running median)."""
     n = len(values)
-    return np.array([np.median(values[i - h: i + h + 1]) for i in range(n) for h in [min(half, i, n - 1 - i)]])
+    out = np.empty(n)
+    for i in [*range(min(half, n)), *range(max(half, n - half), n)]:
+        h = min(half, i, n - 1 - i)
+        out[i] = np.median(values[i - h: i + h + 1])
+    if n > 2 * half:
+        out[half: n - half] = np.median(np.lib.stride_tricks.sliding_window_view(values, 2 * half + 1), axis=1)
+    return out
 
 
-def resampled(losses: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One resampled curve: trend plus residuals drawn from each point's neighbourhood.
+class Resampler:
+    """Draws resampled curves of one sweep: its trend plus residuals from each point's neighbourhood.
 
     Only the finite prefix is resampled; a non-finite tail (the divergence) is kept. When
     every loss is positive the split is made on log(loss): batch noise scales with the
     loss, and a resampled loss stays positive (a cross-entropy never goes below 0).
     """
-    losses = np.asarray(losses, dtype=np.float64)
-    finite = np.isfinite(losses)
-    m = len(losses) if finite.all() else int(np.argmin(finite))
-    if m < 3:
-        return losses.copy()
-    positive = bool((losses[:m] > 0).all())
-    values = np.log(losses[:m]) if positive else losses[:m]  # positive losses: noise relative to the level
-    half = max(2, m // 25)
-    trend = running_median(values, half)
-    residuals = values - trend
-    reach = 2 * half
-    picks = np.clip(np.arange(m) + rng.integers(-reach, reach + 1, m), 0, m - 1)
-    out = losses.copy()
-    out[:m] = np.exp(trend + residuals[picks]) if positive else trend + residuals[picks]
-    return out
+
+    def __init__(self, losses: list[float] | np.ndarray) -> None:
+        self.losses = np.asarray(losses, dtype=np.float64)
+        finite = np.isfinite(self.losses)
+        self.m = len(self.losses) if finite.all() else int(np.argmin(finite))
+        head = self.losses[: self.m]
+        self.positive = bool((head > 0).all())
+        values = np.log(head) if self.positive else head
+        self.reach = 2 * max(2, self.m // 25)
+        self.trend = running_median(values, self.reach // 2) if self.m >= 3 else values
+        self.residuals = values - self.trend
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """One resampled curve (the curve itself when it is shorter than 3 points)."""
+        out = self.losses.copy()
+        if self.m < 3:
+            return out
+        picks = np.clip(np.arange(self.m) + rng.integers(-self.reach, self.reach + 1, self.m), 0, self.m - 1)
+        values = self.trend + self.residuals[picks]
+        out[: self.m] = np.exp(values) if self.positive else values
+        return out
+
+
+def resampled(losses: list[float] | np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One resampled curve of ``losses`` (see :class:`Resampler`)."""
+    return Resampler(losses).draw(rng)
 
 
 def fall_and_noise(losses: list[float] | np.ndarray, a: int, b: int) -> tuple[float, float]:
@@ -122,10 +139,10 @@ def fall_and_noise(losses: list[float] | np.ndarray, a: int, b: int) -> tuple[fl
 
 def stability(losses: list[float] | np.ndarray, rule: Rule, resamples: int = RESAMPLES, seed: int = 0) -> Stability:
     """Run ``rule`` on ``resamples`` resampled curves of ``losses``; deterministic for a ``seed``."""
-    rng = np.random.default_rng(seed)
+    rng, curves = np.random.default_rng(seed), Resampler(losses)
     found: list[float] = []
     for _ in range(resamples):
-        value = rule(resampled(np.asarray(losses, dtype=np.float64), rng))
+        value = rule(curves.draw(rng))
         if value is not None and np.isfinite(value) and value > 0:
             found.append(float(value))
     missing = resamples - len(found)
