@@ -11,10 +11,12 @@ without its first ``skip_start`` and last ``skip_end`` points:
 - ``valley``: fastai's valley (two thirds of the way down the longest descent);
 - ``min_div10``: the LR of the lowest smoothed loss, divided by 10.
 
-The main suggestion is reliable only when the loss clearly fell along the sweep
-and the suggestion stays within 3x when the batch noise is drawn again
-(:mod:`tuidiag.jobs.lr_stability`); the result says how many distinct batches
-the sweep saw. Model, optimizer and RNG are restored exactly afterwards.
+The main suggestion (:func:`main_suggestion`) is reliable only when at least
+:data:`MIN_POINTS` points were usable, the loss clearly fell along the sweep (5%,
+and twice its batch-to-batch noise), and the suggestion stays within 3x when the
+batch noise is drawn again (:mod:`tuidiag.jobs.lr_stability`); :func:`assess`
+applies these checks to any curve. The result says how many distinct batches the
+sweep saw. Model, optimizer and RNG are restored exactly afterwards.
 """
 
 from __future__ import annotations

@@ -95,7 +95,8 @@ def _checks(result: dict[str, Any]) -> list[str]:
     if isinstance(result.get("batches"), int):
         found.append(f"{result['batches']} distinct batches")
     check = result.get("stability")
-    if isinstance(check, dict) and check.get("low") is not None and check.get("high") is not None:
+    shown = "spans" in str(result.get("warning") or "")  # the warning gave the spread already
+    if isinstance(check, dict) and check.get("low") is not None and check.get("high") is not None and not shown:
         found.append(f"over {_fmt(check.get('resamples'))} resamples of the batch noise the middle 80% of suggestions "
                      f"spans {_fmt(check['low'])}..{_fmt(check['high'])}")
     return [f"  checks: {'; '.join(found)}"] if found else []
