@@ -319,7 +319,8 @@ def execute(spec: JobSpec, args: argparse.Namespace) -> int:
         result = _run_job(spec, plan)
     except _Stop as exc:
         return fail(spec.command, str(exc))
-    path = save_result(plan.run.path, spec.name, result, run=plan.run.name, factory=plan.factory, device=str(plan.device))
+    path = save_result(plan.run.path, spec.name, result, run=plan.run.name, factory=plan.factory, device=str(plan.device),
+                       step=plan.run.last_step)  # counts from the step the run had reached
     _print(spec, result, args.json)
     print(f"saved {path}", file=sys.stderr)
     return 1 if spec.negative(result) else 0

@@ -110,9 +110,10 @@ class LiveControl:
                     self._arm(request, step)
                     continue
                 request = {**request, "capture": str(capture)}
-            self._run(request, job_runner)
+            self._run(request, job_runner, step)
 
-    def _run(self, request: dict[str, Any], job_runner: Callable[[dict[str, Any], Any], dict[str, Any]]) -> None:
+    def _run(self, request: dict[str, Any], job_runner: Callable[[dict[str, Any], Any], dict[str, Any]], step: int) -> None:
+        """Run one job at ``step``; its result is saved with that step (it counts from there on)."""
         from tuidiag.jobs import Control, JobCancelled, JobError
 
         job = request["job"]
@@ -126,7 +127,8 @@ class LiveControl:
         except Exception as exc:  # the user's model or loss failed inside the job: report, keep training
             self._finish(request, "failed", f"{type(exc).__name__}: {exc}")
         else:
-            path = save_result(self.run_dir, job, result, run=self.run_dir.name, device=result.get("device"), source="live")
+            path = save_result(self.run_dir, job, result, run=self.run_dir.name, device=result.get("device"), source="live",
+                               step=step)
             summary = str(result.get("summary") or result.get("comparison") or "finished")
             self._finish(request, "done", summary, result=str(path.relative_to(self.run_dir)))
             self._event("job", f"{job.replace('_', ' ')} (live): {summary}", "info", {"result": str(path.name)})
@@ -179,15 +181,15 @@ class LiveControl:
         ctl.write_status(self.run_dir, request["id"], "nan_hunt", "armed", message=message, done=0, total=steps)
         self._event("job", f"NaN hunt armed for steps {self.armed.first}-{self.armed.last}", "info")
 
-    def on_capture(self, capture: Path | None, job_runner: Callable[[dict[str, Any], Any], dict[str, Any]]) -> None:
-        """The recorder captured a non-finite step: run the armed NaN hunt on it."""
+    def on_capture(self, capture: Path | None, job_runner: Callable[[dict[str, Any], Any], dict[str, Any]], step: int) -> None:
+        """The recorder captured the non-finite ``step``: run the armed NaN hunt on it."""
         armed, self.armed = self.armed, None
         if armed is None:
             return
         if capture is None:
             self._finish(armed.request, "failed", "the non-finite step could not be captured (see the run's events)")
             return
-        self._run({**armed.request, "capture": str(capture)}, job_runner)
+        self._run({**armed.request, "capture": str(capture)}, job_runner, step)
 
     def expire(self, step: int) -> None:
         """End an armed NaN hunt whose window has passed or that was cancelled."""
@@ -204,7 +206,7 @@ class LiveControl:
         from tuidiag.jobs.live import nothing_found
 
         result = nothing_found(armed.last - armed.first + 1, armed.first, armed.last)
-        path = save_result(self.run_dir, "nan_hunt", result, run=self.run_dir.name, source="live")
+        path = save_result(self.run_dir, "nan_hunt", result, run=self.run_dir.name, source="live", step=step)
         self._finish(armed.request, "done", result["summary"], result=str(path.relative_to(self.run_dir)))
 
     # ---- status --------------------------------------------------------------------
