@@ -37,12 +37,12 @@ def test_lr_finder_agreeing_raises_confidence_and_names_the_suggestion() -> None
     assert high.confidence > 0.7
     assert high.evidence[0].startswith("LR finder: current LR 0.03 is 10x above the suggested 0.003")
     assert high.fix.startswith("set LR to about 0.003")
-    assert high.evidence[0].endswith("(rule steepest)")  # a result saved before the rule was named
+    assert high.evidence[0].endswith("(rule steepest: steepest descent of loss vs LR)")  # saved before the rule was named
 
 
 def test_lr_finder_evidence_names_the_rule_of_the_suggestion() -> None:
-    [low] = lr_evidence([_finding("lr_too_low")], {"suggested_lr": 1e-2, "rule": "valley_floor"}, lr_now=1e-4)
-    assert low.evidence[0] == "LR finder: current LR 1.00e-04 is 100x below the suggested 0.01 (rule valley_floor)"
+    [low] = lr_evidence([_finding("lr_too_low")], _result(1e-2, rule="valley_floor"), lr_now=1e-4)
+    assert low.evidence[0].startswith("LR finder: current LR 1.00e-04 is 100x below the suggested 0.01 (rule valley_floor: ")
 
 
 def test_lr_finder_disagreeing_lowers_a_weak_finding_a_little() -> None:

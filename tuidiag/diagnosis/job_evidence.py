@@ -102,7 +102,8 @@ def lr_evidence(findings: list[Finding], result: dict[str, Any], lr_now: float |
     if current is None:
         return findings
     ratio, verdict = current / suggested, finder_verdict(current, suggested)
-    rule = RULE_WORDS.get(str(result.get("rule", "steepest")), f"rule {clean(str(result.get('rule')), 40)}")
+    name = clean(str(result.get("rule", "steepest")), 40)  # results saved before the rule was named used steepest
+    rule = f"rule {name}: {RULE_WORDS[name]}" if name in RULE_WORDS else f"rule {name}"
     text = f"LR finder: current LR {fmt(current)} is {_times(ratio, verdict)} the suggested {fmt(suggested)} ({rule})"
     for finding, agrees in ((high, verdict == "high"), (low, verdict == "low")):
         if finding is None:
