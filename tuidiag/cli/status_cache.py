@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag.format import EVENTS_DIR, METRICS_DIR
+from tuidiag.store.safe_write import create_new, write_text_atomic
 from tuidiag.store.shards import list_shards
 
 INLINE_BYTES = 4 * 1024 * 1024
@@ -96,9 +97,7 @@ def refresh(run_dir: Path) -> dict[str, Any]:
 def _write(path: Path, entry: dict[str, Any]) -> None:
     """Write a cache entry atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    tmp.write_text(json.dumps(entry), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(entry), mode=0o600)
 
 
 def top_finding(run_dir: Path, inline: bool = False) -> tuple[dict[str, Any] | None, bool]:
@@ -127,7 +126,7 @@ def start_background(run_dir: Path) -> bool:
         lock.parent.mkdir(parents=True, exist_ok=True)
         if lock.exists() and time.time() - lock.stat().st_mtime > LOCK_STALE:
             lock.unlink(missing_ok=True)
-        os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        create_new(lock)
     except OSError:  # held by a running refresher (FileExistsError), or an unwritable cache
         return False
     command = [sys.executable, "-m", "tuidiag", "status", str(run_dir), "--refresh-cache"]

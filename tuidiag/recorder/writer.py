@@ -228,12 +228,12 @@ class ShardWriter:
             self._dirs_ready = self._dirs_ready or self._make_dirs(raise_errors=True)
             if self._rows:
                 metrics = self._metrics_table(seq)
-                write_table_atomic(self.run_dir / METRICS_DIR / name, metrics)
+                write_table_atomic(self.run_dir / METRICS_DIR / name, metrics, root=self.run_dir)
                 wrote = True
                 self.rows_written += metrics.num_rows
                 self._rows.clear()
             if self._events:
-                write_table_atomic(self.run_dir / EVENTS_DIR / name, self._events_table(seq))
+                write_table_atomic(self.run_dir / EVENTS_DIR / name, self._events_table(seq), root=self.run_dir)
                 wrote = True
                 self._events.clear()
         except OSError as exc:
@@ -310,14 +310,14 @@ class ShardWriter:
         for sub, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
             directory = self.run_dir / sub
             group = plan_compaction(list_shards(directory), self.rank, min_files or self.compact_min_files)
-            compact(directory, group, schema)
+            compact(directory, group, schema, root=self.run_dir)
 
     def _compact_all(self) -> None:
         """On close: merge every run of small shards, until none is left to merge."""
         for sub, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
             directory = self.run_dir / sub
             while group := plan_compaction(list_shards(directory), self.rank, 2):
-                if compact(directory, group, schema) is None:
+                if compact(directory, group, schema, root=self.run_dir) is None:
                     break
 
     def _next_seq(self) -> int:

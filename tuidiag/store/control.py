@@ -31,6 +31,7 @@ from typing import Any
 
 from tuidiag.format import STATUS_RUNNING
 from tuidiag.store.manifest import effective_status, jsonable
+from tuidiag.store.safe_write import write_text_atomic
 
 CONTROL_DIR = "control"
 REQUEST_SUFFIX = ".request.json"
@@ -54,15 +55,8 @@ def control_dir(run_dir: str | os.PathLike[str]) -> Path:
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` to ``path`` atomically, readable and writable by the owner only."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(jsonable(payload), fh, allow_nan=False)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write ``payload`` to ``path`` (in ``RUN/control``) atomically, readable and writable by the owner only."""
+    write_text_atomic(path, json.dumps(jsonable(payload), allow_nan=False), mode=0o600, root=path.parent.parent)
 
 
 def live_problem(manifest: dict[str, Any]) -> str | None:
