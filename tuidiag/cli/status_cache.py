@@ -4,7 +4,8 @@ A diagnosis reads the whole run; on a large run that takes seconds. The cache
 (``$TUIDIAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/tuidiag``, else ``~/.cache/tuidiag``)
 keeps the last top finding with the run's *signature* (the newest flush of each
 rank and table). When the signature changed: a small run is re-diagnosed inline;
-a large one in a detached ``tuidiag status --refresh-cache`` process (one at a
+a large one in a detached ``tuidiag status --refresh-cache`` process (tuidiag's own
+code, isolated from the working directory: :mod:`tuidiag.self_command`; one at a
 time, guarded by a lock file, at most every ``max(MIN_INTERVAL, COST_FACTOR x its
 cost)`` seconds), while the status line shows the previous finding marked stale.
 """
@@ -15,11 +16,11 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tuidiag import self_command
 from tuidiag.format import EVENTS_DIR, METRICS_DIR
 from tuidiag.store.safe_write import create_new, write_text_atomic
 from tuidiag.store.shards import list_shards
@@ -129,9 +130,8 @@ def start_background(run_dir: Path) -> bool:
         create_new(lock)
     except OSError:  # held by a running refresher (FileExistsError), or an unwritable cache
         return False
-    command = [sys.executable, "-m", "tuidiag", "status", str(run_dir), "--refresh-cache"]
     subprocess.Popen(
-        command,
+        self_command.command("status", str(run_dir), "--refresh-cache"),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

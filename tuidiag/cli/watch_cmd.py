@@ -51,12 +51,11 @@ def replay(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import shlex
-    import sys
-
     from textual_serve.server import Server
 
-    command = " ".join(shlex.quote(part) for part in [sys.executable, "-m", "tuidiag", "watch", args.path] + (["--poll"] if args.poll else []))
+    from tuidiag import self_command
+
+    command = self_command.shell_command("watch", args.path, *(["--poll"] if args.poll else []))
     print(f"serving the monitor on http://{args.host}:{args.port} (Ctrl-C stops)")
     Server(command, host=args.host, port=args.port, title="tuidiag").serve()
     return 0

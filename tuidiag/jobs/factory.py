@@ -105,15 +105,15 @@ def trusted_dir(path: Path) -> bool:
     return dir_problem(path) is None
 
 
-def module_problem(module_name: str, paths: Sequence[Path]) -> str | None:
-    """Why importing ``module_name`` (searched in ``paths``, then ``sys.path``) would run code
-    another user could have written; None when it would not, or when it is imported already.
+def module_problem(module_name: str) -> str | None:
+    """Why importing ``module_name`` through the current ``sys.path`` would run code another
+    user could have written; None when it would not, or when it is imported already.
 
     Locates each level of a dotted name without running anything and checks the
     directory it is in, the file itself and its ``__pycache__``."""
     if module_name in sys.modules:
         return None
-    search = [str(p) for p in paths] + [entry or os.getcwd() for entry in sys.path if isinstance(entry, str)]
+    search = [entry or os.getcwd() for entry in sys.path if isinstance(entry, str)]
     uid = current_uid()
     for level, part in enumerate(module_name.split(".")):
         name = ".".join(module_name.split(".")[: level + 1])
@@ -142,23 +142,43 @@ def module_problem(module_name: str, paths: Sequence[Path]) -> str | None:
 
 
 @contextmanager
-def extra_sys_path(paths: Sequence[Path]) -> Iterator[None]:
-    """Put ``paths`` in front of ``sys.path`` for the duration; remove exactly those added."""
+def extra_sys_path(paths: Sequence[Path], after: Sequence[Path] = ()) -> Iterator[None]:
+    """Put ``paths`` in front of ``sys.path`` and ``after`` behind it for the duration; remove exactly those added."""
     added = [str(p) for p in paths if str(p) not in sys.path]
+    appended = [str(p) for p in after if str(p) not in sys.path and str(p) not in added]
     sys.path[:0] = added
+    sys.path.extend(appended)
     try:
         yield
     finally:
-        for entry in added:
+        for entry in added + appended:
             if entry in sys.path:
                 sys.path.remove(entry)
+
+
+def import_order(module_name: str, paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """``(before the Python path, after it)``: the first of ``paths`` that holds the factory's
+    module goes first, as a script's directory does for ``python train.py``; the others go
+    after the Python path, where their files cannot shadow the standard library or an
+    installed package (a ``json.py`` in the working directory)."""
+    top = module_name.split(".")[0]
+    home = next((p for p in paths if importlib.machinery.PathFinder.find_spec(top, [str(p)]) is not None), None)
+    return ([home] if home is not None else []), [p for p in paths if p != home]
+
+
+@contextmanager
+def factory_path(module_name: str, paths: Sequence[Path]) -> Iterator[None]:
+    """``sys.path`` as the factory sees it while it is imported and called (:func:`import_order`)."""
+    before, after = import_order(module_name, paths)
+    with extra_sys_path(before, after):
+        yield
 
 
 def resolve(spec: str, paths: Sequence[Path] = ()) -> Callable[[], Any]:
     """Import the factory's module and return the function (does not call it)."""
     module_name, attr_path = parse_spec(spec)
-    with extra_sys_path(paths):
-        problem = module_problem(module_name, paths)
+    with factory_path(module_name, paths):
+        problem = module_problem(module_name)
         if problem is not None:
             raise FactoryError(f"refusing to import factory {spec!r}: {problem}; tuidiag imports code only from "
                                "directories and files that no other user can write")
@@ -180,7 +200,7 @@ def resolve(spec: str, paths: Sequence[Path] = ()) -> Callable[[], Any]:
 def load_factory(spec: str, paths: Sequence[Path] = ()) -> Parts:
     """Import and call the factory ``spec``; return its checked :class:`Parts`."""
     function = resolve(spec, paths)
-    with extra_sys_path(paths):
+    with factory_path(parse_spec(spec)[0], paths):
         try:
             built = function()
         except Exception as exc:
