@@ -37,8 +37,8 @@ _DIR_FD = os.open in os.supports_dir_fd and os.rename in os.supports_dir_fd and 
 """Whether this OS can work relative to an open directory (Linux, macOS; not Windows)."""
 
 
-def _temp_names(name: str) -> Iterator[str]:
-    """Candidate temporary names for a file ``name``: hidden, random, ending in ``.partial``."""
+def _temp_names(directory: Path, name: str) -> Iterator[str]:
+    """Candidate temporary names for a file ``name`` in ``directory``: hidden, random, ending in ``.partial``."""
     for _ in range(ATTEMPTS):
         yield f".{name}.{secrets.token_hex(8)}{TEMP_SUFFIX}"
 
@@ -73,7 +73,7 @@ def open_dir(directory: Path, root: Path | None = None) -> Iterator[int | None]:
 def _create_temp(directory: Path, dir_fd: int | None, name: str, mode: int) -> tuple[int, str]:
     """Create a fresh temporary file for ``name``; returns ``(fd, temp name)``."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-    for candidate in _temp_names(name):
+    for candidate in _temp_names(directory, name):
         try:
             if dir_fd is None:
                 return os.open(directory / candidate, flags, mode), candidate
