@@ -23,9 +23,7 @@ import shlex
 import sys
 from pathlib import Path
 
-import tuidiag
-
-PACKAGE_ROOT = str(Path(tuidiag.__file__).resolve().parent.parent)
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 """The directory that holds the ``tuidiag`` package this process runs."""
 BOOTSTRAP = "import sys; sys.path[:0] = {path!r}; sys.argv[0] = 'tuidiag'; from tuidiag.cli.main import main; sys.exit(main())"
 
