@@ -37,8 +37,9 @@ PROCESS_STARTERS = {
            "posix_spawn", "posix_spawnp", "fork", "forkpty"},
     "asyncio": {"create_subprocess_exec", "create_subprocess_shell"},
     "pty": {"spawn", "fork"},
+    "web_serve": {"serve"},
 }
-"""Module attributes that start a process; ``Server(...)`` of textual-serve starts one per browser."""
+"""Module attributes that start a process; ``web_serve.serve(command)`` (textual-serve) starts one per browser."""
 
 
 def shadowable_names() -> list[str]:
