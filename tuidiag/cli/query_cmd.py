@@ -2,7 +2,9 @@
 
 Views: ``runs`` (one row per run, from ``run.json``; ``config`` and ``manifest`` as
 JSON), ``metrics`` (alias ``scalars``) and ``events``, each with a ``run`` column.
-Without SQL, lists the views and their columns.
+Without SQL, lists the views and their columns. A query reads the runs and nothing
+else: no file is written, no other file, URL or extension is reached, unless
+``--allow-writes`` is given.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-rows", type=int, default=1000, help="rows shown in the table (default 1000; CSV/JSON: all)"
     )
+    parser.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="let the SQL write files and read other files, URLs and extensions (COPY ... TO, ATTACH, read_csv, "
+        "INSTALL); by default a query reads the runs under --root and nothing else",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("query", f"{root} does not exist")
     warnings: list[str] = []
     try:
-        con = connect(root, warnings)
+        con = connect(root, warnings, allow_external=args.allow_writes)
         sql = args.sql if args.sql else _schema_sql()
         cursor = con.execute(sql)
         columns = [d[0] for d in cursor.description or []]

@@ -4,7 +4,8 @@ A diagnosis reads the whole run; on a large run that takes seconds. The cache
 (``$TUIDIAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/tuidiag``, else ``~/.cache/tuidiag``)
 keeps the last top finding with the run's *signature* (the newest flush of each
 rank and table). When the signature changed: a small run is re-diagnosed inline;
-a large one in a detached ``tuidiag status --refresh-cache`` process (one at a
+a large one in a detached ``tuidiag status --refresh-cache`` process (tuidiag's own
+code, isolated from the working directory: :mod:`tuidiag.self_command`; one at a
 time, guarded by a lock file, at most every ``max(MIN_INTERVAL, COST_FACTOR x its
 cost)`` seconds), while the status line shows the previous finding marked stale.
 """
@@ -15,12 +16,13 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tuidiag import self_command
 from tuidiag.format import EVENTS_DIR, METRICS_DIR
+from tuidiag.store.safe_write import create_new, write_text_atomic
 from tuidiag.store.shards import list_shards
 
 INLINE_BYTES = 4 * 1024 * 1024
@@ -96,9 +98,7 @@ def refresh(run_dir: Path) -> dict[str, Any]:
 def _write(path: Path, entry: dict[str, Any]) -> None:
     """Write a cache entry atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    tmp.write_text(json.dumps(entry), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(entry), mode=0o600)
 
 
 def top_finding(run_dir: Path, inline: bool = False) -> tuple[dict[str, Any] | None, bool]:
@@ -127,12 +127,11 @@ def start_background(run_dir: Path) -> bool:
         lock.parent.mkdir(parents=True, exist_ok=True)
         if lock.exists() and time.time() - lock.stat().st_mtime > LOCK_STALE:
             lock.unlink(missing_ok=True)
-        os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        create_new(lock)
     except OSError:  # held by a running refresher (FileExistsError), or an unwritable cache
         return False
-    command = [sys.executable, "-m", "tuidiag", "status", str(run_dir), "--refresh-cache"]
     subprocess.Popen(
-        command,
+        self_command.command("status", str(run_dir), "--refresh-cache"),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

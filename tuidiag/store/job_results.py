@@ -11,9 +11,10 @@ after; a job run from the factory: the run's last recorded step then). A result
 counts only at and after that step: ``latest_result(..., at=400)`` never returns
 a result made at step 593, so a diagnosis or a replay as of step 400 cannot see it.
 
-Like every file of a run it is written under a ``.<name>.<pid>.partial`` name in
-the same directory and ``os.replace``-d into place, so readers see a whole file or
-none and must ignore names starting with ``.``. This module does not need torch.
+Like every file of a run it is written under a hidden ``.<name>.<random>.partial`` name
+in the same directory and renamed into place (:mod:`tuidiag.store.safe_write`), so
+readers see a whole file or none and must ignore names starting with ``.``. This
+module does not need torch.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 
 from tuidiag.format import LOSS
 from tuidiag.store.manifest import jsonable
+from tuidiag.store.safe_write import write_text_atomic
 
 JOBS_DIR = "jobs"
 RESULT_VERSION = 1
@@ -51,14 +53,7 @@ def save_result(run_dir: str | os.PathLike[str], job: str, result: dict[str, Any
             break
         path = directory / result_name(job, now).replace(".json", f"-{n}.json")
     payload = {"job": job, "version": RESULT_VERSION, "created": now, **jsonable(meta), "result": jsonable(result)}
-    tmp = directory / f".{path.name}.{os.getpid()}.partial"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, allow_nan=False, indent=1)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_text_atomic(path, json.dumps(payload, allow_nan=False, indent=1), root=Path(run_dir))
 
 
 def list_results(run_dir: str | os.PathLike[str], job: str | None = None) -> list[Path]:

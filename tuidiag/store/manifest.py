@@ -25,6 +25,7 @@ from tuidiag.format import (
     STATUS_CRASHED,
     STATUS_RUNNING,
 )
+from tuidiag.store.safe_write import write_text_atomic
 
 STALE_AFTER_MIN_SECONDS = 30.0
 """A running run whose heartbeat is older than this (or 10 flush intervals) is crashed."""
@@ -93,13 +94,7 @@ def jsonable(value: Any) -> Any:
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     """Write ``run.json`` atomically (temporary file, then rename)."""
-    path = run_dir / MANIFEST_NAME
-    tmp = run_dir / f".{MANIFEST_NAME}.{os.getpid()}.partial"
-    try:
-        tmp.write_text(json.dumps(manifest, indent=1, allow_nan=False), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_text_atomic(run_dir / MANIFEST_NAME, json.dumps(manifest, indent=1, allow_nan=False))
 
 
 def claim_manifest(run_dir: Path, manifest: dict[str, Any]) -> bool:

@@ -5,7 +5,8 @@ Shards are chosen as the incremental reader chooses them (``docs/format.md``,
 section 4): one file per ``(rank, seq)``, so a compaction caught half-way never
 doubles rows. Files of a newer format or missing columns are skipped with a
 warning. DuckDB is imported only here, and only when a query runs: it is the
-optional extra ``tuidiag[query]``.
+optional extra ``tuidiag[query]``. The shards are read through pyarrow datasets and
+DuckDB's own file and network access is then switched off (:func:`connect`).
 """
 
 from __future__ import annotations
@@ -108,12 +109,20 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _scan_sql(run: str, scan: Scan, table: str) -> str:
-    """``SELECT`` of one scan with the run's name as a column."""
-    names = ", ".join(c.split()[0] for c in COLUMNS[table])
-    files = "[" + ", ".join(_literal(str(p)) for p in scan.files) + "]"
+def _scan_sql(run: str, scan: Scan, table: str, relation: str) -> str:
+    """``SELECT`` of one scan (registered as ``relation``) with the run's name as a column."""
+    names = ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in (c.split() for c in COLUMNS[table]))
     where = " AND ".join(f"NOT (seq BETWEEN {a} AND {b})" for a, b in scan.excluded) or "true"
-    return f"SELECT {_literal(run)} AS run, {names} FROM read_parquet({files}, union_by_name = true) WHERE {where}"
+    return f"SELECT {_literal(run)} AS run, {names} FROM {relation} WHERE {where}"
+
+
+def _dataset(scan: Scan, schema: Any) -> Any:
+    """The scan's files as a lazy pyarrow dataset (missing columns read as NULL, like ``union_by_name``).
+
+    pyarrow reads the files, not DuckDB: the connection can then be closed to every file."""
+    import pyarrow.dataset as ds
+
+    return ds.dataset([str(p) for p in scan.files], schema=schema.remove_metadata(), format="parquet")
 
 
 def _empty_sql(table: str) -> str:
@@ -155,8 +164,15 @@ def _run_row(path: Path, label: str, warnings: list[str]) -> tuple[Any, ...]:
     )
 
 
-def connect(root: str | Path, warnings: list[str] | None = None) -> Any:
-    """An in-memory DuckDB connection with views over every run at or below ``root``."""
+def connect(root: str | Path, warnings: list[str] | None = None, allow_external: bool = False) -> Any:
+    """An in-memory DuckDB connection with views over every run at or below ``root``.
+
+    The views read the shards through pyarrow; once they exist, DuckDB's own access to
+    files, the network and extensions is switched off and the setting locked
+    (``enable_external_access = false``, ``lock_configuration = true``): a query reads
+    the runs and nothing else, and writes nothing (no ``COPY ... TO``, ``ATTACH``,
+    ``read_csv('/etc/...')``, ``INSTALL``). ``allow_external`` leaves it on.
+    """
     try:
         import duckdb
     except ImportError as exc:
@@ -170,10 +186,16 @@ def connect(root: str | Path, warnings: list[str] | None = None) -> Any:
         label = _run_label(path, root)
         con.execute(f"INSERT INTO runs VALUES ({', '.join('?' * len(RUNS_COLUMNS))})", _run_row(path, label, warnings))
         for table, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
-            selects[table] += [_scan_sql(label, scan, table) for scan in select_shards(path / table, schema, warnings)]
+            for scan in select_shards(path / table, schema, warnings):
+                relation = f"_{table}_scan_{len(selects[table])}"
+                con.register(relation, _dataset(scan, schema))
+                selects[table].append(_scan_sql(label, scan, table, relation))
     for table, parts in selects.items():
         con.execute(f"CREATE VIEW {table} AS " + (" UNION ALL ".join(parts) if parts else _empty_sql(table)))
     con.execute(f"CREATE VIEW scalars AS SELECT * FROM {METRICS_DIR}")
+    if not allow_external:
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
     return con
 
 
