@@ -53,7 +53,7 @@ class Training:
         self.model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05)
         self.loss_fn = nn.CrossEntropyLoss()
-        self.rec = tuidiag.Recorder(run_dir, flush_interval=30.0)
+        self.rec = tuidiag.Recorder(run_dir, flush_interval=30.0, resume="allow")
         self.rec.watch(self.model, self.optimizer, loss_fn=self.loss_fn)
 
     def steps(self, n: int) -> None:

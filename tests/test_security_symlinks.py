@@ -377,3 +377,19 @@ def test_temporary_files_of_a_failed_write_are_removed(tmp_path: Path) -> None:
     safe_write.write_text_atomic(tmp_path / "y.json", "{}", mode=0o600)
     assert (tmp_path / "y.json").stat().st_mode & 0o777 == 0o600 and np.array_equal(
         sorted(p.name for p in tmp_path.iterdir()), ["y.json"])
+
+
+@pytest.mark.parametrize("target_exists", [True, False])
+def test_claiming_a_manifest_never_follows_a_link_planted_at_its_name(tmp_path: Path, target_exists: bool) -> None:
+    """A new run claims run.json by hard link: a symlink already there (dangling or not) is an entry, never written through."""
+    from tuidiag.store.manifest import claim_manifest
+
+    victim = tmp_path / "victim.txt"
+    if target_exists:
+        victim.write_text("precious")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").symlink_to(victim)
+    assert claim_manifest(run, {"name": "x"}) is False
+    assert (victim.read_text() == "precious") if target_exists else not victim.exists()
+    assert [p.name for p in run.iterdir()] == ["run.json"]  # no temporary file left behind

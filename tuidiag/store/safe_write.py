@@ -14,7 +14,7 @@ plant symlinks at the names tuidiag writes. :func:`write_atomic`:
 - renames it over the final name: a symlink there is replaced, not followed.
 
 Readers ignore names starting with ``.``, so they see a whole file or none.
-:func:`append_line` and :func:`create_new` are the two other ways to create a file.
+:func:`append_line`, :func:`create_new` and :func:`claim_text` are the other ways to create a file.
 """
 
 from __future__ import annotations
@@ -147,6 +147,46 @@ def create_new(path: Path, *, mode: int = 0o600, root: Path | None = None) -> No
         os.close(fd)
 
 
+def claim_text(path: Path, text: str, *, mode: int = 0o666, root: Path | None = None) -> bool:
+    """Create ``path`` holding ``text`` only if no entry of that name exists; ``False`` when one does.
+
+    Whole and exclusive: the text goes into a fresh temporary file (as :func:`write_atomic`),
+    which is then hard-linked to ``path`` (a link never replaces an entry, nor follows a
+    symlink planted there), so of two writers claiming at once exactly one wins and a reader
+    never sees half a file. Where hard links are not supported, an ``O_EXCL | O_NOFOLLOW``
+    create is used. Other ``OSError`` (read-only, disk full) are raised."""
+    path = Path(path)
+    data = text.encode("utf-8")
+    with open_dir(path.parent, root) as dir_fd:
+        fd, temp = _create_temp(path.parent, dir_fd, path.name, mode)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            try:
+                if dir_fd is None:
+                    os.link(path.parent / temp, path, follow_symlinks=False)
+                else:
+                    os.link(temp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                return True
+            except FileExistsError:
+                return False
+            except OSError:  # no hard links here (some network or FAT filesystems)
+                pass
+        finally:
+            try:
+                os.unlink(temp, dir_fd=dir_fd) if dir_fd is not None else os.unlink(path.parent / temp)
+            except OSError:
+                pass
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+        try:
+            fd = os.open(path.name, flags, mode, dir_fd=dir_fd) if dir_fd is not None else os.open(path, flags, mode)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        return True
+
+
 def _check_own_regular(fd: int, path: Path) -> None:
     """Raise ``PermissionError`` unless ``fd`` is a regular file owned by this user."""
     info = os.fstat(fd)
@@ -155,4 +195,4 @@ def _check_own_regular(fd: int, path: Path) -> None:
         raise PermissionError(f"{path} is not a regular file of this user; not writing to it")
 
 
-__all__ = ["append_line", "create_new", "open_dir", "write_atomic", "write_text_atomic"]
+__all__ = ["append_line", "claim_text", "create_new", "open_dir", "write_atomic", "write_text_atomic"]
