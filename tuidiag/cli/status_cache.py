@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag.format import EVENTS_DIR, METRICS_DIR
+from tuidiag.store.limits import MAX_STATUS_CACHE_BYTES, read_json_bounded
 from tuidiag.store.shards import list_shards
 
 INLINE_BYTES = 4 * 1024 * 1024
@@ -64,7 +65,7 @@ def signature(run_dir: Path) -> tuple[str, int]:
 def load(run_dir: Path) -> dict[str, Any] | None:
     """The cached entry of ``run_dir``, or ``None``."""
     try:
-        entry = json.loads(_entry(run_dir).read_text(encoding="utf-8"))
+        entry = read_json_bounded(_entry(run_dir), MAX_STATUS_CACHE_BYTES)
     except (OSError, ValueError):
         return None
     return entry if isinstance(entry, dict) else None

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag.format import STATUS_RUNNING
+from tuidiag.store.limits import MAX_CONTROL_REQUEST_BYTES, MAX_CONTROL_STATUS_BYTES, read_json_bounded
 from tuidiag.store.manifest import effective_status, jsonable
 
 CONTROL_DIR = "control"
@@ -113,9 +114,8 @@ def read_request(path: Path, uid: int) -> dict[str, Any]:
     if problem is not None:
         raise ControlError(problem)
     try:
-        with open(path, encoding="utf-8") as fh:
-            request = json.load(fh)
-    except (OSError, ValueError) as exc:
+        request = read_json_bounded(path, MAX_CONTROL_REQUEST_BYTES)
+    except (OSError, ValueError) as exc:  # LimitError too: over 64 KiB, never read into the training
         raise ControlError(f"unreadable request ({exc})") from exc
     if not isinstance(request, dict) or request.get("job") not in LIVE_JOBS + LIVE_ACTIONS or not isinstance(request.get("args", {}), dict):
         raise ControlError("malformed request")
@@ -142,8 +142,7 @@ def write_status(run_dir: str | os.PathLike[str], request_id: str, job: str, sta
 def read_status(run_dir: str | os.PathLike[str], request_id: str) -> dict[str, Any] | None:
     """A request's latest status, or None before the training has answered."""
     try:
-        with open(control_dir(run_dir) / f"{request_id}{STATUS_SUFFIX}", encoding="utf-8") as fh:
-            status = json.load(fh)
+        status = read_json_bounded(control_dir(run_dir) / f"{request_id}{STATUS_SUFFIX}", MAX_CONTROL_STATUS_BYTES)
     except (OSError, ValueError):
         return None
     return status if isinstance(status, dict) else None

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tuidiag.store.limits import MAX_JOB_RESULT_BYTES, read_json_bounded
 from tuidiag.store.manifest import jsonable
 
 JOBS_DIR = "jobs"
@@ -65,9 +66,8 @@ def list_results(run_dir: str | os.PathLike[str], job: str | None = None) -> lis
 
 
 def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load one result file."""
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    """Load one result file (at most :data:`~tuidiag.store.limits.MAX_JOB_RESULT_BYTES`; ``ValueError`` otherwise)."""
+    return read_json_bounded(path, MAX_JOB_RESULT_BYTES)
 
 
 _PARSED: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
