@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tuidiag.format import METRICS_DIR
-from tuidiag.store.decode import to_numpy
+from tuidiag.store.decode import texts, to_numpy
 from tuidiag.store.shards import list_shards
 
 MAX_SHARDS = 16
@@ -78,9 +78,9 @@ def _matches(column: pa.ChunkedArray, metric: str) -> np.ndarray:
     masks = []
     for chunk in column.chunks:
         if not pa.types.is_dictionary(chunk.type):
-            masks.append(np.array([name == metric for name in chunk.to_pylist()], bool))
+            masks.append(np.array([name == metric for name in texts(chunk)], bool))
             continue
-        names = chunk.dictionary.to_pylist()  # a few hundred names at most
+        names = texts(chunk.dictionary)  # a few hundred names at most
         code = names.index(metric) if metric in names else -1
         masks.append(to_numpy(chunk.indices) == code)
     return np.concatenate(masks) if masks else np.zeros(0, bool)
