@@ -42,7 +42,7 @@ def cache_dir() -> Path:
 
 
 def _entry(run_dir: Path) -> Path:
-    digest = hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:20]
+    digest = hashlib.sha1(os.fsencode(run_dir.resolve())).hexdigest()[:20]  # any bytes, UTF-8 or not
     return cache_dir() / f"{digest}.json"
 
 

@@ -86,12 +86,35 @@ def iter_shard(path: Path, schema: pa.Schema, columns: list[str] | None = None, 
             raise ShardError(f"unreadable rows ({exc})") from exc
 
 
+class _OwnedParquetFile(pq.ParquetFile):
+    """A Parquet file read through a Python file object it owns and closes."""
+
+    def close(self, force: bool = False) -> None:
+        """Close the file (pyarrow leaves a file object it was given open)."""
+        super().close(force=True)
+
+
+def open_parquet(path: Path, **options: Any) -> pq.ParquetFile:
+    """``pq.ParquetFile(path, **options)``, also for a path that is not valid UTF-8 (a directory name
+    with a byte from another encoding), which pyarrow cannot name: that one is opened by Python."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        handle = open(path, "rb")  # noqa: SIM115 - closed by the ParquetFile
+        try:
+            return _OwnedParquetFile(handle, **options)
+        except BaseException:
+            handle.close()
+            raise
+    return pq.ParquetFile(path, **options)
+
+
 def _open_shard(path: Path, schema: pa.Schema) -> pq.ParquetFile:
     """Open a shard and check its schema (format version, columns) and its footer's claims against ``schema``
     and the file's size (:func:`check_footer`)."""
     size = check_regular_file(path)
     try:
-        handle = pq.ParquetFile(
+        handle = open_parquet(
             path,
             pre_buffer=False,  # local files: pre-buffering only adds work
             thrift_string_size_limit=SHARD_THRIFT_STRING_BYTES,

@@ -11,10 +11,9 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tuidiag.format import ShardName
-from tuidiag.store.decode import ShardError, check_footer, check_regular_file
+from tuidiag.store.decode import ShardError, check_footer, check_regular_file, open_parquet
 from tuidiag.store.limits import MAX_RESERVE_ROWS_PER_BYTE, SHARD_THRIFT_CONTAINER_ITEMS, SHARD_THRIFT_STRING_BYTES
 from tuidiag.store.seqset import SeqSet
 
@@ -95,7 +94,7 @@ def rows_in(shards: list[tuple[ShardName, Path]]) -> int:
             continue
         try:
             size = check_regular_file(path)
-            with pq.ParquetFile(path, thrift_string_size_limit=SHARD_THRIFT_STRING_BYTES,
+            with open_parquet(path, thrift_string_size_limit=SHARD_THRIFT_STRING_BYTES,
                                 thrift_container_size_limit=SHARD_THRIFT_CONTAINER_ITEMS) as handle:
                 total += min(check_footer(handle.metadata, size), size * MAX_RESERVE_ROWS_PER_BYTE)
         except (OSError, pa.ArrowException, ValueError, ShardError):

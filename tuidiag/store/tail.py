@@ -14,10 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tuidiag.format import METRICS_DIR
-from tuidiag.store.decode import texts, to_numpy
+from tuidiag.store.decode import open_parquet, texts, to_numpy
 from tuidiag.store.shards import list_shards
 
 MAX_SHARDS = 16
@@ -56,7 +55,7 @@ def latest(run_dir: str | Path, metric: str, rank: int | None = None) -> Latest 
 
 def _latest_in(path: Path, metric: str) -> Latest | None:
     """The newest row of ``metric`` in one shard, reading row groups from the last one back."""
-    with pq.ParquetFile(path, pre_buffer=False) as handle:
+    with open_parquet(path, pre_buffer=False) as handle:
         for group in range(handle.metadata.num_row_groups - 1, -1, -1):
             table = handle.read_row_group(group, columns=_COLUMNS)
             rows = np.flatnonzero(_matches(table.column("metric"), metric))
