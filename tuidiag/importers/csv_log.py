@@ -29,8 +29,8 @@ DELIMITERS = ",;\t|"
 
 def delimiter(path: Path) -> str:
     """The header line's delimiter (Keras' ``CSVLogger(separator=...)`` may use ``;`` or a tab), default ``,``."""
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        header = handle.readline(MAX_CSV_HEADER_BYTES)
+    with open_bounded(path, MAX_CSV_BYTES) as handle:
+        header = handle.readline(MAX_CSV_HEADER_BYTES).decode("utf-8", errors="replace")
     try:
         return csv.Sniffer().sniff(header, delimiters=DELIMITERS).delimiter
     except csv.Error:

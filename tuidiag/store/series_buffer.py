@@ -54,7 +54,7 @@ class _Column:
             by_half = len(self.data) + len(self.data) // 2 if self.n else 0
             try:
                 grown = np.empty(max(need, reserve, by_half), dtype)
-            except MemoryError:  # a reservation is a hint from file footers: grow by what arrived instead
+            except (MemoryError, ValueError):  # a reservation is a hint from file footers: grow by what arrived instead
                 grown = np.empty(max(need, by_half), dtype)
             grown[: self.n] = self.data[: self.n]
             self.data = grown
