@@ -31,8 +31,10 @@ import tuidiag  # noqa: E402
 from tests.parquet_forge import FILE_NUM_ROWS, forge  # noqa: E402
 from tuidiag.store.limits import json_depth  # noqa: E402
 
-MEASURE = ("import resource, sys; from tuidiag.cli.main import main; rc = main(sys.argv[1:]); "
-           "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+MEASURE = ("import sys; from tuidiag.cli.main import main; rc = main(sys.argv[1:]); "
+           "hwm = open('/proc/self/status').read().split('VmHWM:')[1].split()[0]; "
+           "print('PEAK_RSS_KB', hwm, file=sys.stderr); sys.exit(rc)")
+"""The command, then its peak RSS from ``VmHWM`` (``ru_maxrss`` survives ``exec`` and would report this process's peak)."""
 
 
 def _run(path: Path) -> Path:
