@@ -40,6 +40,7 @@ from tuidiag.store.limits import LimitError, json_depth, read_json_bounded
 from tuidiag.store.read_plan import rows_in
 from tuidiag.store.shards import list_shards
 from tuidiag.store.sql_views import select_shards
+from tuidiag.store.tail import latest
 
 ROOT = Path(__file__).resolve().parent.parent
 GiB = 1 << 30
@@ -196,10 +197,12 @@ def test_a_forged_footer_count_is_never_allocated(template: tuple[Path, bytes], 
         size = len(forged)
         with address_space():
             run = tuidiag.open_run(work)
+            newest = latest(work, "train/loss")  # what tuidiag status reads
             estimate = rows_in(list_shards(work / "metrics"))
             warnings: list[str] = []
             scans = select_shards(work / "metrics", METRICS_SCHEMA, warnings)
         assert set(range(30)) <= set(run.series("train/loss").steps.tolist())  # every valid row kept
+        assert newest is not None and newest.step == 29
         assert estimate <= ROWS + size * limits.MAX_RESERVE_ROWS_PER_BYTE
         if field in (FILE_NUM_ROWS, ROW_GROUP_NUM_ROWS):
             impossible = value != ROWS  # the file's count and its row groups' sum disagree
@@ -405,3 +408,17 @@ def test_imported_files_over_their_limits(tmp_path: Path) -> None:
         source = read_csv_log(directory / "metrics.csv")
         assert source.config == {} and any("hparams.yaml not read" in n for n in source.notes), (name, source.notes)
         assert len(source.series) == 2
+
+
+def test_status_reads_past_a_fifo_named_as_the_newest_shard(tmp_path: Path) -> None:
+    """``status`` reads the newest shard first: a FIFO there blocked it forever (found while bounding its reads)."""
+    import threading
+
+    run_dir = _run(tmp_path / "r")
+    os.mkfifo(run_dir / "metrics" / "r0-000000099-000000099.parquet")
+    found: list[Any] = []
+    reader = threading.Thread(target=lambda: found.append(latest(run_dir, "train/loss")), daemon=True)
+    reader.start()
+    reader.join(20)
+    assert not reader.is_alive(), "latest() blocked on the FIFO"
+    assert found[0] is not None and found[0].step == 39

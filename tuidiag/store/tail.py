@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from tuidiag.format import METRICS_DIR
-from tuidiag.store.decode import open_parquet, texts, to_numpy
+from tuidiag.store.decode import ShardError, check_footer, check_regular_file, open_parquet, texts, to_numpy
 from tuidiag.store.shards import list_shards
 
 MAX_SHARDS = 16
@@ -36,7 +36,7 @@ class Latest:
 def latest(run_dir: str | Path, metric: str, rank: int | None = None) -> Latest | None:
     """The newest row of ``metric`` for ``rank`` (default: the lowest rank), or ``None``.
 
-    Unreadable or vanished shards (compacted away meanwhile) are skipped.
+    Unreadable, forged or vanished shards (compacted away meanwhile) are skipped.
     """
     shards = list_shards(Path(run_dir) / METRICS_DIR)
     if not shards:
@@ -46,7 +46,7 @@ def latest(run_dir: str | Path, metric: str, rank: int | None = None) -> Latest 
     for _, path in newest[:MAX_SHARDS]:
         try:
             found = _latest_in(path, metric)
-        except (OSError, pa.ArrowException, KeyError):
+        except (OSError, pa.ArrowException, KeyError, ShardError):
             continue
         if found is not None:
             return found
@@ -54,8 +54,14 @@ def latest(run_dir: str | Path, metric: str, rank: int | None = None) -> Latest 
 
 
 def _latest_in(path: Path, metric: str) -> Latest | None:
-    """The newest row of ``metric`` in one shard, reading row groups from the last one back."""
+    """The newest row of ``metric`` in one shard, reading row groups from the last one back.
+
+    Only a regular file whose footer passes :func:`check_footer` is read (a FIFO named like
+    a shard would block, a forged row count would size an allocation).
+    """
+    size = check_regular_file(path)
     with open_parquet(path, pre_buffer=False) as handle:
+        check_footer(handle.metadata, size)
         for group in range(handle.metadata.num_row_groups - 1, -1, -1):
             table = handle.read_row_group(group, columns=_COLUMNS)
             rows = np.flatnonzero(_matches(table.column("metric"), metric))
