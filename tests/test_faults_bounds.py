@@ -46,7 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 GiB = 1 << 30
 COLUMN_UNCOMPRESSED = (4, 1, 3, 6)
 """ColumnMetaData.total_uncompressed_size."""
-FAST = settings(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FAST = settings(deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
 @contextmanager

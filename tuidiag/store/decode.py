@@ -158,7 +158,8 @@ def check_footer(metadata: pq.FileMetaData, size: int) -> int:
         row_group = metadata.row_group(group)
         rows = row_group.num_rows
         if rows < 0 or rows > max_rows:
-            raise ShardError(f"footer claims {rows:,} rows in row group {group}, impossible in {size:,} bytes (MAX_ROWS_PER_BYTE)")
+            raise ShardError(f"footer claims {rows:,} rows in row group {group}, "
+                             f"impossible in {size:,} bytes (MAX_ROWS_PER_BYTE)")
         total += rows
         for column in range(row_group.num_columns):
             chunk = row_group.column(column)

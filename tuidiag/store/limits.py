@@ -39,7 +39,8 @@ MAX_CONTROL_STATUS_BYTES = 1 * MiB
 MAX_STATUS_CACHE_BYTES = 64 * KiB
 """One cached finding of ``tuidiag status``."""
 MAX_EVENT_DATA_BYTES = 1 * MiB
-"""The ``data`` JSON of one event row; over it (or too deep) the event keeps its message and ``data`` becomes ``{"raw": <first KiB>}``."""
+"""The ``data`` JSON of one event row; over it (or too deep) the event keeps its message and
+``data`` becomes ``{"raw": <its first 1,024 characters>}``."""
 MAX_KERAS_HISTORY_BYTES = 64 * MiB
 """A Keras ``History`` JSON to import (one number per epoch and metric)."""
 MAX_CSV_BYTES = 256 * MiB
@@ -53,7 +54,7 @@ MAX_CONFIG_NODES = 100_000
 MAX_TFRECORD_BYTES = 16 * MiB
 """One record of a TensorBoard event file; longer ones (graphs, images) are skipped unread, never allocated."""
 MAX_ROWS_PER_BYTE = 64
-"""Rows a Parquet shard may claim per byte of file (tuidiag writes at most about 6; pyarrow cannot exceed about 50)."""
+"""Rows a Parquet shard may claim per byte of file (tuidiag writes at most about 6; pyarrow, all columns constant, 50)."""
 MAX_UNCOMPRESSED_PER_BYTE = 1024
 """Decompressed bytes a Parquet shard's footer may claim per byte of file (tuidiag's shards: under 10)."""
 MAX_RESERVE_ROWS_PER_BYTE = 8
