@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tuidiag.cli.common import fail
-from tuidiag.textsafe import literal
+from tuidiag.textsafe import clean, escaped, literal
 
 VIEWS = ("runs", "metrics", "events")
 
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # duckdb.Error and its subclasses: a bad query or an unreadable file
         return fail("query", f"{type(exc).__name__}: {exc}")
     for warning in warnings:
-        print(f"tuidiag query: warning: {warning}", file=sys.stderr)
+        print(f"tuidiag query: warning: {clean(warning, 2000)}", file=sys.stderr)
     if args.csv:
         write_csv(columns, rows)
     elif args.json:
@@ -102,10 +102,18 @@ def text_cell(value: Any) -> str:
 
 
 def write_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-    """Rows as CSV on stdout (floats in full precision)."""
+    """Rows as CSV on stdout (floats in full precision); control characters in text are written as
+    escapes (``\\x1b``), so text from run files never drives the terminal."""
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows(["" if v is None else v for v in row] for row in rows)
+    writer.writerow([escaped(c) for c in columns])
+    writer.writerows([csv_cell(v) for v in row] for row in rows)
+
+
+def csv_cell(value: Any) -> Any:
+    """A cell for the CSV writer: NULL as empty, text escaped (:func:`~tuidiag.textsafe.escaped`)."""
+    if value is None:
+        return ""
+    return escaped(value) if isinstance(value, str) else value
 
 
 def print_table(columns: list[str], rows: list[tuple[Any, ...]], max_rows: int) -> None:

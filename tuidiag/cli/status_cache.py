@@ -23,6 +23,7 @@ from typing import Any
 from tuidiag import self_command
 from tuidiag.format import EVENTS_DIR, METRICS_DIR
 from tuidiag.store.safe_write import create_new, write_text_atomic
+from tuidiag.store.limits import MAX_STATUS_CACHE_BYTES, read_json_bounded
 from tuidiag.store.shards import list_shards
 
 INLINE_BYTES = 4 * 1024 * 1024
@@ -43,7 +44,7 @@ def cache_dir() -> Path:
 
 
 def _entry(run_dir: Path) -> Path:
-    digest = hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:20]
+    digest = hashlib.sha1(os.fsencode(run_dir.resolve())).hexdigest()[:20]  # any bytes, UTF-8 or not
     return cache_dir() / f"{digest}.json"
 
 
@@ -66,7 +67,7 @@ def signature(run_dir: Path) -> tuple[str, int]:
 def load(run_dir: Path) -> dict[str, Any] | None:
     """The cached entry of ``run_dir``, or ``None``."""
     try:
-        entry = json.loads(_entry(run_dir).read_text(encoding="utf-8"))
+        entry = read_json_bounded(_entry(run_dir), MAX_STATUS_CACHE_BYTES)
     except (OSError, ValueError):
         return None
     return entry if isinstance(entry, dict) else None

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag.format import STATUS_RUNNING
+from tuidiag.store.limits import MAX_CONTROL_REQUEST_BYTES, MAX_CONTROL_STATUS_BYTES, loads_bounded, read_json_bounded
 from tuidiag.store.manifest import effective_status, jsonable
 from tuidiag.store.safe_write import append_line, write_text_atomic
 from tuidiag.store.trust import WRITABLE_BY_OTHERS, file_problem, info_problem
@@ -50,7 +51,6 @@ LIVE_ACTIONS = ("scale_lr", "clip_grad", "checkpoint")
 FINAL_STATES = ("done", "failed", "cancelled", "refused")
 EXECUTED_LOG = "executed.jsonl"
 """Append-only log, one JSON line per request id a training took: each id runs at most once."""
-MAX_REQUEST_BYTES = 64 * 1024
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 POLL_SECONDS = 0.2
 """How often a requester reads the status file while it waits."""
@@ -139,13 +139,13 @@ def read_request(path: Path, uid: int) -> dict[str, Any]:
         problem = info_problem(os.fstat(fd), uid)
         if problem is not None:
             raise ControlError(problem.replace(f"not by uid {uid}", f"not by the training's user (uid {uid})"))
-        data = os.read(fd, MAX_REQUEST_BYTES + 1)
+        data = os.read(fd, MAX_CONTROL_REQUEST_BYTES + 1)
     except OSError as exc:
         raise ControlError(f"unreadable request ({exc.strerror or exc})") from exc
     finally:
         os.close(fd)
     try:
-        request = json.loads(data.decode("utf-8")) if len(data) <= MAX_REQUEST_BYTES else None
+        request = loads_bounded(data.decode("utf-8"), name=path.name) if len(data) <= MAX_CONTROL_REQUEST_BYTES else None
     except ValueError as exc:
         raise ControlError(f"unreadable request ({exc})") from exc
     if not isinstance(request, dict) or request.get("job") not in LIVE_JOBS + LIVE_ACTIONS or not isinstance(request.get("args", {}), dict):
@@ -214,8 +214,7 @@ def write_status(run_dir: str | os.PathLike[str], request_id: str, job: str, sta
 def read_status(run_dir: str | os.PathLike[str], request_id: str) -> dict[str, Any] | None:
     """A request's latest status, or None before the training has answered."""
     try:
-        with open(control_dir(run_dir) / f"{request_id}{STATUS_SUFFIX}", encoding="utf-8") as fh:
-            status = json.load(fh)
+        status = read_json_bounded(control_dir(run_dir) / f"{request_id}{STATUS_SUFFIX}", MAX_CONTROL_STATUS_BYTES)
     except (OSError, ValueError):
         return None
     return status if isinstance(status, dict) else None

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tuidiag.format import LOSS
+from tuidiag.store.limits import MAX_JOB_RESULT_BYTES, read_json_bounded
 from tuidiag.store.manifest import jsonable
 from tuidiag.store.safe_write import write_text_atomic
 
@@ -76,9 +77,8 @@ def _saved_order(path: Path) -> tuple[str, int, str]:
 
 
 def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load one result file."""
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    """Load one result file (at most :data:`~tuidiag.store.limits.MAX_JOB_RESULT_BYTES`; ``ValueError`` otherwise)."""
+    return read_json_bounded(path, MAX_JOB_RESULT_BYTES)
 
 
 _PARSED: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import socket
-import stat
 import sys
 import time
 import uuid
@@ -26,6 +25,7 @@ from tuidiag.format import (
     STATUS_RUNNING,
 )
 from tuidiag.store.safe_write import claim_text, write_text_atomic
+from tuidiag.store.limits import MAX_MANIFEST_BYTES, read_json_bounded
 
 STALE_AFTER_MIN_SECONDS = 30.0
 """A running run whose heartbeat is older than this (or 10 flush intervals) is crashed."""
@@ -109,12 +109,13 @@ def claim_manifest(run_dir: Path, manifest: dict[str, Any]) -> bool:
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """Read ``run.json``; raises ``OSError`` or ``ValueError`` when missing or malformed."""
-    path = run_dir / MANIFEST_NAME
-    if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the reader forever
-        raise ValueError("run.json is not a regular file")
-    text = path.read_text(encoding="utf-8")
-    manifest = json.loads(text)
+    """Read ``run.json``; raises ``OSError`` or ``ValueError`` when missing or malformed.
+
+    Over :data:`~tuidiag.store.limits.MAX_MANIFEST_BYTES` or nested deeper than
+    :data:`~tuidiag.store.limits.MAX_JSON_DEPTH` it is not parsed (``LimitError``, a ``ValueError``);
+    a FIFO or directory in its place is refused without blocking.
+    """
+    manifest = read_json_bounded(run_dir / MANIFEST_NAME, MAX_MANIFEST_BYTES)
     if not isinstance(manifest, dict):
         raise ValueError("run.json does not hold a JSON object")
     return manifest

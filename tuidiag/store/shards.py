@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from tuidiag.format import SHARD_SUFFIX, TEMP_PREFIX, ShardName
 from tuidiag.store.safe_write import write_atomic
+from tuidiag.store.decode import check_footer, check_regular_file, open_parquet
 
 COMPRESSION = "zstd"
 COMPACT_MIN_FILES = 32
@@ -104,8 +105,11 @@ def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Sch
 
 def _read(path: Path, schema: pa.Schema) -> pa.Table:
     """One shard as ``schema``. Not ``pq.read_table``: that imports ``pyarrow.dataset`` and with
-    it pandas (seconds, and tens of MB) into the training process that compacts."""
-    with pq.ParquetFile(path) as handle:
+    it pandas (seconds, and tens of MB) into the training process that compacts. A file planted
+    under a shard's name is read only once its footer passes :func:`check_footer` (``ShardError``)."""
+    size = check_regular_file(path)
+    with open_parquet(path) as handle:
+        check_footer(handle.metadata, size)
         return handle.read().cast(schema)
 
 
