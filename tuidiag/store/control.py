@@ -144,8 +144,10 @@ def read_request(path: Path, uid: int) -> dict[str, Any]:
         raise ControlError(f"unreadable request ({exc.strerror or exc})") from exc
     finally:
         os.close(fd)
+    if len(data) > MAX_CONTROL_REQUEST_BYTES:
+        raise ControlError(f"over the limit of {MAX_CONTROL_REQUEST_BYTES:,} bytes for a request; not read")
     try:
-        request = loads_bounded(data.decode("utf-8"), name=path.name) if len(data) <= MAX_CONTROL_REQUEST_BYTES else None
+        request = loads_bounded(data.decode("utf-8"), name=path.name)
     except ValueError as exc:
         raise ControlError(f"unreadable request ({exc})") from exc
     if not isinstance(request, dict) or request.get("job") not in LIVE_JOBS + LIVE_ACTIONS or not isinstance(request.get("args", {}), dict):
