@@ -282,7 +282,16 @@ def over_clipping(view: RunView) -> Finding | None:
     typical = f"to about {fmt(norm.value)} (the typical pre-clip norm)" if known and norm is not None else "(a higher limit)"
     fix = fix_text((CLIP_LOOSER, f"raise max_norm {typical}"), (LR_DOWN, f"or reduce LR {lr_change(view, 0.3)}"))
     confidence = 0.6 + 0.3 * (share.value - 0.8) / 0.2
-    return Finding("over_clipping", "Gradient clipping on most steps", confidence, "warning", evidence, fix, int(steps[0]))
+    return Finding("over_clipping", "Gradient clipping on most steps", confidence, "warning", evidence, fix, _clipping_since(view))
+
+
+def _clipping_since(view: RunView) -> int:
+    """The first step (quiet ones included) from which clipping was active on most (> 80%) of the steps through the newest."""
+    steps, clipped = view.series("grad/clipped")
+    ok = np.isfinite(clipped)
+    steps, clipped = steps[ok], clipped[ok]
+    suffix = np.cumsum(clipped[::-1])[::-1] / np.arange(len(clipped), 0, -1)
+    return int(steps[np.argmax(suffix > 0.8)])
 
 
 def _max_norm(view: RunView) -> Measure | Fact | None:
