@@ -14,7 +14,7 @@ from tuidiag.diagnosis.rules.common import (
     update_ratio,
 )
 from tuidiag.diagnosis.rules.overshoot import (
-    FAR_OVERSHOOT, RATIO_HIGH, RATIO_OVERSHOOT, RISE, RISE_MIN, died_after, far_overshoot, ratio_onset, rise_words, sustained_rise,
+    FAR_OVERSHOOT, RATIO_HIGH, RATIO_OVERSHOOT, RISE, RISE_MIN, died_after, far_overshoot, first_updates_rise, ratio_onset, rise_words, sustained_rise,
 )
 from tuidiag.diagnosis.rules.precursors import before_nonfinite, first_nonfinite
 from tuidiag.diagnosis.stats import block_medians, fmt, median, thin
@@ -153,6 +153,17 @@ def _above_start_points(view: RunView) -> Part:
     return 0.0, None, None
 
 
+def _first_updates_points(view: RunView) -> Part:
+    """The loss rose over the first steps, above its value before any update: the first updates made it worse."""
+    rise = first_updates_rise(view)
+    if rise is None or huge_from_start(view):
+        return 0.0, None, None
+    first, after = rise.before, rise.after
+    text = (f"loss rose to {fmt(after.value)} over {after.where}, {fmt(after.value / first.value)}x its first value {fmt(first.value)} "
+            f"at {first.where}: the first updates made it worse")
+    return 0.6, Evidence(text, rise), (after.first, after.first)
+
+
 def _rising_points(view: RunView) -> Part:
     """The loss rose from its best level and stayed up over the last stretch."""
     steps, values = finite_only(*after_quiet(view, *view.loss))
@@ -203,11 +214,13 @@ def lr_too_high(view: RunView) -> Finding | None:
     """Loss oscillates, rises or diverges because steps overshoot.
 
     Each signature adds points (the update/weight ratio, recent or far above the line earlier; a
-    divergence; the loss above its start; a rise from its best; clipping on most steps), and
+    divergence; the loss up over the first steps, or above its start; a rise from its best;
+    clipping on most steps), and
     ReLU units that died after the first of them add more: the dead units are a consequence
     of the overshooting steps. ``first_step`` is the first step at which any signature held.
     """
-    parts = [_ratio_points(view), _divergence_points(view), _above_start_points(view), _rising_points(view), _clip_points(view)]
+    parts = [_ratio_points(view), _divergence_points(view), _first_updates_points(view), _above_start_points(view),
+             _rising_points(view), _clip_points(view)]
     onsets = [onset for points, _, onset in parts if points > 0 and onset is not None]
     first, earliest = (min(o[0] for o in onsets), min(o[1] for o in onsets)) if onsets else (None, None)
     died = died_after(view, earliest) if earliest is not None else None

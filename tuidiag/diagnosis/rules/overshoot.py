@@ -6,7 +6,8 @@ stopped, the loss settled at the chance level) looked calm where it was judged. 
 look over the whole run after the quiet first steps:
 
 - a far overshoot: a sample whose update/weight ratio is above 3e-2 (30x healthy);
-- a sustained rise: a block of steps whose median loss is well above its start;
+- a sustained rise: a block of steps whose median loss is well above its start, or a loss
+  that rose over the quiet first steps instead of falling;
 - ReLU units that were alive and died after the overshooting began: a consequence
   that points back at the LR rather than at the units themselves.
 """
@@ -82,6 +83,22 @@ def sustained_rise(view: RunView, start: Measure) -> tuple[Change, int] | None:
     return None
 
 
+def first_updates_rise(view: RunView) -> Change | None:
+    """The loss over the quiet first steps against its first value (before any update), when 1.5x it and 0.1 above it.
+
+    No rule judges the quiet steps, where the loss legitimately falls fast; a loss that rises
+    there instead was made worse by the very first updates."""
+    steps, values = finite_only(*view.loss)
+    quiet = (steps > steps[0]) & view.quiet_mask(steps) if len(steps) else steps.astype(bool)
+    if quiet.sum() < 5:
+        return None
+    first = at_step(LOSS, steps, values, 0)
+    window = measure(LOSS, steps[quiet], values[quiet], "median")
+    if window.value > RISE * first.value and window.value - first.value > RISE_MIN and first.value > 0:
+        return Change(first, window, "up")
+    return None
+
+
 def rise_words(change: Change) -> str:
     """``loss rose to 2.5 over steps 20-34, 1.8x its level of 1.39 over steps 0-4``."""
     before, after = change.before, change.after
@@ -90,22 +107,17 @@ def rise_words(change: Change) -> str:
 
 
 def died_after(view: RunView, since: int) -> Evidence | None:
-    """ReLU layers alive at a sample and dead (over half the units) at a later one at or after step ``since``."""
+    """ReLU layers that died at or after step ``since``: over half the units dead at a sample, under half at the one before."""
     shown = []
     for name in sorted(n for n in view.run.metric_names if n.startswith(ACT_DEAD_PREFIX)):
         steps, values = view.series(name)
-        alive = np.flatnonzero(values <= DEAD_LIMIT)
-        if not len(alive):
-            continue
-        dead = np.flatnonzero((values > DEAD_LIMIT) & (np.arange(len(values)) > alive[0]) & (steps >= since))
-        if len(dead):
-            j = int(dead[0])
-            i = int(alive[alive < j][-1])
-            shown.append((name, at_step(name, steps, values, i), at_step(name, steps, values, j)))
+        died = np.flatnonzero((values[:-1] <= DEAD_LIMIT) & (values[1:] > DEAD_LIMIT) & (steps[1:] >= since))
+        if len(died):
+            i = int(died[0])
+            shown.append((name, at_step(name, steps, values, i), at_step(name, steps, values, i + 1)))
     if not shown:
         return None
     parts = [f"{quoted(name[len(ACT_DEAD_PREFIX):])} from {was.value:.0%} dead units at step {was.first} to {now.value:.0%} at step "
              f"{now.first}" for name, was, now in shown[:3]]
     claims = [c for _, was, now in shown[:3] for c in (Level(was), Level(now, above=DEAD_LIMIT))]
     return Evidence(f"ReLU units died after the steps began to overshoot: {'; '.join(parts)}", *claims, refs=(DEAD_LIMIT,))
-
