@@ -210,6 +210,12 @@ DIED_AFTER = 0.5
 """Points for ReLU units that were alive and died once the steps overshot (a consequence, never enough alone)."""
 
 
+def _onset_of(parts: list[Part]) -> tuple[int | None, int | None]:
+    """(first step any of ``parts`` that scored held, earliest step any may have begun); ``(None, None)`` when none scored."""
+    onsets = [onset for points, _, onset in parts if points > 0 and onset is not None]
+    return (min(o[0] for o in onsets), min(o[1] for o in onsets)) if onsets else (None, None)
+
+
 def lr_too_high(view: RunView) -> Finding | None:
     """Loss oscillates, rises or diverges because steps overshoot.
 
@@ -217,12 +223,16 @@ def lr_too_high(view: RunView) -> Finding | None:
     divergence; the loss up over the first steps, or above its start; a rise from its best;
     clipping on most steps), and
     ReLU units that died after the first of them add more: the dead units are a consequence
-    of the overshooting steps. ``first_step`` is the first step at which any signature held.
+    of the overshooting steps. ``first_step`` is the first step at which any signature held;
+    ``onset_from``, for ordering it before its symptoms, comes from its own signatures (the
+    updates and the loss), not from the divergence or clipping that restate its symptoms'.
     """
-    parts = [_ratio_points(view), _divergence_points(view), _first_updates_points(view), _above_start_points(view),
-             _rising_points(view), _clip_points(view)]
-    onsets = [onset for points, _, onset in parts if points > 0 and onset is not None]
-    first, earliest = (min(o[0] for o in onsets), min(o[1] for o in onsets)) if onsets else (None, None)
+    own = [_ratio_points(view), _first_updates_points(view), _above_start_points(view), _rising_points(view)]
+    restated = [_divergence_points(view), _clip_points(view)]  # the signatures of exploding_gradients, nonfinite_loss, over_clipping
+    parts = own + restated
+    first, earliest = _onset_of(own + restated)
+    if (mine := _onset_of(own)) != (None, None):
+        earliest = mine[1]  # a cause precedes its symptoms by its own signature, not by the symptom it restates
     died = died_after(view, earliest) if earliest is not None else None
     score = sum(points for points, _, _ in parts) + (DIED_AFTER if died is not None else 0.0)
     if score < 1.0:

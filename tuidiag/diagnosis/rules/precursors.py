@@ -107,10 +107,12 @@ def _first(*steps: int | None) -> int | None:
 
 
 def _verdict(loss_grew: bool, grad_grew: bool, with_grad: bool) -> str:
-    """What the line concludes: which series left its usual range first, or that none did."""
-    if loss_grew or grad_grew:
-        who = "both" if loss_grew and grad_grew else "the loss" if loss_grew else "the gradient norm"
-        return f"{who} left {'their' if who == 'both' else 'its'} usual range first: a divergence"
-    stayed = "both stayed in their" if with_grad else "it stayed in its"
-    return f"{stayed} usual range: a numerical fault, not a divergence"
-
+    """What the line concludes: which series ran away first (the loss more than half its peak-to-median spread above its
+    earlier peak, the gradient norm above 10x its median), or that neither did."""
+    ran = [what for what, grew in (("the loss ran above its earlier peak by more than half its spread", loss_grew),
+                                   ("the gradient norm ran above 10x its median", grad_grew)) if grew]
+    if ran:
+        return f"{' and '.join(ran)} first: a divergence"
+    grad = ", the gradient norm under 10x its median" if with_grad else ""
+    return (f"nothing ran away first (the loss within half its spread above its earlier peak{grad}): "
+            "a numerical fault, not a divergence")
