@@ -33,7 +33,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "activation_saturation": ("vanishing_gradients", "lr_too_low", "underfitting"),
     "vanishing_gradients": ("lr_too_low", "underfitting"),
     "over_clipping": ("lr_too_low", "underfitting"),
-    "lr_decayed_too_early": ("underfitting", "lr_too_low", "frozen_val_metric"),
+    "lr_decayed_too_early": ("underfitting",),
     "lr_too_low": ("underfitting",),
     "dead_layer": ("underfitting",),
     "train_mode_bug": ("underfitting",),
