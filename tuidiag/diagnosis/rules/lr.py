@@ -227,10 +227,10 @@ def lr_too_high(view: RunView) -> Finding | None:
     ``onset_from``, for ordering it before its symptoms, comes from its own signatures (the
     updates and the loss), not from the divergence or clipping that restate its symptoms'.
     """
-    own = [_ratio_points(view), _first_updates_points(view), _above_start_points(view), _rising_points(view)]
-    restated = [_divergence_points(view), _clip_points(view)]  # the signatures of exploding_gradients, nonfinite_loss, over_clipping
-    parts = own + restated
-    first, earliest = _onset_of(own + restated)
+    parts = [_ratio_points(view), _divergence_points(view), _first_updates_points(view), _above_start_points(view),
+             _rising_points(view), _clip_points(view)]
+    own = [parts[0], *parts[2:5]]  # the divergence and clipping parts restate exploding_gradients, nonfinite_loss, over_clipping
+    first, earliest = _onset_of(parts)
     if (mine := _onset_of(own)) != (None, None):
         earliest = mine[1]  # a cause precedes its symptoms by its own signature, not by the symptom it restates
     died = died_after(view, earliest) if earliest is not None else None

@@ -23,6 +23,8 @@ from tuidiag.diagnosis.stats import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import ACT_DEAD_PREFIX, LOSS, UPDATE_RATIO_PREFIX
 
+DIED_BY = 0.25
+"""A layer died when its dead share rose at least this much (25 points) to over the limit, not when it hovered around it."""
 RATIO_HIGH, RATIO_OVERSHOOT = 5e-3, 1e-2
 """Update/weight ratios above these are high / overshooting (healthy ~1e-3)."""
 FAR_OVERSHOOT = 3e-2
@@ -107,14 +109,21 @@ def rise_words(change: Change) -> str:
 
 
 def died_after(view: RunView, since: int) -> Evidence | None:
-    """ReLU layers that died at or after step ``since``: over half the units dead at a sample, under half at the one before."""
+    """ReLU layers with most units dead at a sample at or after step ``since`` that had few before it.
+
+    "Before" is the layer's last sample before ``since`` (or its first, taken before any
+    update, when none is); the layer died when a later sample is over half dead and at
+    least ``DIED_BY`` above it, so a layer hovering around the limit does not count.
+    """
     shown = []
     for name in sorted(n for n in view.run.metric_names if n.startswith(ACT_DEAD_PREFIX)):
         steps, values = view.series(name)
-        died = np.flatnonzero((values[:-1] <= DEAD_LIMIT) & (values[1:] > DEAD_LIMIT) & (steps[1:] >= since))
-        if len(died):
-            i = int(died[0])
-            shown.append((name, at_step(name, steps, values, i), at_step(name, steps, values, i + 1)))
+        if len(values) < 2:
+            continue
+        i = max(int(np.searchsorted(steps, since)) - 1, 0)
+        later = np.flatnonzero((np.arange(len(values)) > i) & (values > DEAD_LIMIT) & (values >= values[i] + DIED_BY))
+        if values[i] <= DEAD_LIMIT and len(later):
+            shown.append((name, at_step(name, steps, values, i), at_step(name, steps, values, int(later[0]))))
     if not shown:
         return None
     parts = [f"{quoted(name[len(ACT_DEAD_PREFIX):])} from {was.value:.0%} dead units at step {was.first} to {now.value:.0%} at step "
