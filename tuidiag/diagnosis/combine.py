@@ -6,6 +6,8 @@ cause is ranked first, with more confidence, and the symptoms follow as
 alternatives with less; the user sees one story instead of unrelated alarms.
 Causes are visited strongest first, so where two findings could explain each
 other (exploding gradients and a too-high LR) the better-supported one leads.
+Causes precede their symptoms: a finding never claims a symptom that was already
+showing before its own signature could have begun (:func:`may_precede`).
 """
 
 from __future__ import annotations

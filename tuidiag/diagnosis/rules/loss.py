@@ -59,7 +59,8 @@ def nonfinite_loss(view: RunView) -> Finding | None:
         evidence.insert(1, before.evidence)
     if before is not None and not before.grew:
         fix = fix_text("guard the operation that made it, in the loss or the model: clamp the inputs of log, division and sqrt "
-                       "(e.g. torch.log(x.clamp_min(1e-7)), x / (d + 1e-8))", "run the NaN hunt to name the operation")
+                       "(e.g. torch.log(x.clamp_min(1e-7)), x / (d + 1e-8))", f"check the batch of step {steps[i]} for non-finite inputs",
+                       "run the NaN hunt to name the operation")
     elif steps[i] < 100:
         fix = fix_text((LR_DOWN, f"reduce LR {lr_change(view, 0.1)}"), (WARMUP_UP, "add warmup"),
                        "check weight init (the loss went non-finite within the first 100 steps)")
