@@ -161,3 +161,19 @@ def test_a_healthy_model_gets_a_reliable_suggestion() -> None:
 
     result = lr_find(as_parts(jobs_factory.plain_mlp()), torch.device("cpu"), LRFindConfig(steps=60))
     assert result["reliable"] is True and result["warning"] is None
+
+
+@pytest.mark.parametrize("run_comparison", [None, "same", "other"])
+def test_the_lr_comparisons_are_printed_once_each(run_comparison: str | None) -> None:
+    """A live job's run LR is the optimizer's: one comparison line, never the same line twice."""
+    from tuidiag.live.job_render import render_lr_find
+
+    mine = "the optimizer's LR 0.001 is within 3x of the suggested 0.00148"
+    other = "the run's last recorded LR 0.002 is within 3x of the suggested 0.00148"
+    result = {"suggested_lr": 1.48e-3, "rule": "valley_floor", "reliable": True, "warning": None,
+              "suggestions": {"valley_floor": 1.48e-3, "window": [0, 3]}, "lrs": [1e-4, 1e-3, 1e-2], "losses": [1.0, 0.9, 1.2],
+              "smoothed": [1.0, 0.9, 1.2], "steps_run": 3, "stopped": "end", "comparison": mine,
+              "run_comparison": {"same": mine, "other": other}.get(run_comparison or "")}
+    text = render_lr_find(result)
+    assert text.count(mine) == 1
+    assert text.count(other) == (1 if run_comparison == "other" else 0)

@@ -44,8 +44,7 @@ def _lr_find(parts: Parts, args: dict[str, Any], device: torch.device, control: 
         mark_unreliable(result, f"the sweep saw only {result['batches']} distinct recent batches (at least {MIN_LIVE_BATCHES} "
                                 f"needed; the recorder keeps the last {FOR_JOBS} given to rec.batch() while they total at most "
                                 f"{MAX_BYTES >> 20} MiB)")
-    result["run_lr"] = result["optimizer_lr"]
-    result["run_comparison"] = result["comparison"]
+    result["run_lr"] = result["optimizer_lr"]  # live, the run's LR is the optimizer's: its comparison says it already
     return result
 
 

@@ -85,9 +85,9 @@ def render_lr_find(result: dict[str, Any], color: bool = False) -> str:
     lines.extend(_checks(result))
     first = _fmt(result["lrs"][0]) if result["lrs"] else "-"
     lines.append(f"Sweep: {result['steps_run']} steps from {first}, stopped: {result['stopped']}")
-    for key in ("comparison", "run_comparison"):
-        if result.get(key):
-            lines.append(clean(result[key]))
+    for text in dict.fromkeys(result.get(key) for key in ("comparison", "run_comparison")):
+        if text:  # a live job's run LR is the optimizer's: one line, not the same one twice
+            lines.append(clean(text))
     return "\n".join(lines)
 
 
