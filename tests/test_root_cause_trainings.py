@@ -128,6 +128,8 @@ def test_a_nan_out_of_a_calm_run_is_a_numerical_fault_not_the_lr(name: str, runs
     assert "numerical fault" in " ".join(top.evidence) and "clamp" in top.fix
     assert not set(top.moves) & {LR_DOWN, LR_UP} and not fix_moves_in_text(top.fix) & {LR_DOWN, LR_UP}, top.fix
     assert not any("nonfinite_loss" in f.related for f in diagnosis.findings), "nothing may claim the NaN as its symptom"
+    # the NaN loss's own backward makes the gradient NaN too: not an explosion when the finite norms stayed healthy
+    assert "exploding_gradients" not in _codes(diagnosis), _codes(diagnosis)
 
 
 @pytest.mark.parametrize("name", [t.name for t in LR_COLLAPSE])

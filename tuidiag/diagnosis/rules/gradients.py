@@ -48,9 +48,20 @@ def _explosion(view: RunView) -> tuple[dict[str, float], dict[str, Measure]] | N
     if grew:
         m["high"] = measure(GRAD_NORM_TOTAL, c_steps, calm, "share_above", 10 * base)
     facts["high_share"] = m["high"].value if grew else 0.0
-    if facts["start"] >= HUGE_GRAD or facts["recent"] >= HUGE_GRAD or grew or facts["nonfinite"]:
+    huge = facts["start"] >= HUGE_GRAD or facts["recent"] >= HUGE_GRAD or grew
+    if facts["nonfinite"] and not huge and _follows_the_loss(view, steps, g):
+        facts["nonfinite"] = 0.0  # the NaN loss's own backward: nonfinite_loss explains it, nothing exploded
+    if huge or facts["nonfinite"]:
         return facts, m
     return None
+
+
+def _follows_the_loss(view: RunView, steps: np.ndarray, g: np.ndarray) -> bool:
+    """The first non-finite gradient norm came no earlier than the first non-finite loss."""
+    loss_steps, loss = view.loss
+    bad_loss = loss_steps[~np.isfinite(loss)]
+    bad_grad = steps[~np.isfinite(g)]
+    return bool(len(bad_loss) and len(bad_grad) and bad_grad[0] >= bad_loss[0])
 
 
 def _isolated(facts: dict[str, float]) -> bool:
