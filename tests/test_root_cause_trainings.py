@@ -154,3 +154,28 @@ def test_healthy_controls_raise_no_alarm(name: str, runs: dict) -> None:
     assert _codes(diagnosis) == ["healthy"], [(f.code, f.evidence) for f in diagnosis.findings]
     half = ALL[name].steps // 2
     assert _codes(diagnose(run, at=half)) == ["healthy"]
+
+
+@pytest.mark.parametrize("n", [30, 200, 2000])
+def test_a_nan_gradient_at_the_nan_loss_step_is_no_explosion(tmp_path, n: int) -> None:
+    """The NaN loss's own backward makes the gradient NaN at that step: with healthy finite norms before, no explosion."""
+    from benchmarks.suite.synthetic import model_summary, write_run
+    from evidence_runs import base_series
+    from tuidiag.diagnosis import diagnose
+
+    import numpy as np
+
+    rng = np.random.default_rng(n)
+    loss = 1.4 - 0.1 * np.arange(n) / n + 0.01 * rng.standard_normal(n)
+    loss[-1] = np.nan
+    series = base_series(n, loss, rng)
+    for name, (steps, values) in list(series.items()):
+        if name.startswith("grad_norm/"):
+            values = values.copy()
+            values[-1] = np.nan
+            series[name] = (steps, values)
+    run = write_run(tmp_path / "run", series, model=model_summary())
+    diagnosis = diagnose(run)
+    check_diagnosis(run, diagnosis)
+    assert diagnosis.top.code == "nonfinite_loss"
+    assert "exploding_gradients" not in _codes(diagnosis) + [f.code for f in diagnosis.notes]
