@@ -404,3 +404,19 @@ def test_no_valid_row_is_ever_lost(calls: list[tuple[Any, ...]]) -> None:
 
 def _order(value: float) -> tuple[int, float]:
     return (1, 0.0) if math.isnan(value) else (0, value)
+
+
+@pytest.mark.parametrize("sessions", [2, 3])
+def test_rejections_count_over_every_session_of_a_resumed_run(tmp_path: Path, sessions: int) -> None:
+    """A resumed run's counts are the whole run's: run.json, ls, the counter rows and diagnose agree with the events."""
+    run_dir = tmp_path / "run"
+    for _ in range(sessions):
+        with tuidiag.Recorder(run_dir, flush_interval=30.0, resume="allow") as rec:
+            for _ in range(5):
+                rec.step(1.0)
+            rec.log({"cplx": torch.ones(2, dtype=torch.complex64)})
+    run = tuidiag.open_run(run_dir)
+    assert len([e for e in run.events if e.kind == "rejected_value"]) == sessions
+    assert run.manifest["stats"]["rejected_values"] == sessions
+    assert run.series("recorder/rejected_values").values[-1] == sessions
+    assert any(f"{sessions} values rejected" in line for line in next(n for n in diagnose(run_dir).notes).evidence)

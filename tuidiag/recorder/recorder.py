@@ -450,13 +450,14 @@ class Recorder:
             names, values = system_rows(self._watch)
             if self.errors.count:
                 names.append(RECORDER_ERRORS)
-                values.append(float(self.errors.count))
+                values.append(float(self.errors.count + self._manifest.earlier_stats.get("errors", 0)))
             if names:
                 writer.add_rows(step, time.time(), names, np.asarray(values, np.float64))
         rejected = self.rejections.count
         if rejected != self._written_rejections:
             self._written_rejections = rejected
-            writer.add_rows(max(step, 0), time.time(), [RECORDER_REJECTED], np.array([float(rejected)]))
+            earlier = self._manifest.earlier_stats.get("rejected_values", 0)  # the counters count the whole run
+            writer.add_rows(max(step, 0), time.time(), [RECORDER_REJECTED], np.array([float(rejected + earlier)]))
         self._manifest.heartbeat(writer.last_step, self._stats())
 
     def _stats(self) -> dict[str, int]:

@@ -57,6 +57,8 @@ class RunManifest:
         self.started = time.time()
         """When this session started: the ``resumed`` event's time, before any row of the session."""
         self.resumed: Resumed | None = None
+        self.earlier_stats: dict[str, int] = {}
+        """The counts (rows written, values rejected, errors, ...) of the sessions before this one."""
         """Set when this session continues an earlier one (rank 0 only)."""
         self.floor_step = -1
         """The last step kept from the sessions before this one: ``last_step`` never goes below it."""
@@ -114,6 +116,9 @@ class RunManifest:
             last_step=from_step - 1 if from_step > 0 else None,
         )
         self.data["session"]["start_step"] = from_step
+        stats = previous.get("stats")
+        self.earlier_stats = {k: v for k, v in (stats if isinstance(stats, dict) else {}).items()
+                              if isinstance(v, int) and not isinstance(v, bool) and v > 0}
         self.floor_step = from_step - 1  # a rewind to an older step drops the abandoned steps from ``last_step``
         self.resume_step = from_step
         listed = dict(list(changes.items())[:MAX_CONFIG_CHANGES])
@@ -140,6 +145,7 @@ class RunManifest:
         if not self.writes:
             return
         last_step = max(last_step, self.floor_step)
+        stats = {key: self.earlier_stats.get(key, 0) + value for key, value in stats.items()}  # the whole run's counts
         self.data.update(heartbeat=time.time(), last_step=last_step if last_step >= 0 else None, stats=stats)
         write_manifest(self.run_dir, self.data)
 
