@@ -42,7 +42,9 @@ from tuidiag.recorder.errors import ErrorReporter, Rejections, guarded
 from tuidiag.recorder.layouts import LayoutCache
 from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
 from tuidiag.recorder.process import detect_rank, died_of_exception, import_torch, install_excepthook
-from tuidiag.recorder.placement import RESUME_NEVER, check_mode
+from tuidiag.recorder.arguments import Arguments, check_arguments
+from tuidiag.recorder.user_json import config_json, event_data, event_texts
+from tuidiag.recorder.placement import RESUME_NEVER, ResumeError
 from tuidiag.recorder.run_manifest import RunManifest
 from tuidiag.recorder.step_timer import StepTimer
 from tuidiag.recorder.values import Rejected, convert, leaves, one_number
@@ -50,6 +52,8 @@ from tuidiag.recorder.values import Rejected, convert, leaves, one_number
 CAPTURE_MAX_BYTES = 1 << 30
 STEP_RANGE = range(-(2**63), 2**63)
 """Steps the int64 ``step`` column can hold."""
+CLOSE_STATUSES = (STATUS_FINISHED, STATUS_FAILED)
+"""What ``close(status)`` may write; the reader tells a ``crashed`` run by itself."""
 RECENT_BATCHES = 4
 """Batches kept by reference so an asynchronously detected NaN step can still be captured."""
 
@@ -101,12 +105,13 @@ class Recorder:
         factory: str | None = None,
         control: bool = True,
     ) -> None:
-        check_mode(resume)
+        args = check_arguments(run_dir, resume, start_step, name, flush_interval, grads_every, weights_every,
+                               activations_every, inputs_every, capture_nonfinite, capture_max_bytes, max_queue, factory, control)
         self.errors = ErrorReporter()
         self.rejections = Rejections()
-        self.grads_every, self.weights_every = grads_every, weights_every
-        self.activations_every, self.inputs_every = activations_every, inputs_every
-        self.capture_nonfinite, self.capture_max_bytes = capture_nonfinite, capture_max_bytes
+        self.grads_every, self.weights_every = args.grads_every, args.weights_every
+        self.activations_every, self.inputs_every = args.activations_every, args.inputs_every
+        self.capture_nonfinite, self.capture_max_bytes = args.capture_nonfinite, args.capture_max_bytes
         self._torch = import_torch()
         self.rank, self.world_size = detect_rank(self._torch)
         self._closed = False
@@ -124,22 +129,41 @@ class Recorder:
         self._layouts = LayoutCache(self)
         self._changes = LiveChanges(self.world_size)
         self.loss_fn: Any = None
-        self._manifest = RunManifest(Path(run_dir), self.rank, name, dict(config or {}), self.world_size, flush_interval, factory,
-                                     resume, None if start_step is None else int(start_step))
+        self._control: LiveControl | None = None
+        self.run_dir = args.run_dir
+        config_value, config_notes = config_json(config)
+        try:
+            self._start(args, config_value)
+        except ResumeError:
+            raise
+        except Exception as exc:  # a fault of the recorder's own: reported now, the training goes on
+            self.errors.report("start", exc)
+        for key, reason in config_notes:
+            self.rejections.reject("config", key, reason)
+        install_excepthook()
+        atexit.register(self._close_at_exit)
+
+    def _start(self, args: Arguments, config: dict[str, Any]) -> None:
+        """Place the run, write its manifest, start the writer thread (and the control channel)."""
+        self._manifest = RunManifest(args.run_dir, self.rank, args.name, config, self.world_size, args.flush_interval,
+                                     args.factory, args.resume, args.start_step)
         self.run_dir = self._manifest.run_dir
         self._next_step = self._manifest.resume_step
-        self._control = LiveControl(self.run_dir, self.event, self.errors.report) if control and self.rank == 0 else None
-        self._writer = ShardWriter(self.run_dir, self.rank, flush_interval, max_queue, self._on_flush, self.errors.report)
+        self._writer = ShardWriter(self.run_dir, self.rank, args.flush_interval, args.max_queue, self._on_flush, self.errors.report)
         self.errors.sink = self.rejections.sink = self._error_event
         if self._manifest.note:
             print(self._manifest.note, file=sys.stderr)
-        resumed = self._manifest.resumed
-        if resumed is not None:
-            self._writer.submit(EventRow(resumed.from_step, self._manifest.started, EVENT_RESUMED, "info", resumed.message(), resumed.data(resume)))
         if self._manifest.start_error is not None:
             self.errors.report("start", self._manifest.start_error)
-        install_excepthook()
-        atexit.register(self._close_at_exit)
+        resumed = self._manifest.resumed
+        if resumed is not None:
+            self._writer.submit(EventRow(resumed.from_step, self._manifest.started, EVENT_RESUMED, "info", resumed.message(),
+                                         event_data(resumed.data(args.resume))[0]))
+        if args.control and self.rank == 0:
+            try:
+                self._control = LiveControl(self.run_dir, self.event, self.errors.report)
+            except Exception as exc:  # no control channel: jobs cannot reach this training, the recording goes on
+                self.errors.report("control", exc)
 
     # ---- public API ------------------------------------------------------------
     @guarded
@@ -152,11 +176,19 @@ class Recorder:
         LR from them puts the old one back, and the change is reported failed)."""
         if self._torch is None:
             raise RuntimeError("torch is not installed: watch() needs it; log() still works")
+        from tuidiag.recorder.arguments import check_watch
         from tuidiag.recorder.torch_watch import TorchWatch
 
+        checked = check_watch(self._torch, model, optimizer, max_grad_norm)
+        for key, reason in checked.rejected:
+            self.rejections.reject("watch", key, reason)
+        if checked.model is None:
+            return
+        model, optimizer = checked.model, checked.optimizer
         if self._watch is not None:
             self._watch.close()
-        self._max_grad_norm = float(max_grad_norm) if max_grad_norm is not None else None
+            self._watch = None
+        self._max_grad_norm = checked.max_grad_norm
         self.loss_fn = loss_fn
         self._changes.scheduler = scheduler
         self._changes.own_clip = self._max_grad_norm
@@ -182,7 +214,10 @@ class Recorder:
         if self._torch is not None and self.inputs_every > 0 and self._next_step % self.inputs_every == 0:
             from tuidiag.recorder.inputs import input_parts
 
-            self._input_parts = input_parts(x, y)
+            try:
+                self._input_parts = input_parts(x, y)
+            except Exception as exc:  # a complex, sparse or meta tensor: no input rows for this batch
+                self.rejections.reject("batch", "<batch>", f"could not be summarised ({type(exc).__name__}: {str(exc)[:200]})")
 
     @guarded
     def step(self, loss: Any = None, step: int | None = None) -> int:
@@ -192,7 +227,10 @@ class Recorder:
         anything else is refused, counted and reported once, and the step still counts."""
         now = time.perf_counter()
         s = self._next_step if step is None else self._step_arg("step", step, 1 + (loss is not None))
-        if s is None:
+        if s is None or s not in STEP_RANGE:  # counted on past 2**63 - 1
+            if s is not None:
+                self.rejections.reject("step", "step", "would be beyond the 64-bit integer range (the step before was 2**63 - 1)",
+                                       1 + (loss is not None))
             return None
         self._current_step, self._next_step = s, s + 1
         host_names, host_values = self._timer.step(now)
@@ -251,22 +289,48 @@ class Recorder:
 
     @guarded
     def event(self, kind: str, message: str, severity: str = "info", data: Mapping[str, Any] | None = None, step: int | None = None) -> None:
-        """Record an event (shown in the monitor's events panel)."""
+        """Record an event (shown in the monitor's events panel).
+
+        Whatever ``data`` holds, the event is stored: the parts of ``data`` that cannot be
+        JSON (a cycle, a ``repr`` that raises, ...) are replaced by placeholders and counted
+        as rejected values. Only an event whose kind, severity or message cannot be text is refused."""
         s = self._implicit_step() if step is None else self._step_arg("event", step, 1)
-        if s is not None:
-            self._writer.submit(EventRow(s, time.time(), str(kind), str(severity), str(message), dict(data or {})))
+        if s is None:
+            return
+        texts = event_texts(kind, severity, message)
+        if isinstance(texts, str):
+            self.rejections.reject("event", "<event>", texts)
+            return
+        kind, severity, message = texts
+        value, notes = event_data(data)
+        for path, reason in notes:
+            self.rejections.reject("event", f"{kind[:100]}: data/{path}", reason)
+        self._writer.submit(EventRow(s, time.time(), kind, severity, message, value))
 
     @guarded
     def flush(self, timeout: float = 10.0) -> None:
-        """Write everything recorded so far to disk now (blocks up to ``timeout`` seconds)."""
-        self._writer.flush(timeout)
+        """Write everything recorded so far to disk now (blocks up to ``timeout`` seconds;
+        a ``timeout`` that is not a number >= 0 is rejected and 10 s used)."""
+        try:
+            seconds = float(timeout) if not isinstance(timeout, (str, bytes)) else math.nan
+        except Exception:
+            seconds = math.nan
+        if not seconds >= 0:
+            self.rejections.reject("flush", "timeout", f"is not a number of seconds >= 0 (a {type(timeout).__name__}): 10 s used")
+            seconds = 10.0
+        self._writer.flush(min(seconds, 86_400.0))
 
     def close(self, status: str | None = None) -> None:
-        """Flush, compact and mark the run finished (or ``status``); safe to call twice."""
+        """Flush, compact and mark the run finished (or ``status``: ``"finished"`` or ``"failed"``;
+        another value is reported and ``"finished"`` is written); safe to call twice."""
         if self._closed:
             return
         self._closed = True
         try:
+            if status is not None and (type(status) is not str or status not in CLOSE_STATUSES):
+                self.rejections.reject("close", "status", f"is not one of {', '.join(map(repr, CLOSE_STATUSES))}: "
+                                       f"{STATUS_FINISHED!r} was written")
+                status = None
             if self._control is not None:
                 self._control.end_checks(self._current_step)
             if self._watch is not None:
@@ -290,7 +354,8 @@ class Recorder:
     @property
     def dropped_rows(self) -> int:
         """Rows dropped because the queue was full (training is never blocked)."""
-        return self._writer.dropped_rows
+        writer = getattr(self, "_writer", None)
+        return writer.dropped_rows if writer is not None else 0
 
     @property
     def rejected_values(self) -> int:
@@ -300,7 +365,8 @@ class Recorder:
     @property
     def lost_rows(self) -> int:
         """Rows accepted but not written because the writer could not convert them."""
-        return self._writer.lost_rows
+        writer = getattr(self, "_writer", None)
+        return writer.lost_rows if writer is not None else 0
 
     # ---- internals --------------------------------------------------------------
     def _implicit_step(self) -> int:
@@ -411,10 +477,26 @@ class Recorder:
 
         self._captured = True
         watch = self._watch
-        path, note = save_capture(
-            self.run_dir, s, self.rank, watch.model if watch else None, watch.optimizer if watch else None,
-            self._batch_of(s), pre_step, self.capture_max_bytes,
-        )
+        model, optimizer = (watch.model, watch.optimizer) if watch else (None, None)
+        batch = self._batch_of(s)
+        path: Path | None = None
+        try:
+            path, note = save_capture(self.run_dir, s, self.rank, model, optimizer, batch, pre_step, self.capture_max_bytes)
+        except OSError as exc:  # the disk: the step and its event still count
+            self.errors.report("capture", exc)
+            note = f"capture failed: {type(exc).__name__}: {str(exc)[:200]}"
+        except Exception as exc:  # a batch that cannot be copied (a cycle, a repr that raises): the state without it
+            if batch is None:
+                self.errors.report("capture", exc)
+                note = f"capture failed: {type(exc).__name__}: {str(exc)[:200]}"
+            else:
+                self.rejections.reject("capture", "batch", f"could not be saved ({type(exc).__name__}): the state was captured without it")
+                try:
+                    path, note = save_capture(self.run_dir, s, self.rank, model, optimizer, None, pre_step, self.capture_max_bytes)
+                    note += "; the batch could not be saved"
+                except Exception as again:
+                    self.errors.report("capture", again)
+                    note = f"capture failed: {type(again).__name__}: {str(again)[:200]}"
         data = {"path": str(path.relative_to(self.run_dir)) if path else None, "pre_step": pre_step}
         self._writer.submit(EventRow(s, time.time(), EVENT_CAPTURE, "info" if path else "warning", note, data))
         if self._control is not None and self._control.armed:
