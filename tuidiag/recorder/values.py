@@ -125,10 +125,13 @@ def flatten(metrics: Mapping[Any, Any], prefix: str = "", depth: int = 0) -> Ite
             else:
                 text = _key_text(key)
                 if text is None:
-                    yield prefix + f"<key of type {_type(key)}>", Rejected("has a key that cannot be shown as text (its str() raised)")
+                    if value is not None:
+                        yield prefix + f"<key of type {_type(key)}>", Rejected("has a key that cannot be shown as text (its str() raised)")
                     continue
                 name = prefix + text
-            if not name.isascii() and not storable_name(name):
+            if value is None:
+                yield name, None
+            elif not name.isascii() and not storable_name(name) and not isinstance(value, Mapping):
                 yield name, Rejected("has a name that is not valid Unicode text (a lone surrogate): stored, it would read back as another name")
             elif type(value) in _PLAIN:
                 yield name, value
