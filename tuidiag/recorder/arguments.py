@@ -158,7 +158,8 @@ def check_watch(torch: Any, model: Any, optimizer: Any, max_grad_norm: Any) -> W
     """Each ``watch()`` argument accepted or rejected on its own (``watch`` never raises).
 
     ``model`` must be a ``torch.nn.Module`` (else nothing is watched); ``optimizer``
-    ``None`` or a ``torch.optim.Optimizer`` (else the model is watched without it);
+    ``None`` or a ``torch.optim.Optimizer`` (or an object with its ``param_groups`` and step
+    hooks, as framework wrappers have; else the model is watched without it);
     ``max_grad_norm`` ``None`` or a number ``> 0`` (``inf``: no clipping, as ``None``;
     else it is rejected and taken as ``None``).
     """
@@ -166,7 +167,7 @@ def check_watch(torch: Any, model: Any, optimizer: Any, max_grad_norm: Any) -> W
     if not isinstance(model, torch.nn.Module):
         rejected.append(("model", f"is a {type(model).__name__}, not a torch.nn.Module: nothing is watched"))
         model = None
-    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+    if optimizer is not None and not _optimizer_like(torch, optimizer):
         rejected.append(("optimizer", f"is a {type(optimizer).__name__}, not a torch.optim.Optimizer: the model is watched without it"))
         optimizer = None
     norm: float | None = None
@@ -182,3 +183,12 @@ def check_watch(torch: Any, model: Any, optimizer: Any, max_grad_norm: Any) -> W
         elif math.isinf(norm):
             norm = None  # clip_grad_norm_ with an infinite limit never clips
     return WatchArguments(model, optimizer, norm, rejected)
+
+
+def _optimizer_like(torch: Any, optimizer: Any) -> bool:
+    if isinstance(optimizer, torch.optim.Optimizer):
+        return True
+    try:
+        return isinstance(optimizer.param_groups, list) and callable(optimizer.register_step_pre_hook)
+    except Exception:  # a wrapper whose attributes raise
+        return False
