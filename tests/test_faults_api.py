@@ -40,7 +40,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 import tuidiag
 from tuidiag.format import EVENT_CAPTURE
-from tuidiag.recorder.arguments import ArgumentError
 
 torch.set_num_threads(1)
 EXAMPLES = int(os.environ.get("TUIDIAG_FUZZ_EXAMPLES", "25"))
@@ -254,7 +253,7 @@ class RecorderMachine(RuleBasedStateMachine):
         if bad is not None:
             key, value = BAD_ARGUMENTS[bad]
             kwargs: dict[str, Any] = {"run_dir": root / "refused", key: value}
-            with pytest.raises(ArgumentError):
+            with pytest.raises(tuidiag.ArgumentError):
                 tuidiag.Recorder(**kwargs)
             assert not (root / "refused").exists()  # refused before anything was created
         form = data.draw(st.sampled_from(["str", "path", "bytes"]), label="run_dir form")

@@ -37,7 +37,6 @@ import tuidiag
 from tuidiag.cli.main import main
 from tuidiag.diagnosis.evidence import quoted
 from tuidiag.format import EVENT_CAPTURE
-from tuidiag.recorder.arguments import ArgumentError
 from tuidiag.store.json_values import CONFIG_LIMITS, to_json
 
 torch.set_num_threads(1)
@@ -349,7 +348,7 @@ def test_a_path_below_a_file_is_reported_at_once(tmp_path: Path, capsys: pytest.
 ], ids=lambda kwargs: "-".join(f"{k}={v!r}"[:30] for k, v in kwargs.items()))
 def test_a_wrong_constructor_argument_raises_argument_error_before_anything_is_created(tmp_path: Path, kwargs: dict[str, Any]) -> None:
     kwargs = {"run_dir": tmp_path / "run", **kwargs}
-    with pytest.raises(ArgumentError) as raised:
+    with pytest.raises(tuidiag.ArgumentError) as raised:
         tuidiag.Recorder(**kwargs)
     assert isinstance(raised.value, TypeError) and isinstance(raised.value, ValueError)
     assert not (tmp_path / "run").exists()

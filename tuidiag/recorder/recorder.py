@@ -52,6 +52,7 @@ from tuidiag.recorder.values import Rejected, convert, leaves, one_number
 CAPTURE_MAX_BYTES = 1 << 30
 STEP_RANGE = range(-(2**63), 2**63)
 """Steps the int64 ``step`` column can hold."""
+STEP_MAX = STEP_RANGE[-1]
 CLOSE_STATUSES = (STATUS_FINISHED, STATUS_FAILED)
 """What ``close(status)`` may write; the reader tells a ``crashed`` run by itself."""
 RECENT_BATCHES = 4
@@ -227,7 +228,7 @@ class Recorder:
         anything else is refused, counted and reported once, and the step still counts."""
         now = time.perf_counter()
         s = self._next_step if step is None else self._step_arg("step", step, 1 + (loss is not None))
-        if s is None or s not in STEP_RANGE:  # counted on past 2**63 - 1
+        if s is None or s > STEP_MAX:  # counted on past 2**63 - 1 (explicit steps were checked)
             if s is not None:
                 self.rejections.reject("step", "step", "would be beyond the 64-bit integer range (the step before was 2**63 - 1)",
                                        1 + (loss is not None))
