@@ -2,8 +2,10 @@
 
 The public API is ``Recorder``, ``watch``, ``batch``, ``step``, ``log``, ``event``,
 ``flush`` and ``close`` (plus the context manager). Every public method swallows
-and reports its own errors: the recorder never raises into the training loop and
-never blocks it. torch is optional: without it ``log`` and ``step(float)`` work.
+and reports its own errors, and accepts or rejects each value it is given on its
+own: the recorder never raises into the training loop and never blocks it. Only the
+constructor raises, for a wrong argument (:mod:`tuidiag.recorder.arguments`). torch
+is optional: without it ``log`` and ``step(float)`` work.
 """
 
 from __future__ import annotations
@@ -85,6 +87,14 @@ class Recorder:
         control: accept job requests (LR finder, NaN hunt, ...) from the training's
             own user through ``RUN/control`` and run them in this process at a step
             boundary; keeps references to the last few batches given to ``batch()``.
+
+    Raises (here only, before anything is created):
+        ArgumentError: an argument of the wrong type or out of range.
+        ResumeError: ``resume="must"`` and no run to continue.
+
+    A ``run_dir`` whose path holds a NUL or a byte that is not UTF-8 is not an error: it is
+    reported at once and the run is recorded at the same path with those bytes written ``%XX``
+    (``rec.run_dir``), its ``run.json`` saying ``degraded``.
     """
 
     def __init__(
