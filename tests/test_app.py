@@ -140,3 +140,30 @@ async def test_command_palette_opens_a_run() -> None:
         await pilot.pause(0.5)
         await pilot.press("enter")
         assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.key.endswith("overfitting"))
+
+
+async def test_a_refresh_before_the_overview_is_mounted_is_drawn_once_it_is() -> None:
+    """Under load a refresh can reach an overview whose widgets are not composed yet: kept, then drawn."""
+    app = TuidiagApp(DEMO_RUNS)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert await wait_for(pilot, lambda: len(app.summaries) == 5)
+        screen = OverviewScreen()
+        screen.show(list(app.summaries), "elsewhere")  # not mounted: must not raise
+        await app.push_screen(screen)
+        assert await wait_for(pilot, lambda: screen.query_one("#runs", DataTable).row_count == 5)
+        assert "5 runs" in str(screen.query_one("#overview-title", Static).render())
+
+
+async def test_the_diagnosis_panel_says_live_only_for_a_running_run() -> None:
+    """A finished or failed run's panel names its status and step, never "(live)"."""
+    from tuidiag.app.widgets.diagnosis_panel import panel_title
+
+    assert panel_title(254, None, "failed") == "Diagnosis (failed run, step 254)"
+    assert panel_title(10, None, "running") == "Diagnosis (live)"
+    assert panel_title(40, 40, "finished") == "Diagnosis at step 40"
+    app = TuidiagApp(DEMO_RUNS)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(pilot, lambda: len(app.summaries) == 5)
+        app.open_run(str(DEMO_RUNS / "lr-too-high"))
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        assert app.screen.query_one(DiagnosisPanel).border_title == "Diagnosis (failed run, step 254)"

@@ -124,13 +124,15 @@ KINDS = {"user": "user", "user?": "user?", "user-nul": "user\x00", "user-fffd": 
 VALID_KINDS = {"user", "user?", "user-nul", "user-fffd", "user-acute"}
 MESSAGES = {"plain": "a note", "long": "m" * 70_000, "ansi": "\x1b[31mred", "number": 123, "badstr": BAD_KEY}
 SEVERITIES = {"info": "info", "warning": "warning", "odd": "odd", "badstr": BAD_KEY}
-BATCHES: dict[str, tuple[bool, bool, Any]] = {
-    # (summarised without fault, savable in a capture)
-    "tensor": (True, True, lambda: torch.randn(2, 3)), "int": (True, True, lambda: torch.arange(4)),
-    "complex": (False, True, lambda: torch.ones(3, dtype=torch.complex64)), "text": (True, True, lambda: "text"),
-    "none": (True, True, lambda: None), "list": (True, True, lambda: [1, 2]), "cycle": (True, False, cyclic_list),
-    "badrepr": (True, False, BadRepr),
+BATCHES: dict[str, tuple[bool, bool, bool, Any]] = {
+    # (kept by reference, summarised without fault, savable in a capture)
+    "tensor": (True, True, True, lambda: torch.randn(2, 3)), "int": (True, True, True, lambda: torch.arange(4)),
+    "complex": (True, False, True, lambda: torch.ones(3, dtype=torch.complex64)), "text": (True, True, True, lambda: "text"),
+    "none": (True, True, True, lambda: None), "list": (True, True, True, lambda: [1, 2]), "cycle": (False, True, False, cyclic_list),
+    "badrepr": (True, True, False, BadRepr),
 }
+KEPT_BATCHES = 16
+"""Batches the recorder keeps (``tuidiag.recorder.recent_batches``: live jobs are on by default)."""
 WATCHES: dict[str, tuple[int, tuple[Any, ...]]] = {
     "ok": (0, ("model", "sgd", 1.0)), "not-a-model": (1, ("text", None, None)), "bad-optimizer": (1, ("model", "text", None)),
     "nan-norm": (1, ("model", None, math.nan)), "inf-norm": (0, ("model", None, math.inf)), "negative-norm": (1, ("model", None, -1.0)),
@@ -169,7 +171,7 @@ class Expected:
         self.capture, self.inputs_every = capture, inputs_every
         self.captures = 0
         self.next_step, self.current_step = 0, -1
-        self.batches: deque[tuple[int, bool]] = deque(maxlen=4)
+        self.batches: deque[tuple[int, bool]] = deque(maxlen=KEPT_BATCHES)
 
     def implicit(self) -> int:
         return self.current_step if self.current_step >= 0 else max(self.next_step, 0)
@@ -230,8 +232,11 @@ class Expected:
         self.rejected += EVENT_DATA[data][0]
 
     def batch(self, label: str) -> None:
-        summarised, savable, _ = BATCHES[label]
-        self.batches.append((self.next_step, savable))
+        kept, summarised, savable, _ = BATCHES[label]
+        if kept:
+            self.batches.append((self.next_step, savable))
+        else:  # it cannot be kept for a capture: rejected at the call
+            self.rejected += 1
         if self.inputs_every > 0 and self.next_step % self.inputs_every == 0 and not summarised:
             self.rejected += 1
 
@@ -294,7 +299,7 @@ class RecorderMachine(RuleBasedStateMachine):
 
     @rule(label=st.sampled_from(sorted(BATCHES)))
     def batch(self, label: str) -> None:
-        self.rec.batch(BATCHES[label][2]())
+        self.rec.batch(BATCHES[label][3]())
         self.expected.batch(label)
 
     @rule(label=st.sampled_from(sorted(WATCHES)))

@@ -1,46 +1,187 @@
-"""Job results feed the diagnosis: the LR finder sharpens the LR findings, the NaN hunt explains the NaN."""
+"""Job results feed the diagnosis: the LR finder is one piece of evidence weighed against the curves,
+the NaN hunt explains the NaN; the live action proposal follows only evidence that does not conflict."""
 
 from __future__ import annotations
 
+import itertools
+import re
 import shutil
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tuidiag.diagnosis import diagnose
-from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.job_evidence import lr_evidence, nan_evidence
+from tuidiag.diagnosis.combine import combine
+from tuidiag.diagnosis.finding import Diagnosis, Finding
+from tuidiag.diagnosis.job_evidence import FINDER_ONLY, WELL_SUPPORTED, finder_verdict, lr_evidence, nan_evidence
+from tuidiag.live.actions import lr_conflict, propose
 from tuidiag.store.job_results import save_result
 
 DEMO = Path(__file__).resolve().parent.parent / "demo_runs"
+CHECKED = {"resamples": 32, "low": 1.0, "high": 1.5, "missing": 0, "spread": 1.5, "limit": 3.0}
 
 
 def _finding(code: str, confidence: float = 0.7, related: list[str] | None = None) -> Finding:
     return Finding(code, code, confidence, "warning", ["curve evidence"], "the rule's fix", 10, related or [])
 
 
+def _result(suggested: float | None, reliable: bool = True, **extra: Any) -> dict[str, Any]:
+    """An LR-finder result as the job writes it (stability checked)."""
+    warning = None if reliable else "unreliable: over 32 resamples of the batch noise the middle 80% of suggestions spans 6.4e-07..0.038"
+    return {"suggested_lr": suggested, "reliable": reliable, "warning": warning, "stability": CHECKED, **extra}
+
+
 def test_lr_finder_agreeing_raises_confidence_and_names_the_suggestion() -> None:
-    [high] = lr_evidence([_finding("lr_too_high")], {"suggested_lr": 3e-3}, lr_now=3e-2)
+    [high] = lr_evidence([_finding("lr_too_high")], _result(3e-3), lr_now=3e-2)
     assert high.confidence > 0.7
     assert high.evidence[0].startswith("LR finder: current LR 0.03 is 10x above the suggested 0.003")
     assert high.fix.startswith("set LR to about 0.003")
+    assert high.evidence[0].endswith("(rule steepest: steepest descent of loss vs LR)")  # saved before the rule was named
 
 
-def test_lr_finder_disagreeing_lowers_confidence() -> None:
-    [high] = lr_evidence([_finding("lr_too_high")], {"suggested_lr": 1e-1}, lr_now=1e-2)
-    assert high.confidence < 0.7 and "10x below" in high.evidence[0]
+def test_lr_finder_evidence_names_the_rule_of_the_suggestion() -> None:
+    [low] = lr_evidence([_finding("lr_too_low")], _result(1e-2, rule="valley_floor"), lr_now=1e-4)
+    assert low.evidence[0].startswith("LR finder: current LR 1.00e-04 is 100x below the suggested 0.01 (rule valley_floor: ")
+
+
+def test_lr_finder_disagreeing_lowers_a_weak_finding_a_little() -> None:
+    [high] = lr_evidence([_finding("lr_too_high", 0.6)], _result(1e-1), lr_now=1e-2)
+    assert 0.6 * 0.75 < high.confidence < 0.6 and "10x below" in high.evidence[0] and "disagrees" in high.evidence[0]
     assert high.fix == "the rule's fix"
 
 
-def test_lr_finder_alone_raises_a_finding_only_when_far_off() -> None:
-    assert lr_evidence([], {"suggested_lr": 1e-3}, lr_now=1e-2) == []
-    [low] = lr_evidence([], {"suggested_lr": 1.0}, lr_now=1e-3)
+def test_lr_finder_disagreeing_leaves_a_well_supported_finding_as_it_was() -> None:
+    [high] = lr_evidence([_finding("lr_too_high", 0.87)], _result(0.29), lr_now=0.5)
+    assert high.confidence == 0.87 and high.evidence[0] == "curve evidence"
+    assert "within 3x" in high.evidence[-1] and "does not outweigh the curves" in high.evidence[-1]
+    assert high.fix == "the rule's fix"
+
+
+def test_lr_finder_alone_raises_a_weak_finding_only_when_far_off_and_moves_the_lr_at_most_10x() -> None:
+    assert lr_evidence([], _result(1e-3), lr_now=1e-2) == []
+    [low] = lr_evidence([], _result(1.0), lr_now=1e-3)
     assert low.code == "lr_too_low" and "1000x below" in low.evidence[0]
+    assert low.confidence < 0.5 and FINDER_ONLY in low.tags
+    assert low.fix.startswith("raise LR 10x, from 0.001 to 0.01") and "1.0" not in low.fix
 
 
-def test_lr_finder_without_a_reliable_suggestion_changes_nothing() -> None:
+def test_lr_finder_without_a_reliable_suggestion_changes_nothing_but_says_why() -> None:
     findings = [_finding("lr_too_high")]
-    assert lr_evidence(findings, {"suggested_lr": None}, lr_now=1e-2)[0].evidence == ["curve evidence"]
-    assert lr_evidence(findings, {"suggested_lr": 1e-6, "reliable": False}, lr_now=1e-2)[0].evidence == ["curve evidence"]
+    assert lr_evidence(findings, _result(None), lr_now=1e-2)[0].evidence == ["curve evidence"]
+    [high] = lr_evidence([_finding("lr_too_high")], _result(1e-6, reliable=False), lr_now=1e-2)
+    assert high.confidence == 0.7 and high.fix == "the rule's fix"
+    assert high.evidence[-1].startswith("LR finder result not used: unreliable: over 32 resamples")
+    [old] = lr_evidence([_finding("lr_too_high")], {"suggested_lr": 1e-6, "reliable": True}, lr_now=1e-2)
+    assert old.confidence == 0.7 and "without the stability check" in old.evidence[-1]
 
+
+# ---- the matrix: curve finding strength x finder result ---------------------------------------
+
+LR = 0.5
+CURVES: dict[str, list[Finding]] = {
+    "none": [],
+    "weak_high": [Finding("lr_too_high", "Learning rate too high", 0.6, "warning", ["curves"], "reduce LR", 10)],
+    "strong_high": [Finding("lr_too_high", "Learning rate too high", 0.87, "warning", ["curves"], "reduce LR", 10)],
+    "weak_low": [Finding("lr_too_low", "Learning rate too low", 0.5, "warning", ["curves"], "raise LR", 0)],
+    "strong_low": [Finding("lr_too_low", "Learning rate too low", 0.9, "warning", ["curves"], "raise LR", 0)],
+}
+"""What the curves alone found (fixes without figures: any LR figure in a fix comes from the finder)."""
+CURVE_DIRECTION = {"none": None, "weak_high": "down", "strong_high": "down", "weak_low": "up", "strong_low": "up"}
+FINDER: dict[str, dict[str, Any]] = {
+    "agree_high": _result(LR / 10),  # the LR is 10x too high
+    "within_3x": _result(LR / 1.7),
+    "far_below": _result(LR * 100),  # the LR is 100x below the suggestion
+    "far_above": _result(LR / 100),
+    "unreliable": _result(LR / 1000, reliable=False),
+    "agree_low": _result(LR * 10),
+}
+FINDER_DIRECTION = {"agree_high": "down", "within_3x": "fine", "far_below": "up", "far_above": "down", "unreliable": None, "agree_low": "up"}
+COMPETITORS = [0.55, 0.74, 0.85]
+"""Confidence of an unrelated finding competing for the top (data loading, as in the issue's example)."""
+
+
+def _combined(curves: str, finder: str, competitor: float) -> list[Finding]:
+    found = [Finding(f.code, f.title, f.confidence, f.severity, list(f.evidence), f.fix, f.first_step) for f in CURVES[curves]]
+    found.append(Finding("data_loading_bottleneck", "Data loading is the bottleneck", competitor, "warning", ["waits"], "more workers", 0))
+    return combine(lr_evidence(found, dict(FINDER[finder]), LR))
+
+
+def _targets(fix: str) -> list[float]:
+    """The LRs a fix proposes ("to about X", "to X")."""
+    return [float(v) for v in re.findall(r"\bto (?:about )?([0-9][0-9.]*(?:e[-+]?[0-9]+)?)", fix)]
+
+
+def _conflicts(curves: str, finder: str) -> bool:
+    curve, said = CURVE_DIRECTION[curves], FINDER_DIRECTION[finder]
+    if curve == "down":
+        return said in ("up", "fine")
+    if curve == "up":
+        return said in ("down", "fine")
+    return said == "up"
+
+
+MATRIX = list(itertools.product(CURVES, FINDER, COMPETITORS))
+
+
+@pytest.mark.parametrize("curves,finder,competitor", MATRIX)
+def test_a_well_supported_finding_is_never_demoted_by_an_unreliable_or_conflicting_sweep(curves: str, finder: str, competitor: float) -> None:
+    before = CURVES[curves][0] if CURVES[curves] else None
+    ranked = _combined(curves, finder, competitor)
+    if before is None or before.confidence < WELL_SUPPORTED:
+        return
+    after = next(f for f in ranked if f.code == before.code)
+    agrees = CURVE_DIRECTION[curves] == FINDER_DIRECTION[finder]
+    assert after.confidence >= before.confidence
+    assert ranked[0].code == before.code  # stays on top of a competitor it led before
+    assert not agrees or "LR finder" in after.evidence[0]
+    assert {f.code for f in ranked} <= {before.code, "data_loading_bottleneck"}  # no opposite finding from the sweep
+
+
+@pytest.mark.parametrize("curves,finder,competitor", MATRIX)
+def test_no_fix_moves_the_lr_more_than_10x_without_the_curves(curves: str, finder: str, competitor: float) -> None:
+    for finding in _combined(curves, finder, competitor):
+        for target in _targets(finding.fix):
+            far = max(target / LR, LR / target) > 10
+            direction = "down" if target < LR else "up"
+            supported = FINDER_ONLY not in finding.tags and CURVE_DIRECTION[curves] == direction == FINDER_DIRECTION[finder]
+            assert not far or supported, (finding.code, finding.fix)
+
+
+def test_the_matrix_does_propose_figures() -> None:
+    """The fix check above is not vacuous: the sweep's figures reach the fixes where the evidence allows."""
+    assert _targets(_combined("strong_high", "far_above", 0.5)[0].fix) == [LR / 100]
+    alone = next(f for f in _combined("none", "far_above", 0.5) if f.code == "lr_too_high")
+    assert _targets(alone.fix) == [LR / 10]
+
+
+@pytest.mark.parametrize("curves,finder", list(itertools.product(CURVES, FINDER)))
+def test_the_action_proposal_is_withheld_when_the_evidence_conflicts(curves: str, finder: str) -> None:
+    from tuidiag.diagnosis.job_evidence import reliable_suggestion
+
+    diagnosis = Diagnosis("r", 100, _combined(curves, finder, 0.55))
+    suggested = reliable_suggestion(FINDER[finder])
+    proposals = propose(diagnosis, LR, suggested, clipping=True)
+    lr_changes = [p for p in proposals if p.action == "scale_lr"]
+    assert proposals[-1].action == "checkpoint"
+    if _conflicts(curves, finder):
+        assert lr_changes == [] and lr_conflict(diagnosis, LR, suggested)
+        return
+    assert lr_conflict(diagnosis, LR, suggested) is None
+    [change] = lr_changes
+    factor = change.args["factor"]
+    wanted = CURVE_DIRECTION[curves] or FINDER_DIRECTION[finder] or "down"
+    assert (factor < 1) == (wanted in ("down", "fine"))  # no finding at all: the plain halving
+    if max(factor, 1 / factor) > 10:
+        assert CURVE_DIRECTION[curves] == FINDER_DIRECTION[finder]
+
+
+def test_finder_verdict_thresholds() -> None:
+    assert finder_verdict(3e-2, 1e-2) == "high" and finder_verdict(1e-2, 3e-2) == "low"
+    assert finder_verdict(2.9e-2, 1e-2) == "fine" and finder_verdict(1e-2, 2.9e-2) == "fine"
+
+
+# ---- the NaN hunt and the engine ---------------------------------------------------------------
 
 def test_nan_hunt_culprit_becomes_evidence_of_the_finding_that_explains_the_nan() -> None:
     result = {"verdict": "forward", "summary": "forward pass: module head produced NaN (op log)", "module": "head",
@@ -61,7 +202,7 @@ def test_diagnose_reads_the_runs_job_results(tmp_path: Path) -> None:
     shutil.copytree(DEMO / "lr-too-high", run)
     before = diagnose(run)
     assert before.top.code == "lr_too_high"
-    save_result(run, "lr_find", {"suggested_lr": 0.01, "optimizer_lr": 0.3})
+    save_result(run, "lr_find", _result(0.01, optimizer_lr=0.3))
     after = diagnose(run)
     assert after.top.code == "lr_too_high"
     assert after.top.evidence[0].startswith("LR finder: current LR 0.3 is 30x above the suggested 0.01")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 import subprocess
 import sys
@@ -225,7 +226,7 @@ def test_factory_found_next_to_the_training_script(tmp_path: Path) -> None:
         "    return {'model': m, 'optimizer': torch.optim.SGD(m.parameters(), lr=0.1), 'loss_fn': nn.MSELoss(), 'batches': []}\n"
     )
     paths = search_paths({"command": [str(project / "mytrain_jobs_probe.py")]}, cwd=tmp_path)
-    assert paths == [tmp_path, project]
+    assert paths == [project, tmp_path]  # the run's script directory first
     before = list(sys.path)
     parts = load_factory("mytrain_jobs_probe:build", paths)
     assert isinstance(parts.model, torch.nn.Linear) and sys.path == before
@@ -246,10 +247,10 @@ def test_result_write_is_atomic_and_cleans_up(tmp_path: Path, monkeypatch: pytes
     assert saved["result"]["losses"] == [1.0, "nan"] and saved["factory"] == "a:b" and saved["job"] == "lr_find"
     assert results.latest_result(tmp_path, "lr_find")["result"]["suggested_lr"] == 1e-3
 
-    def broken_dump(*args: Any, **kwargs: Any) -> None:
+    def broken_replace(*args: Any, **kwargs: Any) -> None:  # fails once the temporary file is written
         raise OSError("disk full")
 
-    monkeypatch.setattr(results.json, "dump", broken_dump)
+    monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError):
         results.save_result(tmp_path, "sharpness", {"ratio": 0.1})
     assert sorted(p.name for p in (tmp_path / "jobs").iterdir()) == [path.name]

@@ -17,6 +17,7 @@ from torch import nn
 from tuidiag.cli.main import main
 from tuidiag.jobs.factory import Parts, as_parts
 from tuidiag.jobs.lr_find import LRFindConfig, compare_lr, lr_find, steepest_index, valley_index
+from tuidiag.jobs.lr_suggest import DEFAULT_RULE, RULES
 from tuidiag.store.job_results import list_results
 
 CPU = torch.device("cpu")
@@ -44,13 +45,14 @@ def _torch_lr_finder_suggestion(factory: str, steps: int) -> float:
 
 
 @pytest.mark.parametrize("factory", ["plain_mlp", "healthy"])
-def test_suggestion_agrees_with_torch_lr_finder_within_3x(factory: str) -> None:
-    ours = lr_find(as_parts(getattr(jobs_factory, factory)()), CPU, LRFindConfig(steps=100))
+def test_steepest_agrees_with_torch_lr_finder_within_3x(factory: str) -> None:
+    result = lr_find(as_parts(getattr(jobs_factory, factory)()), CPU, LRFindConfig(steps=100))
+    ours = result["suggestions"]["steepest"]
     theirs = _torch_lr_finder_suggestion(factory, 100)
-    ratio = ours["suggested_lr"] / theirs
-    print(f"{factory}: tuidiag {ours['suggested_lr']:.3g}, torch-lr-finder {theirs:.3g}, ratio {ratio:.2f}")
+    ratio = ours / theirs
+    print(f"{factory}: tuidiag steepest {ours:.3g}, torch-lr-finder {theirs:.3g}, ratio {ratio:.2f}")
     assert 1 / 3 <= ratio <= 3
-    assert ours["stopped"] == "diverged"
+    assert result["stopped"] == "diverged"
 
 
 def _linear_regression() -> tuple[Parts, float]:
@@ -72,8 +74,10 @@ def test_known_lr_range_on_a_quadratic() -> None:
     assert result["stopped"] == "diverged"
     diverged_at = result["lrs"][-1]
     assert diverged_at > critical  # no divergence below the stability limit of gradient descent
-    assert critical / 30 < result["suggested_lr"] < critical
+    assert result["rule"] == DEFAULT_RULE and result["suggested_lr"] == result["suggestions"][DEFAULT_RULE]
+    assert critical / 30 < result["suggestions"]["steepest"] < critical
     assert critical / 100 < result["suggestions"]["valley"] < critical
+    assert critical / 100 < result["suggestions"]["valley_floor"] < critical
     assert result["suggestions"]["min_div10"] < critical
 
 
@@ -121,8 +125,8 @@ def test_cli_text_draws_the_chart(tmp_path: Path, capsys: pytest.CaptureFixture[
     jobs_factory.record(run, "jobs_factory:plain_mlp", steps=2)
     assert main(["lr-find", str(run), "--yes", "--steps", "50"]) == 0
     out = capsys.readouterr().out
-    assert "learning rate (log)" in out and "Suggested LR (steepest descent)" in out
-    assert "valley" in out and "minimum/10" in out and "suggested" in out
+    assert "learning rate (log)" in out and f"Suggested LR (rule {DEFAULT_RULE})" in out
+    assert all(name in out for name in RULES) and "suggested" in out
     assert "\x1b[" not in out  # no colour codes when stdout is not a terminal
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import jobs_factory
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from helpers import live_training
 import torch
 from torch import nn
@@ -173,3 +175,57 @@ def test_cli_sends_the_job_to_the_live_training(tmp_path: Path) -> None:
     assert result["steps_run"] > 5 and result["suggested_lr"] > 0
     assert training.returncode == 0
     assert list_results(run_dir, "lr_find")
+
+
+# ---- the batches a live job sees ------------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(sizes=st.lists(st.integers(0, 40), min_size=1, max_size=60), most=st.integers(0, 20))
+def test_recent_batches_keep_the_newest_within_count_and_bytes(sizes: list[int], most: int) -> None:
+    from tuidiag.recorder.recent_batches import ALWAYS, RecentBatches
+
+    kept = RecentBatches(most, max_bytes=100 * 4)  # 100 float32 values
+    for step, size in enumerate(sizes):
+        kept.add(step, (torch.zeros(size), torch.zeros(0)))
+    n = len(kept)
+    assert [b[0].numel() for b in kept.batches()] == sizes[-n:]  # the newest, in order
+    assert min(len(sizes), ALWAYS) <= n <= max(most, ALWAYS)
+    assert kept.nbytes == 4 * sum(sizes[-n:])
+    assert n <= ALWAYS or kept.nbytes <= 400
+    if n < min(len(sizes), max(most, ALWAYS)):  # one more would break the byte limit
+        assert kept.nbytes + 4 * sizes[-n - 1] > 400
+    assert kept.of_step(len(sizes) - 1) is kept.batches()[-1] and kept.of_step(len(sizes)) is None
+
+
+@pytest.mark.parametrize("at,distinct", [(3, 4), (18, 16)])
+def test_a_live_sweep_says_how_many_distinct_batches_it_saw(tmp_path: Path, at: int, distinct: int) -> None:
+    from tuidiag.jobs.live import MIN_LIVE_BATCHES
+
+    *_, request_id = _train(tmp_path / "r", at + 1, ("lr_find", {"steps": 30}), at=at)
+    status = ctl.read_status(tmp_path / "r", request_id)
+    result = read_result(tmp_path / "r" / status["result"])["result"]
+    assert result["batches"] == distinct
+    too_few = f"only {distinct} distinct recent batches"
+    assert (too_few in (result["warning"] or "")) == (distinct < MIN_LIVE_BATCHES)
+    if distinct < MIN_LIVE_BATCHES:
+        assert result["reliable"] is False
+
+
+def test_a_training_reusing_one_batch_tensor_counts_one_batch(tmp_path: Path) -> None:
+    model = nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.rand(8, 4), torch.rand(8, 1)
+    with tuidiag.Recorder(tmp_path / "r", flush_interval=30.0) as rec:
+        rec.watch(model, optimizer, loss_fn=nn.MSELoss())
+        for step in range(12):
+            if step == 10:
+                request_id = ctl.write_request(tmp_path / "r", "lr_find", {"steps": 20})
+                rec.flush()
+            rec.batch(x, y)
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            rec.step(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+    result = read_result(tmp_path / "r" / ctl.read_status(tmp_path / "r", request_id)["result"])["result"]
+    assert result["batches"] == 1 and result["reliable"] is False and "only 1 distinct" in result["warning"]

@@ -68,6 +68,8 @@ EVENTS_SCHEMA = _schema(
 
 SCHEMAS = {METRICS_DIR: METRICS_SCHEMA, EVENTS_DIR: EVENTS_SCHEMA}
 
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
 _SHARD_RE = re.compile(r"^r(\d+)-(\d{9,})-(\d{9,})\.parquet$")
 
 
@@ -95,8 +97,11 @@ class ShardName:
         match = _SHARD_RE.match(filename)
         if match is None:
             return None
-        rank, first, last = (int(g) for g in match.groups())
-        if last < first:
+        rank_text, first_text, last_text = match.groups()
+        if len(rank_text) > 10 or len(first_text) > 19 or len(last_text) > 19:  # never parse a huge number
+            return None
+        rank, first, last = int(rank_text), int(first_text), int(last_text)
+        if last < first or rank > _INT32_MAX or last > _INT64_MAX:  # the columns' types: int32, int64
             return None
         return cls(rank, first, last)
 

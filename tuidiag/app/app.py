@@ -119,6 +119,8 @@ class TuidiagApp(App):
         where: str
         problem: str | None
         past: tuple[PastAction, ...] = ()
+        withheld: str | None = None
+        """Why no LR change is offered (the evidence on the LR conflicts)."""
 
     @dataclass
     class ActionAnswered(Message):
@@ -337,7 +339,7 @@ class TuidiagApp(App):
         if message.problem is not None:
             self.notify(f"live actions: {message.problem}", severity="warning", timeout=8)
             return
-        screen = LiveActionScreen(Path(message.key).name, message.where, message.proposals, message.past)
+        screen = LiveActionScreen(Path(message.key).name, message.where, message.proposals, message.past, message.withheld)
         self.push_screen(screen, lambda chosen: self.apply_action(message.key, chosen) if chosen else None)
 
     @work(thread=True, exclusive=False, group="action", exit_on_error=False)

@@ -1,36 +1,38 @@
-"""Running a job as a real subprocess (``python -m tuidiag <job> RUN --json --yes``) for the monitor.
+"""Running a job as a real subprocess (``tuidiag <job> RUN --json --yes``) for the monitor.
 
 The monitor never imports torch or the jobs: it starts the same CLI a user would
-type, after asking, and reads the result file the job leaves in ``RUN/jobs/``.
+type, after asking, and reads the result file the job leaves in ``RUN/jobs/``. The
+process runs tuidiag's own code, isolated from the working directory
+(:mod:`tuidiag.self_command`).
 """
 
 from __future__ import annotations
 
-import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tuidiag import self_command
 from tuidiag.store import control as ctl
 
 JOB_COMMANDS = {"lr_find": "lr-find", "nan_hunt": "nan-hunt", "overfit_batch": "overfit-batch", "sharpness": "sharpness"}
 
 
 def job_command(job: str, run_dir: str) -> list[str]:
-    """The exact command line for ``job`` on ``run_dir`` (already confirmed: ``--yes``)."""
-    return [sys.executable, "-m", "tuidiag", JOB_COMMANDS[job], str(run_dir), "--json", "--yes"]
+    """The ``tuidiag`` arguments for ``job`` on ``run_dir`` (already confirmed: ``--yes``)."""
+    return [JOB_COMMANDS[job], str(run_dir), "--json", "--yes"]
 
 
 def shown(command: list[str]) -> str:
     """The command as a user would type it."""
-    return " ".join(shlex.quote(part) for part in command)
+    return self_command.shown(*command)
 
 
 def start(command: list[str], cwd: Path) -> subprocess.Popen[str]:
-    """Start the job; its stdout (JSON) and stderr are captured."""
-    return subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    """Start ``tuidiag COMMAND`` in ``cwd``; its stdout (JSON) and stderr are captured."""
+    return subprocess.Popen(self_command.command(*command, cwd=cwd), cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
 
 
 def tail(text: str, lines: int = 4) -> str:

@@ -96,6 +96,7 @@ class Plan:
     prepared: Any = None
     factory: str = ""
     paths: list[Any] = field(default_factory=list)
+    refused: list[tuple[Any, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -235,7 +236,7 @@ def _check(spec: JobSpec, args: argparse.Namespace) -> Plan:
 def _choose_factory(plan: Plan, args: argparse.Namespace) -> None:
     """Set the factory (``--factory`` or the run's) and where it is imported from."""
     from tuidiag.jobs import FactoryError
-    from tuidiag.jobs.factory import parse_spec, search_paths
+    from tuidiag.jobs.factory import parse_spec, search_plan
 
     factory = args.factory or plan.run.manifest.get("factory")
     if not factory:
@@ -245,16 +246,19 @@ def _choose_factory(plan: Plan, args: argparse.Namespace) -> None:
         parse_spec(factory)
     except FactoryError as exc:
         raise _Stop(str(exc)) from exc
-    plan.factory, plan.paths = factory, search_paths(plan.run.manifest)
+    search = search_plan(plan.run.manifest)
+    plan.factory, plan.paths, plan.refused = factory, search.paths, search.refused
 
 
 def _describe(spec: JobSpec, plan: Plan) -> str:
     run = plan.run
     source = "--factory" if plan.factory != run.manifest.get("factory") else f"{run.path}/run.json"
-    where = ", ".join(clean(p, 200) for p in plan.paths)
+    where = "".join(f"{clean(p, 200)}, " for p in plan.paths)
+    refused = "".join(f"\n  not searched: {clean(p, 200)} ({clean(why, 200)})" for p, why in plan.refused)
     return (f"tuidiag {spec.command} will import and call code named by the run:\n"
             f"  factory: {clean(plan.factory, 200)}   (from {clean(source, 300)})\n"
-            f"  imported from: {where}, then PYTHONPATH\n"
+            f"  imported from: {where}then the Python path (first match; never a directory another user can write)"
+            f"{refused}\n"
             f"  job: {spec.describe(plan.config)} on {plan.device}")
 
 
@@ -319,7 +323,8 @@ def execute(spec: JobSpec, args: argparse.Namespace) -> int:
         result = _run_job(spec, plan)
     except _Stop as exc:
         return fail(spec.command, str(exc))
-    path = save_result(plan.run.path, spec.name, result, run=plan.run.name, factory=plan.factory, device=str(plan.device))
+    path = save_result(plan.run.path, spec.name, result, run=plan.run.name, factory=plan.factory, device=str(plan.device),
+                       step=plan.run.last_step)  # counts from the step the run had reached
     _print(spec, result, args.json)
     print(f"saved {path}", file=sys.stderr)
     return 1 if spec.negative(result) else 0

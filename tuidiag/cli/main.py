@@ -53,8 +53,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def safe_streams() -> None:
+    """Let stdout and stderr write any text: what their encoding cannot hold (a lone surrogate,
+    any non-ASCII character under ``LANG=C``) is written as a backslash escape, never an error."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None:
+            continue
+        try:
+            reconfigure(errors="backslashreplace")
+        except (ValueError, OSError):  # a stream that cannot change now: leave it
+            continue
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit status."""
+    safe_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     names = {entry[0] for entry in SUBCOMMANDS}
     parser = build_parser(next((a for a in argv if a in names), None) if argv and not argv[0].startswith("-") else None)

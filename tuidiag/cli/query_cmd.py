@@ -2,7 +2,9 @@
 
 Views: ``runs`` (one row per run, from ``run.json``; ``config`` and ``manifest`` as
 JSON), ``metrics`` (alias ``scalars``) and ``events``, each with a ``run`` column.
-Without SQL, lists the views and their columns.
+Without SQL, lists the views and their columns. A query reads the runs and nothing
+else: no file is written, no other file, URL or extension is reached, unless
+``--allow-writes`` is given.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tuidiag.cli.common import fail
-from tuidiag.textsafe import literal
+from tuidiag.textsafe import clean, escaped, literal
 
 VIEWS = ("runs", "metrics", "events")
 
@@ -38,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-rows", type=int, default=1000, help="rows shown in the table (default 1000; CSV/JSON: all)"
     )
+    parser.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="let the SQL write files and read other files, URLs and extensions (COPY ... TO, ATTACH, read_csv, "
+        "INSTALL); by default a query reads the runs under --root and nothing else",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("query", f"{root} does not exist")
     warnings: list[str] = []
     try:
-        con = connect(root, warnings)
+        con = connect(root, warnings, allow_external=args.allow_writes)
         sql = args.sql if args.sql else _schema_sql()
         cursor = con.execute(sql)
         columns = [d[0] for d in cursor.description or []]
@@ -59,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # duckdb.Error and its subclasses: a bad query or an unreadable file
         return fail("query", f"{type(exc).__name__}: {exc}")
     for warning in warnings:
-        print(f"tuidiag query: warning: {warning}", file=sys.stderr)
+        print(f"tuidiag query: warning: {clean(warning, 2000)}", file=sys.stderr)
     if args.csv:
         write_csv(columns, rows)
     elif args.json:
@@ -94,10 +102,18 @@ def text_cell(value: Any) -> str:
 
 
 def write_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-    """Rows as CSV on stdout (floats in full precision)."""
+    """Rows as CSV on stdout (floats in full precision); control characters in text are written as
+    escapes (``\\x1b``), so text from run files never drives the terminal."""
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows(["" if v is None else v for v in row] for row in rows)
+    writer.writerow([escaped(c) for c in columns])
+    writer.writerows([csv_cell(v) for v in row] for row in rows)
+
+
+def csv_cell(value: Any) -> Any:
+    """A cell for the CSV writer: NULL as empty, text escaped (:func:`~tuidiag.textsafe.escaped`)."""
+    if value is None:
+        return ""
+    return escaped(value) if isinstance(value, str) else value
 
 
 def print_table(columns: list[str], rows: list[tuple[Any, ...]], max_rows: int) -> None:

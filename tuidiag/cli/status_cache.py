@@ -4,7 +4,8 @@ A diagnosis reads the whole run; on a large run that takes seconds. The cache
 (``$TUIDIAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/tuidiag``, else ``~/.cache/tuidiag``)
 keeps the last top finding with the run's *signature* (the newest flush of each
 rank and table). When the signature changed: a small run is re-diagnosed inline;
-a large one in a detached ``tuidiag status --refresh-cache`` process (one at a
+a large one in a detached ``tuidiag status --refresh-cache`` process (tuidiag's own
+code, isolated from the working directory: :mod:`tuidiag.self_command`; one at a
 time, guarded by a lock file, at most every ``max(MIN_INTERVAL, COST_FACTOR x its
 cost)`` seconds), while the status line shows the previous finding marked stale.
 """
@@ -15,12 +16,14 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tuidiag import self_command
 from tuidiag.format import EVENTS_DIR, METRICS_DIR
+from tuidiag.store.safe_write import create_new, write_text_atomic
+from tuidiag.store.limits import MAX_STATUS_CACHE_BYTES, read_json_bounded
 from tuidiag.store.shards import list_shards
 
 INLINE_BYTES = 4 * 1024 * 1024
@@ -41,7 +44,7 @@ def cache_dir() -> Path:
 
 
 def _entry(run_dir: Path) -> Path:
-    digest = hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:20]
+    digest = hashlib.sha1(os.fsencode(run_dir.resolve())).hexdigest()[:20]  # any bytes, UTF-8 or not
     return cache_dir() / f"{digest}.json"
 
 
@@ -64,7 +67,7 @@ def signature(run_dir: Path) -> tuple[str, int]:
 def load(run_dir: Path) -> dict[str, Any] | None:
     """The cached entry of ``run_dir``, or ``None``."""
     try:
-        entry = json.loads(_entry(run_dir).read_text(encoding="utf-8"))
+        entry = read_json_bounded(_entry(run_dir), MAX_STATUS_CACHE_BYTES)
     except (OSError, ValueError):
         return None
     return entry if isinstance(entry, dict) else None
@@ -96,9 +99,7 @@ def refresh(run_dir: Path) -> dict[str, Any]:
 def _write(path: Path, entry: dict[str, Any]) -> None:
     """Write a cache entry atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    tmp.write_text(json.dumps(entry), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(entry), mode=0o600)
 
 
 def top_finding(run_dir: Path, inline: bool = False) -> tuple[dict[str, Any] | None, bool]:
@@ -127,12 +128,11 @@ def start_background(run_dir: Path) -> bool:
         lock.parent.mkdir(parents=True, exist_ok=True)
         if lock.exists() and time.time() - lock.stat().st_mtime > LOCK_STALE:
             lock.unlink(missing_ok=True)
-        os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        create_new(lock)
     except OSError:  # held by a running refresher (FileExistsError), or an unwritable cache
         return False
-    command = [sys.executable, "-m", "tuidiag", "status", str(run_dir), "--refresh-cache"]
     subprocess.Popen(
-        command,
+        self_command.command("status", str(run_dir), "--refresh-cache"),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

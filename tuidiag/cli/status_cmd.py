@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,18 @@ def run(args: argparse.Namespace) -> int:
         refresh_locked(path)
         return 0
     finding = None if args.no_diagnosis else top_finding(path, inline=args.sync)
-    print(status_line(path, manifest, finding, symbols=ASCII if args.ascii else UNICODE, tmux=args.tmux))
+    symbols = ASCII if args.ascii or not _can_write(UNICODE) else UNICODE
+    print(status_line(path, manifest, finding, symbols=symbols, tmux=args.tmux))
     return 0
+
+
+def _can_write(symbols: dict[str, str]) -> bool:
+    """True when stdout's encoding holds ``symbols`` (not under ``LANG=C``: then ASCII ones are used)."""
+    try:
+        "".join(symbols.values()).encode(getattr(sys.stdout, "encoding", None) or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def _manifest(path: Path) -> dict[str, Any]:

@@ -13,7 +13,8 @@ def add_watch_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the ``watch`` arguments."""
     parser.add_argument("path", nargs="?", default="runs", help="a directory of runs, or one run (default: ./runs)")
     parser.add_argument("--poll", action="store_true", help="poll every second instead of watching file events (network filesystems)")
-    parser.add_argument("--web", action="store_true", help="serve the monitor to a browser (textual-serve) instead of the terminal")
+    parser.add_argument("--web", action="store_true", help="serve the monitor to a browser (textual-serve) instead of the "
+                        "terminal; only to whoever opens the URL it prints, with its secret token")
     parser.add_argument("--host", default="localhost", help="with --web: address to listen on (default: localhost only)")
     parser.add_argument("--port", type=int, default=8000, help="with --web: port (default 8000)")
 
@@ -51,12 +52,10 @@ def replay(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import shlex
-    import sys
+    """Serve the monitor to a browser: only to whoever holds the printed token (:mod:`tuidiag.cli.web_serve`)."""
+    from tuidiag import self_command
+    from tuidiag.cli import web_serve
 
-    from textual_serve.server import Server
-
-    command = " ".join(shlex.quote(part) for part in [sys.executable, "-m", "tuidiag", "watch", args.path] + (["--poll"] if args.poll else []))
-    print(f"serving the monitor on http://{args.host}:{args.port} (Ctrl-C stops)")
-    Server(command, host=args.host, port=args.port, title="tuidiag").serve()
+    command = self_command.shell_command("watch", args.path, *(["--poll"] if args.poll else []))
+    web_serve.serve(command, args.host, args.port, web_serve.new_token())
     return 0

@@ -6,6 +6,8 @@ cause is ranked first, with more confidence, and the symptoms follow as
 alternatives with less; the user sees one story instead of unrelated alarms.
 Causes are visited strongest first, so where two findings could explain each
 other (exploding gradients and a too-high LR) the better-supported one leads.
+Causes precede their symptoms: a finding never claims a symptom that was already
+showing before its own signature could have begun (:func:`may_precede`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "activation_saturation": ("vanishing_gradients", "lr_too_low", "underfitting"),
     "vanishing_gradients": ("lr_too_low", "underfitting"),
     "over_clipping": ("lr_too_low", "underfitting"),
-    "lr_decayed_too_early": ("underfitting", "lr_too_low", "frozen_val_metric"),
+    "lr_decayed_too_early": ("underfitting",),
     "lr_too_low": ("underfitting",),
     "dead_layer": ("underfitting",),
     "train_mode_bug": ("underfitting",),
@@ -52,6 +54,8 @@ CONDITIONS: dict[tuple[str, str], Condition] = {
     ("lr_too_high", "exploding_gradients"): lambda _, symptom: "from_start" not in symptom.tags,
     ("loss_spikes", "exploding_gradients"): lambda _, symptom: "isolated" in symptom.tags,
     ("rank_nonfinite_first", "lr_too_high"): lambda cause, _: "bad_input" in cause.tags,
+    ("lr_too_high", "nonfinite_loss"): lambda _, symptom: "abrupt" not in symptom.tags,
+    ("exploding_gradients", "nonfinite_loss"): lambda _, symptom: "abrupt" not in symptom.tags,
 }
 """Pairs that hold only under a condition on the cause or the symptom."""
 SYMPTOM_DISCOUNT = 0.6
@@ -64,8 +68,23 @@ def _absorb(cause: Finding, symptom: Finding) -> None:
     cause.confidence = min(CAP, cause.confidence + CAUSE_BOOST)
     symptom.confidence = min(symptom.confidence, cause.confidence) * SYMPTOM_DISCOUNT
     cause.evidence.append(f"also seen: {symptom.title} (listed below)")
-    if cause.first_step is None:
-        cause.first_step = symptom.first_step
+
+
+def onset(finding: Finding) -> int | None:
+    """The earliest step at which ``finding``'s signature may have begun (``None``: not tied to a step)."""
+    return finding.onset_from if finding.onset_from is not None else finding.first_step
+
+
+def may_precede(cause: Finding, symptom: Finding) -> bool:
+    """Whether ``cause`` could have begun by the time ``symptom`` was first seen: a cause never comes after its symptom.
+
+    Each finding's ``first_step`` is the first step at which its signature held; a cause's
+    signature may have begun before it was first seen (between two samples of a sampled
+    series, or in the quiet first steps no rule judges), so its earliest possible onset is
+    compared. Findings not tied to a step are never ruled out by time.
+    """
+    start, seen = onset(cause), symptom.first_step
+    return start is None or seen is None or start <= seen
 
 
 def combine(findings: list[Finding]) -> list[Finding]:
@@ -79,7 +98,7 @@ def combine(findings: list[Finding]) -> list[Finding]:
             symptom = by_code.get(code)
             if symptom is None or code in absorbed or cause.code in symptom.related or code in cause.related:
                 continue
-            if not CONDITIONS.get((cause.code, code), lambda *_: True)(cause, symptom):
+            if not CONDITIONS.get((cause.code, code), lambda *_: True)(cause, symptom) or not may_precede(cause, symptom):
                 continue
             _absorb(cause, symptom)
             absorbed.add(code)

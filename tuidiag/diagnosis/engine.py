@@ -12,11 +12,13 @@ from tuidiag.diagnosis.job_evidence import latest_results, lr_evidence, nan_evid
 from tuidiag.diagnosis.rules import RULES
 from tuidiag.diagnosis.view import RunView
 from tuidiag.store import Run, open_run
+from tuidiag.store.job_results import step_from_run
 
 
-def with_job_results(found: list[Finding], view: RunView, run_dir: Path) -> list[Finding]:
-    """``found`` sharpened by the newest LR-finder and NaN-hunt results of the run, if any."""
-    results = latest_results(run_dir)
+def with_job_results(found: list[Finding], view: RunView) -> list[Finding]:
+    """``found`` weighed against the newest LR-finder and NaN-hunt results of the run that
+    count at the view's step (none made after it: a diagnosis as of step 400 cannot see a job of step 593)."""
+    results = latest_results(view.run.path, view.at, step_from_run(view.run))
     if "lr_find" in results:
         found = lr_evidence(found, results["lr_find"], view.lr_now)
     if "nan_hunt" in results:
@@ -48,7 +50,7 @@ def diagnose(run: Run | str | Path, at: int | None = None) -> Diagnosis:
     run = run if isinstance(run, Run) else open_run(run)
     view = RunView(run, at)
     skipped = list(run.warnings)
-    found = with_job_results(run_rules(view, skipped), view, run.path)
+    found = with_job_results(run_rules(view, skipped), view)
     alarms = combine([f for f in found if f.severity != "info"])
     notes = sorted((f for f in found if f.severity == "info"), key=lambda f: -f.confidence)
     resolve_fix_conflicts(alarms + notes)

@@ -22,12 +22,17 @@ class Finding:
     evidence: list[str]
     fix: str
     first_step: int | None = None
+    """The first step at which the finding's signature held (``None``: not tied to a step)."""
     related: list[str] = field(default_factory=list)
     """Codes of symptoms this finding explains (they appear below it as alternatives)."""
     tags: set[str] = field(default_factory=set, repr=False)
     """Internal facts the combiner reads (e.g. ``from_start``); not part of the JSON contract."""
     moves: dict[Move, str] = field(default_factory=dict, repr=False)
     """The settings the fix moves, each with the clause of ``fix`` that moves it (from :mod:`~tuidiag.diagnosis.codes`)."""
+    onset_from: int | None = field(default=None, repr=False)
+    """The earliest step at which the signature may have begun: the step after the last check that did not show it
+    (sampled series are checked every few steps, and the quiet first steps not at all); ``None``: ``first_step``.
+    Internal, for ordering causes before symptoms; not part of the JSON contract."""
 
     def __post_init__(self) -> None:
         """Read the fix's moves; a code missing from the catalog raises ``ValueError``."""

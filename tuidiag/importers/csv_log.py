@@ -22,14 +22,15 @@ import pandas as pd
 
 from tuidiag.importers.source import ImportSourceError, SourceRun
 from tuidiag.importers.tables import check_file, file_time, lightning_hparams, numbers, run_name, series_from_columns
+from tuidiag.store.limits import MAX_CSV_BYTES, MAX_CSV_HEADER_BYTES, open_bounded
 
 DELIMITERS = ",;\t|"
 
 
 def delimiter(path: Path) -> str:
     """The header line's delimiter (Keras' ``CSVLogger(separator=...)`` may use ``;`` or a tab), default ``,``."""
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        header = handle.readline()
+    with open_bounded(path, MAX_CSV_BYTES) as handle:
+        header = handle.readline(MAX_CSV_HEADER_BYTES).decode("utf-8", errors="replace")
     try:
         return csv.Sniffer().sniff(header, delimiters=DELIMITERS).delimiter
     except csv.Error:
@@ -37,10 +38,14 @@ def delimiter(path: Path) -> str:
 
 
 def read_table(path: Path) -> pd.DataFrame:
-    """The CSV as text cells (empty cells stay empty strings, so 'not logged' differs from ``nan``)."""
+    """The CSV as text cells (empty cells stay empty strings, so 'not logged' differs from ``nan``).
+
+    Over :data:`~tuidiag.store.limits.MAX_CSV_BYTES` it is not read.
+    """
     try:
-        frame = pd.read_csv(path, sep=delimiter(path), dtype=str, keep_default_na=False, skipinitialspace=True)
-    except (OSError, ValueError) as exc:  # pandas' ParserError and EmptyDataError, bad encodings are ValueErrors
+        with open_bounded(path, MAX_CSV_BYTES) as handle:
+            frame = pd.read_csv(handle, sep=delimiter(path), dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (OSError, ValueError) as exc:  # pandas' ParserError and EmptyDataError, bad encodings, LimitError
         raise ImportSourceError(f"cannot read {path} as CSV: {exc}") from exc
     if frame.empty:
         raise ImportSourceError(f"{path} has no rows")

@@ -10,7 +10,6 @@ otherwise at the first epochs (reported either way).
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pandas as pd
 
 from tuidiag.importers.source import ImportSourceError, SourceRun, SourceSeries
 from tuidiag.importers.tables import check_file, file_time, run_name, series_from_columns
+from tuidiag.store.limits import MAX_KERAS_HISTORY_BYTES, read_json_bounded
 
 
 EXAMPLE = '{"loss": [...], "val_loss": [...]}'
@@ -28,8 +28,8 @@ EXAMPLE = '{"loss": [...], "val_loss": [...]}'
 def load_history(path: Path) -> dict[str, list[Any]]:
     """The history's lists by metric name; raises :class:`ImportSourceError` on anything else."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        data = read_json_bounded(path, MAX_KERAS_HISTORY_BYTES)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # LimitError too: too large or too deep
         raise ImportSourceError(f"cannot read {path} as JSON: {exc}") from exc
     if isinstance(data, dict) and isinstance(data.get("history"), dict):
         data = data["history"]

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from tuidiag.importers.source import ImportSourceError, SourceSeries
+from tuidiag.store.limits import MAX_HPARAMS_BYTES, LimitError, check_tree, read_bytes_bounded
 
 LIGHTNING_HPARAMS = "hparams.yaml"
 """Lightning's loggers (CSV and TensorBoard) write the hyperparameters here, beside the metrics."""
@@ -65,14 +66,23 @@ def series_from_columns(
 
 
 def lightning_hparams(directory: Path, notes: list[str]) -> dict[str, Any]:
-    """Lightning's ``hparams.yaml`` in ``directory``, as the run's config (``{}`` when absent or unreadable)."""
+    """Lightning's ``hparams.yaml`` in ``directory``, as the run's config (``{}`` when absent or unreadable).
+
+    Over :data:`~tuidiag.store.limits.MAX_HPARAMS_BYTES` it is not read; a config nesting deeper
+    than ``MAX_JSON_DEPTH`` or holding more than ``MAX_CONFIG_NODES`` values (aliases count each
+    time they are used) is dropped, with a note.
+    """
     hparams = directory / LIGHTNING_HPARAMS
     if not hparams.is_file():
         return {}
     try:
         import yaml
 
-        loaded = yaml.safe_load(hparams.read_text(encoding="utf-8"))
+        loaded = yaml.safe_load(read_bytes_bounded(hparams, MAX_HPARAMS_BYTES).decode("utf-8"))
+        check_tree(loaded, LIGHTNING_HPARAMS)
+    except LimitError as exc:
+        notes.append(f"{LIGHTNING_HPARAMS} not read: {exc}")
+        return {}
     except Exception as exc:  # PyYAML missing or the file is not plain YAML: the metrics still import
         notes.append(f"{LIGHTNING_HPARAMS} not read ({type(exc).__name__})")
         return {}

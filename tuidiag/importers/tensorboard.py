@@ -1,15 +1,14 @@
 """Import TensorBoard event files (torch's ``SummaryWriter``, TensorFlow 1 and 2, Keras) as tuidiag runs.
 
-Every scalar event is read, record by record, with tensorboard's record reader
+Every scalar event is read, record by record, by :mod:`tuidiag.importers.tfrecord`
 (never ``EventAccumulator``, whose default reservoir sampling keeps 10,000 scalars a
 tag and hides spikes). Both forms are decoded here: ``simple_value`` (torch's
 ``SummaryWriter``, TF1) and float tensors of the ``scalars`` plugin (TF2); the
 ``EventFileLoader`` compat layer, which rewrites every ``simple_value`` into a tensor
-proto first, is skipped: it made reading about five times slower. tensorboard's
-reader stops quietly at a corrupt or truncated record; the bytes left unread are
-reported. TF2 names the plugin only in
-a tag's first event, so one-number tensors are gathered per tag and kept when any
-of the run's files names the tag's plugin ``scalars``.
+proto first, is skipped: it made reading about five times slower. Reading stops at
+a corrupt, truncated or impossibly long record; the bytes left unread are reported.
+TF2 names the plugin only in a tag's first event, so one-number tensors are
+gathered per tag and kept when any of the run's files names the tag's plugin ``scalars``.
 
 One run per directory holding event files, keeping the layout below the log
 directory, with two well-known layouts joined into one run:
@@ -29,6 +28,8 @@ from typing import Any
 
 from tuidiag.importers.source import ImportSourceError, SourceRun, SourceSeries
 from tuidiag.importers.tables import lightning_hparams
+from tuidiag.importers.tfrecord import RecordScan, iter_records
+from tuidiag.store.limits import MAX_TFRECORD_BYTES, LimitError
 
 INSTALL_HINT = (
     "reading TensorBoard files needs the tensorboard package: "
@@ -45,19 +46,15 @@ Parts = list[tuple[Path, list[SourceSeries]]]
 """The event directories of one run, each with its series."""
 
 
-RECORD_OVERHEAD = 16
-"""Bytes a TFRecord adds around each event: length (8), its CRC (4), data CRC (4)."""
-
-
 def _loader() -> tuple[Any, Any, Any]:
-    """tensorboard's raw record reader, Event proto and tensor decoder, or a clear error when it is missing."""
+    """tensorboard's CRC-32C, Event proto and tensor decoder, or a clear error when it is missing."""
     try:
-        from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
         from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
         from tensorboard.util import tensor_util
     except ImportError as exc:
         raise ImportSourceError(INSTALL_HINT) from exc
-    return RawEventFileLoader, Event, tensor_util
+    return masked_crc32c, Event, tensor_util
 
 
 def is_event_file(name: str) -> bool:
@@ -78,30 +75,36 @@ def event_dirs(logdir: Path) -> dict[Path, list[Path]]:
 
 def read_scalars(files: list[Path], notes: list[str]) -> Scalars:
     """Every scalar of one run's event files: tag -> (steps, values, wall times), in file order."""
-    raw_loader, event_proto, tensor_util = _loader()
+    masked_crc32c, event_proto, tensor_util = _loader()
     plugins: dict[str, str] = {}
     tensors: Scalars = defaultdict(lambda: ([], [], []))
     for path in files:
-        read = 0
+        scan = RecordScan()
         try:
-            for record in raw_loader(str(path)).Load():
-                read += len(record) + RECORD_OVERHEAD
+            for record in iter_records(path, masked_crc32c, scan):
                 _add_event(event_proto.FromString(record), plugins, tensors, tensor_util)
+        except (OSError, LimitError) as exc:  # unreadable, or not a regular file
+            notes.append(f"{path.name}: not read ({exc})")
+            continue
         except Exception as exc:  # a record that does not parse ends that file, not the import
             notes.append(f"{path.name}: stopped at a record that does not parse ({type(exc).__name__})")
-        _note_unread_tail(path, read, notes)
+        if scan.skipped:
+            notes.append(f"{path.name}: {len(scan.skipped)} record(s) over {MAX_TFRECORD_BYTES:,} bytes "
+                         f"(the largest {max(scan.skipped):,}) skipped unread: not scalars (MAX_TFRECORD_BYTES)")
+        _note_unread_tail(path, scan, notes)
     return {tag: lists for tag, lists in tensors.items() if plugins.get(tag) == SCALARS_PLUGIN}
 
 
-def _note_unread_tail(path: Path, read: int, notes: list[str]) -> None:
-    """tensorboard's reader stops quietly at a corrupt or truncated record: say so when bytes were left."""
+def _note_unread_tail(path: Path, scan: RecordScan, notes: list[str]) -> None:
+    """Reading stops at a corrupt, truncated or impossible record: say so when bytes were left."""
     try:
         size = path.stat().st_size
     except OSError as exc:
         notes.append(f"{path.name}: not readable ({exc.strerror})")
         return
-    if read < size:
-        notes.append(f"{path.name}: read {read:,} of {size:,} bytes; the rest is corrupt or truncated and was skipped")
+    if scan.read < size:
+        why = f" ({scan.stopped})" if scan.stopped else ""
+        notes.append(f"{path.name}: read {scan.read:,} of {size:,} bytes; the rest is corrupt or truncated{why} and was skipped")
 
 
 def _add_event(event: Any, plugins: dict[str, str], tensors: Scalars, tensor_util: Any) -> None:

@@ -116,19 +116,39 @@ class BatchSource:
         self._batches = batches
         self._restartable = iter(batches) is not batches
         self._it: Iterator[Any] = iter(batches)
+        self._first_pass: list[Any] | None = []
+        self._drawn = 0
 
     def next(self) -> tuple[Any, Any] | None:
         """The next ``(x, y)``, or None when a one-shot iterator (or an empty iterable) ran out."""
         try:
-            return as_xy(next(self._it))
+            return self._seen(as_xy(next(self._it)))
         except StopIteration:
             if not self._restartable:
                 return None
         self._it = iter(self._batches)
+        self._first_pass = None  # from here on the batches repeat
         try:
             return as_xy(next(self._it))
         except StopIteration:
             return None
+
+    def _seen(self, batch: tuple[Any, Any]) -> tuple[Any, Any]:
+        if self._first_pass is not None:
+            self._drawn += 1
+            if isinstance(self._batches, (list, tuple)):  # held by the list: identities stay unique
+                self._first_pass.append(_identity(batch))
+        return batch
+
+    @property
+    def distinct(self) -> int:
+        """How many distinct batches were drawn: the first pass through the data, with the
+        same tensors listed twice (a training that reuses its batch tensors) counted once."""
+        if not isinstance(self._batches, (list, tuple)):
+            return self._drawn
+        if self._first_pass is not None:
+            return len(set(self._first_pass))
+        return len({_identity(as_xy(b)) for b in self._batches})
 
     def take(self, n: int) -> list[tuple[Any, Any]]:
         """Up to ``n`` batches (fewer when the data runs out)."""
@@ -139,6 +159,11 @@ class BatchSource:
                 break
             out.append(batch)
         return out
+
+
+def _identity(batch: tuple[Any, Any]) -> tuple[int, ...]:
+    """Which objects a batch is made of: its tensors, else its two parts."""
+    return tuple(id(t) for t in iter_tensors(batch)) or tuple(id(v) for v in batch)
 
 
 def tensor_stats(t: torch.Tensor) -> dict[str, Any]:

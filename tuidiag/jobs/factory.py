@@ -7,9 +7,9 @@ named by a run directory: callers must have the user's confirmation first.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import os
 import re
-import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from tuidiag.store.trust import current_uid, dir_problem, file_problem
 
 SPEC_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 """``package.module:function`` or ``module:Class.method``."""
@@ -55,59 +57,136 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return module, function
 
 
-def search_paths(manifest: Mapping[str, Any], cwd: Path | None = None) -> list[Path]:
-    """Where the factory's module is looked for, besides ``PYTHONPATH``.
+@dataclass
+class SearchPlan:
+    """Where a factory's module is looked for, in order, and the directories left out (with why)."""
 
-    The current directory and the directory of the training script (``command[0]``
-    of the manifest, when that file exists and the directory is one the user
-    trusts: owned by them or root, not world-writable; a run.json on a shared
-    disk must not choose where our imports come from).
+    paths: list[Path]
+    refused: list[tuple[Path, str]]
+
+
+def search_plan(manifest: Mapping[str, Any], cwd: Path | None = None) -> SearchPlan:
+    """The directories searched before the Python path: the run's script directory, then the current one.
+
+    The script directory is that of ``command[0]`` in the manifest (the training
+    script the run recorded, when that file still exists). Each is searched only when
+    no other user can write it (:func:`tuidiag.store.trust.dir_problem`): a run.json on
+    a shared disk, or a world-writable working directory, must not choose our imports.
     """
-    cwd = cwd or Path.cwd()
-    paths = [cwd]
+    cwd = Path(os.path.abspath(cwd or Path.cwd()))
+    candidates: list[Path] = []
     command = manifest.get("command") or []
     if command and isinstance(command[0], str) and command[0].endswith(".py"):
         script = Path(command[0])
         script = script if script.is_absolute() else cwd / script
-        if script.is_file() and script.parent.resolve() != cwd.resolve() and trusted_dir(script.parent):
-            paths.append(script.parent.resolve())
-    return paths
+        if script.is_file():
+            candidates.append(Path(os.path.abspath(script.parent)))
+    candidates.append(cwd)
+    plan = SearchPlan([], [])
+    for directory in candidates:
+        problem = dir_problem(directory)  # the path as written and the one it resolves to
+        directory = directory.resolve() if problem is None else directory
+        if directory in plan.paths or any(directory == d for d, _ in plan.refused):
+            continue
+        if problem is None:
+            plan.paths.append(directory)
+        else:
+            plan.refused.append((directory, problem))
+    return plan
+
+
+def search_paths(manifest: Mapping[str, Any], cwd: Path | None = None) -> list[Path]:
+    """The trusted directories of :func:`search_plan`, in search order."""
+    return search_plan(manifest, cwd).paths
 
 
 def trusted_dir(path: Path) -> bool:
-    """True for a directory owned by this user or root and not writable by everyone."""
-    geteuid = getattr(os, "geteuid", None)
-    if geteuid is None:
-        return True  # no owners to check (Windows)
-    try:
-        info = path.stat()
-    except OSError:
-        return False
-    return info.st_uid in (geteuid(), 0) and not info.st_mode & stat.S_IWOTH
+    """True for a directory no other user can write (:func:`tuidiag.store.trust.dir_problem`)."""
+    return dir_problem(path) is None
+
+
+def module_problem(module_name: str) -> str | None:
+    """Why importing ``module_name`` through the current ``sys.path`` would run code another
+    user could have written; None when it would not, or when it is imported already.
+
+    Locates each level of a dotted name without running anything and checks the
+    directory it is in, the file itself and its ``__pycache__``."""
+    if module_name in sys.modules:
+        return None
+    search = [entry or os.getcwd() for entry in sys.path if isinstance(entry, str)]
+    uid = current_uid()
+    for level, part in enumerate(module_name.split(".")):
+        name = ".".join(module_name.split(".")[: level + 1])
+        if name in sys.modules:
+            search = list(getattr(sys.modules[name], "__path__", []) or [])
+            continue
+        spec = importlib.machinery.PathFinder.find_spec(part, search)
+        if spec is None:
+            return None  # not found: the import reports that itself
+        places = list(spec.submodule_search_locations or [])
+        origin = Path(spec.origin) if spec.origin and spec.has_location else None
+        directories = places if origin is None else [origin.parent]
+        for directory in directories:
+            problem = dir_problem(Path(directory), uid)
+            if problem is not None:
+                return f"{name} would come from {directory}: {problem}"
+        if origin is not None:
+            problem = file_problem(origin, uid)
+            cache = origin.parent / "__pycache__"
+            if problem is None and cache.exists():
+                problem = dir_problem(cache, uid)
+            if problem is not None:
+                return f"{name} would come from {origin}: {problem}"
+        search = places
+    return None
 
 
 @contextmanager
-def extra_sys_path(paths: Sequence[Path]) -> Iterator[None]:
-    """Put ``paths`` in front of ``sys.path`` for the duration; remove exactly those added."""
+def extra_sys_path(paths: Sequence[Path], after: Sequence[Path] = ()) -> Iterator[None]:
+    """Put ``paths`` in front of ``sys.path`` and ``after`` behind it for the duration; remove exactly those added."""
     added = [str(p) for p in paths if str(p) not in sys.path]
+    appended = [str(p) for p in after if str(p) not in sys.path and str(p) not in added]
     sys.path[:0] = added
+    sys.path.extend(appended)
     try:
         yield
     finally:
-        for entry in added:
+        for entry in added + appended:
             if entry in sys.path:
                 sys.path.remove(entry)
+
+
+def import_order(module_name: str, paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """``(before the Python path, after it)``: the first of ``paths`` that holds the factory's
+    module goes first, as a script's directory does for ``python train.py``; the others go
+    after the Python path, where their files cannot shadow the standard library or an
+    installed package (a ``json.py`` in the working directory)."""
+    top = module_name.split(".")[0]
+    home = next((p for p in paths if importlib.machinery.PathFinder.find_spec(top, [str(p)]) is not None), None)
+    return ([home] if home is not None else []), [p for p in paths if p != home]
+
+
+@contextmanager
+def factory_path(module_name: str, paths: Sequence[Path]) -> Iterator[None]:
+    """``sys.path`` as the factory sees it while it is imported and called (:func:`import_order`)."""
+    before, after = import_order(module_name, paths)
+    with extra_sys_path(before, after):
+        yield
 
 
 def resolve(spec: str, paths: Sequence[Path] = ()) -> Callable[[], Any]:
     """Import the factory's module and return the function (does not call it)."""
     module_name, attr_path = parse_spec(spec)
-    with extra_sys_path(paths):
+    with factory_path(module_name, paths):
+        problem = module_problem(module_name)
+        if problem is not None:
+            raise FactoryError(f"refusing to import factory {spec!r}: {problem}; tuidiag imports code only from "
+                               "directories and files that no other user can write")
         try:
             target: Any = importlib.import_module(module_name)
         except ImportError as exc:
             where = os.pathsep.join(str(p) for p in paths)
-            message = f"cannot import {module_name!r} for factory {spec!r} ({exc}); looked in {where} and PYTHONPATH"
+            message = f"cannot import {module_name!r} for factory {spec!r} ({exc}); looked in {where} and the Python path"
             raise FactoryError(message) from exc
     for name in attr_path.split("."):
         if not hasattr(target, name):
@@ -121,7 +200,7 @@ def resolve(spec: str, paths: Sequence[Path] = ()) -> Callable[[], Any]:
 def load_factory(spec: str, paths: Sequence[Path] = ()) -> Parts:
     """Import and call the factory ``spec``; return its checked :class:`Parts`."""
     function = resolve(spec, paths)
-    with extra_sys_path(paths):
+    with factory_path(parse_spec(spec)[0], paths):
         try:
             built = function()
         except Exception as exc:

@@ -30,10 +30,20 @@ def _config(cls: type, args: dict[str, Any]) -> Any:
     return config
 
 
+MIN_LIVE_BATCHES = 8
+"""A live LR sweep on fewer distinct recent batches is marked unreliable: a few batches cycled
+over a hundred steps are memorised, and one lucky batch moves the suggestion."""
+
+
 def _lr_find(parts: Parts, args: dict[str, Any], device: torch.device, control: Control) -> dict[str, Any]:
-    from tuidiag.jobs.lr_find import LRFindConfig, lr_find
+    from tuidiag.jobs.lr_find import LRFindConfig, lr_find, mark_unreliable
+    from tuidiag.recorder.recent_batches import FOR_JOBS, MAX_BYTES
 
     result = lr_find(parts, device, _config(LRFindConfig, args), control)
+    if result["batches"] < MIN_LIVE_BATCHES:
+        mark_unreliable(result, f"the sweep saw only {result['batches']} distinct recent batches (at least {MIN_LIVE_BATCHES} "
+                                f"needed; the recorder keeps the last {FOR_JOBS} given to rec.batch() while they total at most "
+                                f"{MAX_BYTES >> 20} MiB)")
     result["run_lr"] = result["optimizer_lr"]
     result["run_comparison"] = result["comparison"]
     return result

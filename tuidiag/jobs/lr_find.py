@@ -3,15 +3,17 @@
 The LR grows exponentially from ``start`` to ``end`` over ``steps`` training steps
 on the factory's batches; the loss is smoothed with a bias-corrected exponential
 moving average; the sweep stops when the smoothed loss exceeds ``diverge`` times
-the best one (or a loss is not finite). Suggestions, computed on the curve
-without its first ``skip_start`` and last ``skip_end`` points:
+the best one (or a loss is not finite). Every rule of :mod:`tuidiag.jobs.lr_suggest`
+suggests an LR on the smoothed curve without its first ``skip_start`` and last
+``skip_end`` points; ``suggested_lr`` is the one of its ``DEFAULT_RULE``, named in
+the result's ``rule``.
 
-- ``steepest``: the steepest descent of the smoothed loss against log(lr) (the
-  main suggestion, as in torch-lr-finder);
-- ``valley``: fastai's valley (two thirds of the way down the longest descent);
-- ``min_div10``: the LR of the lowest smoothed loss, divided by 10.
-
-Model, optimizer and RNG are restored exactly afterwards.
+The main suggestion (:func:`main_suggestion`) is reliable only when at least
+:data:`MIN_POINTS` points were usable, the loss clearly fell along the sweep (5%,
+and twice its batch-to-batch noise), and the suggestion stays within 3x when the
+batch noise is drawn again (:mod:`tuidiag.jobs.lr_stability`); :func:`assess`
+applies these checks to any curve. The result says how many distinct batches the
+sweep saw. Model, optimizer and RNG are restored exactly afterwards.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from tuidiag.jobs.common import BatchSource, Control, JobError, first_lr, set_lr
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
 from tuidiag.jobs.trainability import optimizer_blocker
+from tuidiag.jobs.lr_suggest import DEFAULT_RULE, MIN_DESCENT, RULES, suggest_all
+from tuidiag.jobs.lr_suggest import steepest_index, valley_index  # noqa: F401  (re-exported, as before the rules moved)
+from tuidiag.jobs.lr_stability import Stability, fall_and_noise, stability
 
 
 @dataclass
@@ -65,6 +70,8 @@ class Sweep:
     losses: list[float]
     smoothed: list[float]
     stopped: str
+    batches: int = 0
+    """Distinct batches the sweep trained on."""
 
 
 def _diverged(smoothed: float, best: float, factor: float) -> bool:
@@ -115,6 +122,7 @@ def sweep(parts: Parts, device: torch.device, cfg: LRFindConfig, control: Contro
         if not math.isfinite(smoothed) or _diverged(smoothed, best, cfg.diverge):
             out.stopped = "diverged"
             break
+    out.batches = source.distinct
     return out
 
 
@@ -126,46 +134,31 @@ def window(n: int, skip_start: int, skip_end: int) -> tuple[int, int]:
     return (a, b) if b - a >= 3 else (0, n)
 
 
-def steepest_index(lrs: np.ndarray, losses: np.ndarray) -> int:
-    """Index of the most negative slope d(loss)/d(log lr)."""
-    slopes = np.gradient(losses, np.log(lrs))
-    return int(np.argmin(slopes))
-
-
-def valley_index(losses: np.ndarray) -> int:
-    """fastai's valley: two thirds of the way down the longest decreasing run of the curve."""
-    n = len(losses)
-    lds = np.ones(n, dtype=np.int64)
-    max_start, max_end = 0, 0
-    for i in range(1, n):
-        higher = losses[:i] > losses[i]
-        if higher.any():
-            lds[i] = int(lds[:i][higher].max()) + 1
-        if lds[i] > lds[max_end]:
-            max_end, max_start = i, i - int(lds[i])
-    sections = (max_end - max_start) / 3
-    return max(0, min(n - 1, max_start + int(sections) + int(sections / 2)))
-
-
 def suggest(result: Sweep, cfg: LRFindConfig) -> dict[str, Any]:
-    """The three suggestions (None when the curve is too short or not finite)."""
+    """Every rule's suggestion by name (None when the curve is too short or not finite), and the window."""
     finite = [i for i, v in enumerate(result.smoothed) if math.isfinite(v)]
     n = finite[-1] + 1 if finite else 0
     a, b = window(n, cfg.skip_start, cfg.skip_end)
     if b - a < 3:
-        return {"steepest": None, "valley": None, "min_div10": None, "window": [a, b]}
-    lrs = np.asarray(result.lrs[a:b])
-    losses = np.asarray(result.smoothed[a:b])
-    return {
-        "steepest": float(lrs[steepest_index(lrs, losses)]),
-        "valley": float(lrs[valley_index(losses)]),
-        "min_div10": float(lrs[int(np.argmin(losses))] / 10.0),
-        "window": [a, b],
-    }
+        return {**dict.fromkeys(RULES), "window": [a, b]}
+    return {**suggest_all(np.asarray(result.lrs[a:b]), np.asarray(result.smoothed[a:b])), "window": [a, b]}
 
 
-MIN_DESCENT = 0.05
-"""A sweep whose smoothed loss falls less than this share shows no clear descent."""
+def main_suggestion(result: Sweep, cfg: LRFindConfig) -> float | None:
+    """The suggestion the job reports (its default rule); the one the stability check tests."""
+    return suggest(result, cfg)[DEFAULT_RULE]
+
+
+def smoothed_sweep(result: Sweep, losses: np.ndarray, cfg: LRFindConfig) -> Sweep:
+    """``result``'s LRs with other raw ``losses``, smoothed as the sweep smooths them."""
+    smoother = Smoother(cfg.smooth)
+    smoothed = [smoother.add(float(v)) if math.isfinite(v) else float(v) for v in losses]
+    return Sweep(result.lrs, [float(v) for v in losses], smoothed, result.stopped, result.batches)
+
+
+def stability_of(result: Sweep, cfg: LRFindConfig) -> Stability:
+    """How far the main suggestion moves over resampled curves of ``result``."""
+    return stability(result.losses, lambda losses: main_suggestion(smoothed_sweep(result, losses, cfg), cfg))
 
 
 def descent_warning(result: Sweep, window_range: list[int]) -> str | None:
@@ -182,6 +175,32 @@ def descent_warning(result: Sweep, window_range: list[int]) -> str | None:
             "(the model may be stuck: dead units, a bug, or data it cannot learn; try overfit-batch)")
 
 
+MIN_FALL_TO_NOISE = 2.0
+"""A sweep whose loss trend falls less than this many times its batch noise shows no clear descent."""
+
+
+def noise_warning(result: Sweep, window_range: list[int]) -> str | None:
+    """Why the suggestion cannot be trusted, when the descent is small next to the batch noise (None otherwise)."""
+    fall, noise = fall_and_noise(result.losses, *window_range)
+    if noise <= 0 or fall >= MIN_FALL_TO_NOISE * noise:
+        return None
+    return (f"the loss fell by {fall:.3g} along the sweep, less than {MIN_FALL_TO_NOISE:g}x its batch-to-batch noise "
+            f"({noise:.3g}): the descent may be noise, so the suggestion is not reliable")
+
+
+MIN_POINTS = 8
+"""A sweep with fewer usable points (after the skips, before divergence) is too short to judge."""
+
+
+def length_warning(result: Sweep, window_range: list[int]) -> str | None:
+    """Why the suggestion cannot be trusted, when too few points of the curve were usable (None otherwise)."""
+    a, b = window_range
+    if b - a >= MIN_POINTS:
+        return None
+    return (f"only {max(0, b - a)} points of the {len(result.lrs)}-step sweep ({result.stopped}) were usable "
+            f"(at least {MIN_POINTS} needed), so the suggestion is not reliable; sweep more steps")
+
+
 def compare_lr(current: float | None, suggested: float | None, label: str = "current LR") -> str | None:
     """A sentence placing ``current`` against the suggestion (for the diagnosis), or None."""
     if not current or not suggested or current <= 0:
@@ -192,6 +211,32 @@ def compare_lr(current: float | None, suggested: float | None, label: str = "cur
     side = "above" if ratio > 1 else "below"
     factor = ratio if ratio > 1 else 1 / ratio
     return f"{label} {current:.3g} is {factor:.0f}x {side} the suggested {suggested:.3g}"
+
+
+def assess(result: Sweep, cfg: LRFindConfig, optimizer_lr: float | None = None) -> dict[str, Any]:
+    """The suggestions on a sweep's curve and whether the main one is reliable: the loss clearly
+    fell, and the suggestion is stable over resamples of the batch noise (no training needed)."""
+    suggestions = suggest(result, cfg)
+    suggested = main_suggestion(result, cfg)
+    checked = stability_of(result, cfg)
+    found = {
+        "suggested_lr": suggested,
+        "rule": DEFAULT_RULE,
+        "reliable": suggested is not None,
+        "warning": None,
+        "suggestions": suggestions,
+        "stability": checked.to_json(),
+        "batches": result.batches,
+        "comparison": compare_lr(optimizer_lr, suggested, "the optimizer's LR"),
+    }
+    window_range = suggestions["window"]
+    first = length_warning(result, window_range) or descent_warning(result, window_range) or noise_warning(result, window_range)
+    if first and checked.stable:
+        first += f"; {checked.describe()}"
+    for warning in (first, checked.warning()):
+        if warning:
+            mark_unreliable(found, warning)
+    return found
 
 
 def lr_find(
@@ -205,15 +250,12 @@ def lr_find(
     with isolated(parts.model, parts.optimizer):
         blocked = optimizer_blocker(parts, device)
         result = sweep(parts, device, cfg, control) if blocked is None else Sweep([], [], [], f"not run: {blocked.code}")
-    suggestions = suggest(result, cfg)
-    warning = blocked.explanation if blocked else descent_warning(result, suggestions["window"])
+    found = assess(result, cfg, optimizer_lr)
+    if blocked is not None:  # the model cannot train: that is the one warning worth reading
+        found.update(reliable=False, warning=blocked.explanation)
     return {
-        "suggested_lr": suggestions["steepest"],
-        "reliable": suggestions["steepest"] is not None and warning is None,
-        "warning": warning,
-        "suggestions": suggestions,
+        **found,
         "optimizer_lr": optimizer_lr,
-        "comparison": compare_lr(optimizer_lr, suggestions["steepest"], "the optimizer's LR"),
         "stopped": result.stopped,
         "steps_run": len(result.lrs),
         "lrs": result.lrs,
@@ -222,3 +264,12 @@ def lr_find(
         "config": asdict(cfg),
         "device": str(device),
     }
+
+
+def mark_unreliable(result: dict[str, Any], reason: str) -> dict[str, Any]:
+    """``result`` with its suggestion marked unreliable for ``reason`` (added to its warning)."""
+    if result.get("reliable") and result.get("comparison"):
+        result["comparison"] += " (not reliable: see the warning)"
+    result["reliable"] = False
+    result["warning"] = "; ".join(w for w in (result.get("warning"), reason) if w)
+    return result

@@ -5,6 +5,7 @@ app shows the proposals, the user picks one, and it goes to the training as a
 control request (:mod:`tuidiag.store.control`, applied by :mod:`tuidiag.recorder.actions`).
 The actions already applied, and whether the steps after them showed them, come from
 the run's ``action`` events (:func:`past_actions`).
+Where the evidence on the LR conflicts, no LR change is offered and the app says why.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag.diagnosis import Diagnosis
-from tuidiag.diagnosis.job_evidence import reliable_suggestion
+from tuidiag.diagnosis.job_evidence import FINDER_ONLY, finder_verdict, reliable_suggestion
 from tuidiag.format import EVENT_ACTION
 from tuidiag.store import Event
 from tuidiag.store.job_results import latest_result
@@ -65,20 +66,54 @@ def _lr_proposal(lr: float | None, factor: float, why: str) -> Proposal:
     return Proposal(f"scale the LR x{factor:g}{now}: {why}", "scale_lr", {"factor": factor})
 
 
-def propose(diagnosis: Diagnosis, lr: float | None, suggested: float | None, clipping: bool) -> list[Proposal]:
-    """The changes worth offering for this diagnosis, most useful first; a checkpoint always."""
-    codes = {f.code for f in diagnosis.findings if f.confidence >= CONSIDERED}
-    found: list[Proposal] = []
+def _lr_change(codes: set[str], lr: float | None, suggested: float | None) -> Proposal:
+    """The LR change the curve findings ask for, by the LR finder's factor where it agrees."""
+    verdict = finder_verdict(lr, suggested) if lr and suggested else None
     if codes & set(LR_DOWN):
-        use_finder = bool(lr and suggested and suggested < lr)
-        factor = max(0.01, suggested / lr) if use_finder else 0.3
-        found.append(_lr_proposal(lr, factor, "the LR finder's suggestion" if use_finder else "3x lower, as the finding's fix says"))
-    elif codes & set(LR_UP):
-        use_finder = bool(lr and suggested and suggested > lr)
-        factor = min(100.0, suggested / lr) if use_finder else 3.0
-        found.append(_lr_proposal(lr, factor, "the LR finder's suggestion" if use_finder else "3x higher, as the finding's fix says"))
-    else:
-        found.append(_lr_proposal(lr, 0.5, "halve it (no LR finding now)"))
+        use_finder = verdict == "high"
+        factor = max(0.01, suggested / lr) if use_finder and lr and suggested else 0.3
+        return _lr_proposal(lr, factor, "the LR finder's suggestion" if use_finder else "3x lower, as the finding's fix says")
+    if codes & set(LR_UP):
+        use_finder = verdict == "low"
+        factor = min(100.0, suggested / lr) if use_finder and lr and suggested else 3.0
+        return _lr_proposal(lr, factor, "the LR finder's suggestion" if use_finder else "3x higher, as the finding's fix says")
+    return _lr_proposal(lr, 0.5, "halve it (no LR finding now)")
+
+
+def lr_conflict(diagnosis: Diagnosis, lr: float | None, suggested: float | None) -> str | None:
+    """Why no LR change is offered: the evidence on the LR conflicts (None when it does not).
+
+    The curves' findings (at least :data:`CONSIDERED` confident, or an LR finding at
+    any confidence; none raised by the LR finder alone) and a reliable LR-finder
+    suggestion must not point different ways.
+    """
+    claims = _curve_codes(diagnosis) | {f.code for f in diagnosis.findings
+                                        if f.code in ("lr_too_high", "lr_too_low") and FINDER_ONLY not in f.tags}
+    down, up = claims & set(LR_DOWN), claims & set(LR_UP)
+    verdict = finder_verdict(lr, suggested) if lr and suggested else None
+    finder = f"the LR finder (suggests {suggested:.3g}, the LR is {lr:.3g})" if verdict else ""
+    if down and up:
+        return f"the findings disagree on the LR ({', '.join(sorted(down))} say lower, {', '.join(sorted(up))} say higher)"
+    if down and verdict in ("fine", "low"):
+        return f"{', '.join(sorted(down))} say lower the LR, but {finder} says it is {'not too high' if verdict == 'fine' else 'too low'}"
+    if up and verdict in ("fine", "high"):
+        return f"{', '.join(sorted(up))} say raise the LR, but {finder} says it is {'not too low' if verdict == 'fine' else 'too high'}"
+    if not down and not up and verdict == "low":
+        return f"no finding asks for a lower LR and {finder} says it is too low; the curves do not confirm it yet"
+    return None
+
+
+def _curve_codes(diagnosis: Diagnosis) -> set[str]:
+    return {f.code for f in diagnosis.findings if f.confidence >= CONSIDERED and FINDER_ONLY not in f.tags}
+
+
+def propose(diagnosis: Diagnosis, lr: float | None, suggested: float | None, clipping: bool) -> list[Proposal]:
+    """The changes worth offering for this diagnosis, most useful first; a checkpoint always.
+
+    No LR change is offered where the evidence conflicts (:func:`lr_conflict`); the LR
+    finder's value is used only where the curves agree with it."""
+    codes = _curve_codes(diagnosis)
+    found = [] if lr_conflict(diagnosis, lr, suggested) is not None else [_lr_change(codes, lr, suggested)]
     if codes & set(CLIP) and not clipping:
         found.append(Proposal("clip gradients at global norm 1.0 from the next step", "clip_grad", {"max_norm": 1.0}))
     found.append(Proposal("save a checkpoint now (RUN/checkpoints/step<N>.pt)", "checkpoint", {}))

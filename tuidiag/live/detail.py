@@ -16,6 +16,7 @@ from tuidiag.live.jobs_view import job_texts
 from tuidiag.live.ranks import RankLines, rank_lines
 from tuidiag.live.snapshot import Chart, LayerGrid, RunDetail, RunSummary
 from tuidiag.store import Event, Run
+from tuidiag.store.job_results import step_from_run
 
 MAX_EVENTS = 500
 
@@ -65,7 +66,7 @@ def build_detail(run: Run, summary: RunSummary, diagnosis: Diagnosis, at: int | 
         at=at,
         steps=data.steps,
         first_steps={f.code: f.first_step for f in diagnosis.findings if f.first_step is not None},
-        jobs=job_texts(run.path),
+        jobs=job_texts(run.path, at, step_from_run(run)),
         ranks=data.ranks,
         marks=tuple(sorted(data.event_steps | {f.first_step for f in (live or diagnosis).findings if f.first_step is not None})),
     )

@@ -75,17 +75,33 @@ def loss_chart(losses: list[float], width: int = 76, height: int = 14, color: bo
 def render_lr_find(result: dict[str, Any], color: bool = False) -> str:
     """The LR range test: chart, suggestions, stop reason and the comparison with the run's LR."""
     s = result["suggestions"]
+    rule = clean(str(result.get("rule", "steepest")), 40)  # results saved before the rule was named used steepest
     lines = [lr_chart(result, color=color), ""]
-    lines.append(f"Suggested LR (steepest descent): {_fmt(s['steepest'])}")
+    lines.append(f"Suggested LR (rule {rule}): {_fmt(result.get('suggested_lr'))}")
     if result.get("warning"):
         lines.append(f"  WARNING: {clean(result['warning'], 400)}")
-    lines.append(f"  alternatives: valley {_fmt(s['valley'])}, minimum/10 {_fmt(s['min_div10'])}")
+    others = [f"{clean(str(name), 40)} {_fmt(lr)}" for name, lr in s.items() if name not in ("window", rule)]
+    lines.append("  other rules: " + ", ".join(others) + " (docs/lr_finder.md compares them)")
+    lines.extend(_checks(result))
     first = _fmt(result["lrs"][0]) if result["lrs"] else "-"
     lines.append(f"Sweep: {result['steps_run']} steps from {first}, stopped: {result['stopped']}")
     for key in ("comparison", "run_comparison"):
         if result.get(key):
             lines.append(clean(result[key]))
     return "\n".join(lines)
+
+
+def _checks(result: dict[str, Any]) -> list[str]:
+    """The reliability checks of an LR sweep: distinct batches and the suggestion's spread over resamples."""
+    found = []
+    if isinstance(result.get("batches"), int):
+        found.append(f"{result['batches']} distinct batches")
+    check = result.get("stability")
+    shown = "spans" in str(result.get("warning") or "")  # the warning gave the spread already
+    if isinstance(check, dict) and check.get("low") is not None and check.get("high") is not None and not shown:
+        found.append(f"over {_fmt(check.get('resamples'))} resamples of the batch noise the middle 80% of suggestions "
+                     f"spans {_fmt(check['low'])}..{_fmt(check['high'])}")
+    return [f"  checks: {'; '.join(found)}"] if found else []
 
 
 def _stats_line(name: str, stats: dict[str, Any]) -> str:

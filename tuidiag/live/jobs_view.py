@@ -8,16 +8,17 @@ from pathlib import Path
 from rich.text import Text
 
 from tuidiag.live.job_render import RENDERERS
-from tuidiag.store.job_results import JOB_NAMES, latest_result
+from tuidiag.store.job_results import JOB_NAMES, StepOf, latest_result
 from tuidiag.textsafe import clean
 
 
-def job_texts(run_dir: Path) -> tuple[tuple[str, str], ...]:
-    """(job, rendered result) for each job that has a result in ``RUN/jobs/``."""
+def job_texts(run_dir: Path, at: int | None = None, step_of: StepOf | None = None) -> tuple[tuple[str, str], ...]:
+    """(job, rendered result) for each job that has a result in ``RUN/jobs/`` counting at step ``at``
+    (a replay cursor at step 400 shows no result of a job that ran at step 593)."""
     texts = []
     for job in JOB_NAMES:
         try:
-            record = latest_result(run_dir, job)
+            record = latest_result(run_dir, job, at, step_of)
         except (OSError, ValueError):
             continue
         if record is None:

@@ -23,13 +23,13 @@ torch is imported only when an action needs it: the recorder works without torch
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tuidiag.recorder import schedulers
 from tuidiag.recorder.action_checks import Check, ClipCheck, LrCheck, lr_value
+from tuidiag.store.safe_write import write_atomic
 
 LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")
 """Param-group keys that hold learning rates (schedulers such as OneCycleLR keep their own)."""
@@ -106,15 +106,8 @@ def save_checkpoint(run_dir: Path, step: int, model: Any, optimizer: Any) -> Pat
         raise ActionError("no model: rec.watch(model, optimizer)")
     directory = run_dir / "checkpoints"
     directory.mkdir(exist_ok=True)
-    path = directory / f"step{step}.pt"
-    tmp = directory / f".{path.name}.{os.getpid()}.partial"
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict() if optimizer is not None else {}, "step": step}
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_atomic(directory / f"step{step}.pt", lambda handle: torch.save(state, handle), root=run_dir)
 
 
 class LiveChanges:

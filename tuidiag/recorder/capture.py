@@ -8,7 +8,6 @@ says so.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import torch
 from torch import nn
 
 from tuidiag.format import CAPTURES_DIR
+from tuidiag.store.safe_write import write_atomic
 
 
 def to_cpu(value: Any) -> Any:
@@ -71,12 +71,6 @@ def save_capture(
     )
     directory = run_dir / CAPTURES_DIR
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"nan-r{rank}-step{step}.pt"
-    tmp = directory / f".{path.name}.partial"
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    path = write_atomic(directory / f"nan-r{rank}-step{step}.pt", lambda handle: torch.save(payload, handle), root=run_dir)
     state = "state from before the optimizer step" if pre_step else "state after the failing step (detected asynchronously)"
     return path, f"captured batch and {state} ({size / 2**20:.1f} MiB)"

@@ -2,7 +2,9 @@
 
 The writer thread lists ``RUN/control`` once per flush (:meth:`LiveControl.poll`)
 and queues requests whose file the training's own user owns; others are refused
-with a status and an event. The training thread runs queued jobs at the end of
+with a status and an event. A request id runs at most once: it is bound to its
+first execution in :attr:`LiveControl.executed` and in ``RUN/control/executed.jsonl``
+before it runs, and a file carrying an id seen before is removed with an event. The training thread runs queued jobs at the end of
 ``rec.step()`` (:meth:`LiveControl.run_pending`): after backward, before the
 optimizer step, with the recorder's own hooks paused, on the live model,
 optimizer, loss and the recent batches. Every job restores model, optimizer and
@@ -19,6 +21,7 @@ Nothing is hooked while armed; the hunt's hooks exist only during its replay.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import deque
@@ -68,29 +71,54 @@ class LiveControl:
         self.armed: Armed | None = None
         self.checking: list[Checking] = []
         self._event, self._report = event, report
-        self._seen: set[str] = set()
+        self._listed: set[tuple[str, int, int]] = set()
+        """Request files already looked at, by (name, inode, mtime): each file is read once."""
+        self.executed: set[str] = set()
+        """Ids this process took: each runs at most once (also in ``RUN/control/executed.jsonl``)."""
 
     # ---- writer thread ---------------------------------------------------------------
     def poll(self) -> None:
         """Queue new requests from the training's user; refuse the others (never raises)."""
         try:
             for path in ctl.request_files(self.run_dir):
-                request_id = path.name[: -len(ctl.REQUEST_SUFFIX)]
-                if request_id not in self._seen:
-                    self._seen.add(request_id)
-                    self._take(path, request_id)
+                try:
+                    info = os.lstat(path)
+                except OSError:
+                    continue  # gone since listed
+                key = (path.name, info.st_ino, info.st_mtime_ns)
+                if key not in self._listed:
+                    self._listed.add(key)
+                    self._take(path, ctl.request_id_of(path))
         except Exception as exc:
             self._report("control", exc)
 
     def _take(self, path: Path, request_id: str) -> None:
         try:
-            request = ctl.read_request(path, self.uid)
+            if request_id in self.executed or request_id in ctl.executed_ids(self.run_dir, self.uid):
+                # the id's status belongs to its first execution: leave it, remove only this file
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)
+                self._event("control_refused", f"refused control request {request_id}: it was executed once already "
+                            "(a replayed request)", "warning")
+                return
+            problem = ctl.control_dir_problem(self.run_dir, self.uid)
+            if problem is not None:
+                raise ctl.ControlError(problem)
+            request = ctl.read_request(path, self.uid)  # its id, inside, must be its file's name
+            try:
+                ctl.record_execution(self.run_dir, request_id, request["job"])  # bound before it runs
+            except OSError as exc:
+                raise ctl.ControlError(f"its id cannot be logged, so it could run twice ({exc.strerror or exc})") from exc
         except ctl.ControlError as exc:
-            self._finish({"id": request_id, "job": "?"}, "refused", f"request refused: {exc}")
-            self._event("control_refused", f"refused control request {request_id}: {exc}", "warning")
+            self._refuse(request_id, str(exc))
             return
+        self.executed.add(request_id)
         ctl.write_status(self.run_dir, request_id, request["job"], "accepted", message="waiting for the next step")
         self.pending.append(request)
+
+    def _refuse(self, request_id: str, reason: str) -> None:
+        self._finish({"id": request_id, "job": "?"}, "refused", f"request refused: {reason}")
+        self._event("control_refused", f"refused control request {request_id}: {reason}", "warning")
 
     # ---- training thread -------------------------------------------------------------
     def run_pending(self, step: int, job_runner: Callable[[dict[str, Any], Any], dict[str, Any]],
@@ -110,9 +138,10 @@ class LiveControl:
                     self._arm(request, step)
                     continue
                 request = {**request, "capture": str(capture)}
-            self._run(request, job_runner)
+            self._run(request, job_runner, step)
 
-    def _run(self, request: dict[str, Any], job_runner: Callable[[dict[str, Any], Any], dict[str, Any]]) -> None:
+    def _run(self, request: dict[str, Any], job_runner: Callable[[dict[str, Any], Any], dict[str, Any]], step: int) -> None:
+        """Run one job at ``step``; its result is saved with that step (it counts from there on)."""
         from tuidiag.jobs import Control, JobCancelled, JobError
 
         job = request["job"]
@@ -126,7 +155,8 @@ class LiveControl:
         except Exception as exc:  # the user's model or loss failed inside the job: report, keep training
             self._finish(request, "failed", f"{type(exc).__name__}: {exc}")
         else:
-            path = save_result(self.run_dir, job, result, run=self.run_dir.name, device=result.get("device"), source="live")
+            path = save_result(self.run_dir, job, result, run=self.run_dir.name, device=result.get("device"), source="live",
+                               step=step)
             summary = str(result.get("summary") or result.get("comparison") or "finished")
             self._finish(request, "done", summary, result=str(path.relative_to(self.run_dir)))
             self._event("job", f"{job.replace('_', ' ')} (live): {summary}", "info", {"result": str(path.name)})
@@ -179,15 +209,15 @@ class LiveControl:
         ctl.write_status(self.run_dir, request["id"], "nan_hunt", "armed", message=message, done=0, total=steps)
         self._event("job", f"NaN hunt armed for steps {self.armed.first}-{self.armed.last}", "info")
 
-    def on_capture(self, capture: Path | None, job_runner: Callable[[dict[str, Any], Any], dict[str, Any]]) -> None:
-        """The recorder captured a non-finite step: run the armed NaN hunt on it."""
+    def on_capture(self, capture: Path | None, job_runner: Callable[[dict[str, Any], Any], dict[str, Any]], step: int) -> None:
+        """The recorder captured the non-finite ``step``: run the armed NaN hunt on it."""
         armed, self.armed = self.armed, None
         if armed is None:
             return
         if capture is None:
             self._finish(armed.request, "failed", "the non-finite step could not be captured (see the run's events)")
             return
-        self._run({**armed.request, "capture": str(capture)}, job_runner)
+        self._run({**armed.request, "capture": str(capture)}, job_runner, step)
 
     def expire(self, step: int) -> None:
         """End an armed NaN hunt whose window has passed or that was cancelled."""
@@ -204,7 +234,7 @@ class LiveControl:
         from tuidiag.jobs.live import nothing_found
 
         result = nothing_found(armed.last - armed.first + 1, armed.first, armed.last)
-        path = save_result(self.run_dir, "nan_hunt", result, run=self.run_dir.name, source="live")
+        path = save_result(self.run_dir, "nan_hunt", result, run=self.run_dir.name, source="live", step=step)
         self._finish(armed.request, "done", result["summary"], result=str(path.relative_to(self.run_dir)))
 
     # ---- status --------------------------------------------------------------------

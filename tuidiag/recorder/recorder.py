@@ -16,7 +16,6 @@ import os
 import socket
 import sys
 import time
-from collections import deque
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Mapping
@@ -47,6 +46,7 @@ from tuidiag.recorder.process import detect_rank, died_of_exception, import_torc
 from tuidiag.recorder.arguments import Arguments, check_arguments
 from tuidiag.recorder.user_json import config_json, event_data, event_texts
 from tuidiag.recorder.placement import RESUME_NEVER, ResumeError
+from tuidiag.recorder.recent_batches import FOR_JOBS, RecentBatches
 from tuidiag.recorder.run_manifest import RunManifest
 from tuidiag.recorder.step_timer import StepTimer
 from tuidiag.recorder.values import Rejected, convert, leaves, one_number
@@ -57,8 +57,6 @@ STEP_RANGE = range(-(2**63), 2**63)
 STEP_MAX = STEP_RANGE[-1]
 CLOSE_STATUSES = (STATUS_FINISHED, STATUS_FAILED)
 """What ``close(status)`` may write; the reader tells a ``crashed`` run by itself."""
-RECENT_BATCHES = 4
-"""Batches kept by reference so an asynchronously detected NaN step can still be captured."""
 
 
 class Recorder:
@@ -86,7 +84,8 @@ class Recorder:
             for jobs run after the training has ended.
         control: accept job requests (LR finder, NaN hunt, ...) from the training's
             own user through ``RUN/control`` and run them in this process at a step
-            boundary; keeps references to the last few batches given to ``batch()``.
+            boundary; keeps references to the last batches given to ``batch()`` (up to 16,
+            within 64 MiB of tensors; see :mod:`tuidiag.recorder.recent_batches`).
 
     Raises (here only, before anything is created):
         ArgumentError: an argument of the wrong type or out of range.
@@ -130,7 +129,7 @@ class Recorder:
         self._max_grad_norm: float | None = None
         self._next_step, self._current_step = 0, -1
         self._timer = StepTimer()
-        self._recent_batches: deque[tuple[int, Any]] = deque(maxlen=RECENT_BATCHES)
+        self._recent_batches = RecentBatches(FOR_JOBS if args.control and self.rank == 0 else 0)
         self._uses_batch = False
         self._input_parts: tuple[list[str], list[Any]] = ([], [])
         self._missing_grads: list[str] | None = None
@@ -219,7 +218,10 @@ class Recorder:
         self._timer.mark_batch()
         self._uses_batch = True
         if (self.capture_nonfinite and not self._captured) or self._control is not None:
-            self._recent_batches.append((self._next_step, (x, y)))
+            try:
+                self._recent_batches.add(self._next_step, (x, y))
+            except Exception as exc:  # a batch that contains itself, a size that raises: not kept for capture or jobs
+                self.rejections.reject("batch", "<batch>", f"could not be kept ({type(exc).__name__}: {str(exc)[:200]})")
         if self._watch is not None:
             self._watch.arm_activations(self._next_step)  # armed here, validation passes stay unhooked
         if self._torch is not None and self.inputs_every > 0 and self._next_step % self.inputs_every == 0:
@@ -511,12 +513,12 @@ class Recorder:
         data = {"path": str(path.relative_to(self.run_dir)) if path else None, "pre_step": pre_step}
         self._writer.submit(EventRow(s, time.time(), EVENT_CAPTURE, "info" if path else "warning", note, data))
         if self._control is not None and self._control.armed:
-            self._control.on_capture(path, self._job_runner())
+            self._control.on_capture(path, self._job_runner(), s)
         self._recent_batches.clear()
 
     def _batch_of(self, s: int) -> Any:
         """The batch passed to ``batch()`` for step ``s``, if still among the recent ones."""
-        return next((batch for step, batch in self._recent_batches if step == s), None)
+        return self._recent_batches.of_step(s)
 
     def _submit_weights(self, names: list[str], vector: Any) -> None:
         try:
@@ -527,7 +529,7 @@ class Recorder:
     def _job_runner(self) -> Any:
         from tuidiag.recorder.control import job_runner_for
 
-        return job_runner_for(self._watch, self.loss_fn, lambda: [b for _, b in self._recent_batches])
+        return job_runner_for(self._watch, self.loss_fn, self._recent_batches.batches)
 
     def _error_event(self, kind: str, message: str, data: dict[str, Any]) -> None:
         self._writer.submit(EventRow(self._implicit_step(), time.time(), kind, "error", message, data))

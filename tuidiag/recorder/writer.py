@@ -271,13 +271,13 @@ class ShardWriter:
             self._dirs_ready = self._dirs_ready or self._make_dirs(raise_errors=True)
             metrics = self._metrics_table(seq) if self._rows else None
             if metrics is not None:
-                write_table_atomic(self.run_dir / METRICS_DIR / name, metrics)
+                write_table_atomic(self.run_dir / METRICS_DIR / name, metrics, root=self.run_dir)
                 wrote = True
                 self.rows_written += metrics.num_rows
             self._rows.clear()
             events = self._events_table(seq) if self._events else None
             if events is not None:
-                write_table_atomic(self.run_dir / EVENTS_DIR / name, events)
+                write_table_atomic(self.run_dir / EVENTS_DIR / name, events, root=self.run_dir)
                 wrote = True
             self._events.clear()
         except OSError as exc:
@@ -390,14 +390,14 @@ class ShardWriter:
         for sub, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
             directory = self.run_dir / sub
             group = plan_compaction(list_shards(directory), self.rank, min_files or self.compact_min_files)
-            compact(directory, group, schema)
+            compact(directory, group, schema, root=self.run_dir)
 
     def _compact_all(self) -> None:
         """On close: merge every run of small shards, until none is left to merge."""
         for sub, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
             directory = self.run_dir / sub
             while group := plan_compaction(list_shards(directory), self.rank, 2):
-                if compact(directory, group, schema) is None:
+                if compact(directory, group, schema, root=self.run_dir) is None:
                     break
 
     def _next_seq(self) -> int:

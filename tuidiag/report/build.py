@@ -11,6 +11,7 @@ from tuidiag.report.checklist import run_checklist
 from tuidiag.report.plots import PlotResult, draw_all
 from tuidiag.report.runinfo import run_info
 from tuidiag.store import Run, open_run
+from tuidiag.store.safe_write import write_text_atomic
 
 REPORT_NAME = "report.md"
 
@@ -27,11 +28,7 @@ def write_report(run: Run | str | Path, out_dir: str | Path) -> Path:
     view = RunView(run)
     plots = draw_all(view, out)
     text = render(view, plots)
-    path = out / REPORT_NAME
-    tmp = path.with_name(f".{REPORT_NAME}.partial")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(out / REPORT_NAME, text)
 
 
 def render(view: RunView, plots: list[PlotResult]) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tuidiag.report.series import nonfinite_steps, spans_decades
+from tuidiag.store.safe_write import write_atomic
 from tuidiag.textsafe import clean
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def title(ax: Axes, text: str, run_name: str) -> None:
 
 def save(fig: Figure, path: Path) -> Path:
     """Write the figure as PNG and free it (light compression: a third faster, files ~12% larger)."""
-    fig.savefig(path, format="png", dpi=DPI, facecolor="white", pil_kwargs={"compress_level": 1})
+    write_atomic(path, lambda handle: fig.savefig(handle, format="png", dpi=DPI, facecolor="white", pil_kwargs={"compress_level": 1}))
     fig.clear()
     return path
 

@@ -14,6 +14,12 @@ for a non-finite step, ``checking`` for a live action applied whose effect the n
 steps must still show) -> one of ``done``, ``failed``, ``cancelled``, ``refused``. A requester cancels by creating ``RUN/control/<id>.cancel``. Every
 file is written under a ``.``-prefixed temporary name and renamed into place, so
 a reader sees a whole file or none. This module does not need torch.
+
+A request runs **at most once**, whatever happens to its files: its id (inside the
+file, equal to the file's name) is bound to its first execution in the training's
+memory and in the append-only ``RUN/control/executed.jsonl``, written before it
+runs; a request whose id is there is refused. Requests are taken only from a
+control directory that the training's user owns and nobody else can write.
 """
 
 from __future__ import annotations
@@ -30,7 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag.format import STATUS_RUNNING
+from tuidiag.store.limits import MAX_CONTROL_REQUEST_BYTES, MAX_CONTROL_STATUS_BYTES, loads_bounded, read_json_bounded
 from tuidiag.store.manifest import effective_status, jsonable
+from tuidiag.store.safe_write import append_line, write_text_atomic
+from tuidiag.store.trust import WRITABLE_BY_OTHERS, file_problem, info_problem
 
 CONTROL_DIR = "control"
 REQUEST_SUFFIX = ".request.json"
@@ -40,6 +49,9 @@ LIVE_JOBS = ("lr_find", "nan_hunt", "overfit_batch", "sharpness")
 LIVE_ACTIONS = ("scale_lr", "clip_grad", "checkpoint")
 """Changes to the live training itself (the seeds' Step 5), applied at the next step and logged as ``action`` events."""
 FINAL_STATES = ("done", "failed", "cancelled", "refused")
+EXECUTED_LOG = "executed.jsonl"
+"""Append-only log, one JSON line per request id a training took: each id runs at most once."""
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 POLL_SECONDS = 0.2
 """How often a requester reads the status file while it waits."""
 
@@ -54,15 +66,8 @@ def control_dir(run_dir: str | os.PathLike[str]) -> Path:
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` to ``path`` atomically, readable and writable by the owner only."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(jsonable(payload), fh, allow_nan=False)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write ``payload`` to ``path`` (in ``RUN/control``) atomically, readable and writable by the owner only."""
+    write_text_atomic(path, json.dumps(jsonable(payload), allow_nan=False), mode=0o600, root=path.parent.parent)
 
 
 def live_problem(manifest: dict[str, Any]) -> str | None:
@@ -93,34 +98,103 @@ def write_request(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any
 
 
 def owner_problem(path: Path, uid: int) -> str | None:
-    """Why ``path`` may not be trusted by a process running as ``uid`` (None when it may)."""
+    """Why ``path`` may not be trusted by a process running as ``uid`` (None when it may):
+    :func:`tuidiag.store.trust.file_problem`."""
+    return file_problem(path, uid)
+
+
+def control_dir_problem(run_dir: str | os.PathLike[str], uid: int) -> str | None:
+    """Why requests in ``RUN/control`` may not be trusted: the directory must be a real directory
+    of the training's user that nobody else can write (else another user could rename files in it)."""
+    directory = control_dir(run_dir)
     try:
-        info = os.lstat(path)
+        info = os.lstat(directory)
     except OSError as exc:
-        return f"unreadable ({exc.strerror or exc})"
-    if not stat.S_ISREG(info.st_mode):
-        return "not a regular file (symlinks are refused)"
+        return f"{directory} is unreadable ({exc.strerror or exc})"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{directory} is not a directory (symlinks are refused)"
     if info.st_uid != uid:
-        return f"owned by uid {info.st_uid}, not by the training's user (uid {uid})"
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return "writable by group or others"
+        return f"{directory} is owned by uid {info.st_uid}, not by the training's user (uid {uid})"
+    if info.st_mode & WRITABLE_BY_OTHERS:
+        return f"{directory} is writable by group or others"
     return None
 
 
+def request_id_of(path: Path) -> str:
+    """The request id a request file's name gives."""
+    return path.name[: -len(REQUEST_SUFFIX)]
+
+
 def read_request(path: Path, uid: int) -> dict[str, Any]:
-    """The request in ``path`` if its owner may ask; raises :class:`ControlError` with the reason otherwise."""
-    problem = owner_problem(path, uid)
-    if problem is not None:
-        raise ControlError(problem)
+    """The request in ``path`` if its owner may ask; raises :class:`ControlError` with the reason otherwise.
+
+    The file is opened without following a link and judged by what was opened. A request
+    carries its own id (equal to its file's name) and its creation time, and no state:
+    a status file, a cancel file or a request renamed to another name is refused."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            request = json.load(fh)
-    except (OSError, ValueError) as exc:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ControlError(f"unreadable ({exc.strerror or exc}; symlinks are refused)") from exc
+    try:
+        problem = info_problem(os.fstat(fd), uid)
+        if problem is not None:
+            raise ControlError(problem.replace(f"not by uid {uid}", f"not by the training's user (uid {uid})"))
+        data = os.read(fd, MAX_CONTROL_REQUEST_BYTES + 1)
+    except OSError as exc:
+        raise ControlError(f"unreadable request ({exc.strerror or exc})") from exc
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONTROL_REQUEST_BYTES:
+        raise ControlError(f"over the limit of {MAX_CONTROL_REQUEST_BYTES:,} bytes for a request; not read")
+    try:
+        request = loads_bounded(data.decode("utf-8"), name=path.name)
+    except ValueError as exc:
         raise ControlError(f"unreadable request ({exc})") from exc
     if not isinstance(request, dict) or request.get("job") not in LIVE_JOBS + LIVE_ACTIONS or not isinstance(request.get("args", {}), dict):
         raise ControlError("malformed request")
-    request["id"] = path.name[: -len(REQUEST_SUFFIX)]
+    request_id = request_id_of(path)
+    if "state" in request or not isinstance(request.get("created"), (int, float)):
+        raise ControlError("not a request (a status or result file renamed to a request's name?)")
+    if request.get("id") != request_id:
+        raise ControlError(f"its id {str(request.get('id'))[:80]!r} is not its file's name (a renamed request?)")
     return request
+
+
+def executed_ids(run_dir: str | os.PathLike[str], uid: int) -> set[str]:
+    """Ids of every request a training of this run has taken, from ``RUN/control/executed.jsonl``.
+
+    Raises :class:`ControlError` when the log exists but cannot be trusted or read: then no
+    request can be proven new."""
+    path = control_dir(run_dir) / EXECUTED_LOG
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return set()
+    except OSError as exc:
+        raise ControlError(f"the log of executed requests is unreadable ({exc.strerror or exc})") from exc
+    try:
+        problem = info_problem(os.fstat(fd), uid)
+        if problem is not None:
+            raise ControlError(f"the log of executed requests {path} is {problem}")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    finally:
+        os.close(fd)
+    ids = set()
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a crash: its request never ran past being taken
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            ids.add(entry["id"])
+    return ids
+
+
+def record_execution(run_dir: str | os.PathLike[str], request_id: str, job: str) -> None:
+    """Append ``request_id`` to the log of executed requests (before it runs); raises ``OSError``."""
+    line = json.dumps({"id": request_id, "job": job, "pid": os.getpid(), "time": time.time()})
+    append_line(control_dir(run_dir) / EXECUTED_LOG, line, mode=0o600, root=Path(run_dir))
 
 
 def request_files(run_dir: str | os.PathLike[str]) -> list[Path]:
@@ -142,8 +216,7 @@ def write_status(run_dir: str | os.PathLike[str], request_id: str, job: str, sta
 def read_status(run_dir: str | os.PathLike[str], request_id: str) -> dict[str, Any] | None:
     """A request's latest status, or None before the training has answered."""
     try:
-        with open(control_dir(run_dir) / f"{request_id}{STATUS_SUFFIX}", encoding="utf-8") as fh:
-            status = json.load(fh)
+        status = read_json_bounded(control_dir(run_dir) / f"{request_id}{STATUS_SUFFIX}", MAX_CONTROL_STATUS_BYTES)
     except (OSError, ValueError):
         return None
     return status if isinstance(status, dict) else None

@@ -6,7 +6,6 @@ rows to read; this module turns a file into arrays or a clear error.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -18,6 +17,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tuidiag.format import FORMAT_VERSION, FORMAT_VERSION_KEY
+from tuidiag.store.limits import (
+    MAX_EVENT_DATA_BYTES,
+    MAX_ROWS_PER_BYTE,
+    MAX_UNCOMPRESSED_PER_BYTE,
+    SHARD_THRIFT_CONTAINER_ITEMS,
+    SHARD_THRIFT_STRING_BYTES,
+    loads_bounded,
+)
 
 
 class ShardError(Exception):
@@ -79,20 +86,53 @@ def iter_shard(path: Path, schema: pa.Schema, columns: list[str] | None = None, 
             raise ShardError(f"unreadable rows ({exc})") from exc
 
 
-def _open_shard(path: Path, schema: pa.Schema) -> pq.ParquetFile:
-    """Open a shard and check its schema (format version, columns) against ``schema``."""
-    check_regular_file(path)
+class _OwnedParquetFile(pq.ParquetFile):
+    """A Parquet file read through a Python file object it owns and closes."""
+
+    def close(self, force: bool = False) -> None:
+        """Close the file (pyarrow leaves a file object it was given open)."""
+        super().close(force=True)
+
+
+def open_parquet(path: Path, **options: Any) -> pq.ParquetFile:
+    """``pq.ParquetFile(path, **options)``, also for a path that is not valid UTF-8 (a directory name
+    with a byte from another encoding), which pyarrow cannot name: that one is opened by Python."""
     try:
-        handle = pq.ParquetFile(path, pre_buffer=False)  # local files: pre-buffering only adds work
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        handle = open(path, "rb")  # noqa: SIM115 - closed by the ParquetFile
+        try:
+            return _OwnedParquetFile(handle, **options)
+        except BaseException:
+            handle.close()
+            raise
+    return pq.ParquetFile(path, **options)
+
+
+def _open_shard(path: Path, schema: pa.Schema) -> pq.ParquetFile:
+    """Open a shard and check its schema (format version, columns) and its footer's claims against ``schema``
+    and the file's size (:func:`check_footer`)."""
+    size = check_regular_file(path)
+    try:
+        handle = open_parquet(
+            path,
+            pre_buffer=False,  # local files: pre-buffering only adds work
+            thrift_string_size_limit=SHARD_THRIFT_STRING_BYTES,
+            thrift_container_size_limit=SHARD_THRIFT_CONTAINER_ITEMS,
+        )
     except FileNotFoundError:
         raise
     except (OSError, pa.ArrowException, ValueError) as exc:  # a mangled footer can hold invalid UTF-8
         raise ShardError(f"not a readable Parquet file ({exc})") from exc
     try:
         file_schema = handle.schema_arrow
+        check_footer(handle.metadata, size)
     except (OSError, pa.ArrowException, ValueError) as exc:
         handle.close()
         raise ShardError(f"unreadable schema ({exc})") from exc
+    except ShardError:
+        handle.close()
+        raise
     version = _format_version(file_schema)
     missing = [f.name for f in schema if f.name not in file_schema.names]
     if (version is not None and version > FORMAT_VERSION) or missing:
@@ -103,21 +143,53 @@ def _open_shard(path: Path, schema: pa.Schema) -> pq.ParquetFile:
     return handle
 
 
-def check_regular_file(path: Path) -> None:
-    """Raise :class:`ShardError` unless ``path`` is a regular file (after symlinks).
+def check_footer(metadata: pq.FileMetaData, size: int) -> int:
+    """The shard's row count, once its footer's claims are consistent and possible for a file of ``size`` bytes.
+
+    Raises :class:`ShardError` when the file's row count differs from its row groups'
+    sum, a row group or column claims a negative count or more than
+    :data:`~tuidiag.store.limits.MAX_ROWS_PER_BYTE` rows per byte of file, or the
+    columns claim more than :data:`~tuidiag.store.limits.MAX_UNCOMPRESSED_PER_BYTE`
+    decompressed bytes per byte of file. Nothing is allocated from a count before this passes.
+    """
+    max_rows = max(1, size) * MAX_ROWS_PER_BYTE
+    claimed, total, uncompressed = metadata.num_rows, 0, 0
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        rows = row_group.num_rows
+        if rows < 0 or rows > max_rows:
+            raise ShardError(f"footer claims {rows:,} rows in row group {group}, "
+                             f"impossible in {size:,} bytes (MAX_ROWS_PER_BYTE)")
+        total += rows
+        for column in range(row_group.num_columns):
+            chunk = row_group.column(column)
+            if not 0 <= chunk.num_values <= max_rows:
+                raise ShardError(f"footer claims {chunk.num_values:,} values in column {chunk.path_in_schema}, "
+                                 f"impossible in {size:,} bytes (MAX_ROWS_PER_BYTE)")
+            uncompressed += max(0, chunk.total_uncompressed_size)
+    if claimed != total or not 0 <= claimed <= max_rows:
+        raise ShardError(f"footer claims {claimed:,} rows but its row groups hold {total:,}, in {size:,} bytes")
+    if uncompressed > max(1, size) * MAX_UNCOMPRESSED_PER_BYTE:
+        raise ShardError(f"footer claims {uncompressed:,} bytes once decompressed, from {size:,} (MAX_UNCOMPRESSED_PER_BYTE)")
+    return claimed
+
+
+def check_regular_file(path: Path) -> int:
+    """The size of ``path``; raise :class:`ShardError` unless it is a regular file (after symlinks).
 
     Opening a FIFO named like a shard would block the reader forever, and a device
     such as ``/dev/zero`` never ends; a symlink loop fails here too.
     ``FileNotFoundError`` (compacted away) passes through.
     """
     try:
-        mode = os.stat(path).st_mode
+        info = os.stat(path)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise ShardError(f"cannot open ({exc})") from exc
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(info.st_mode):
         raise ShardError("not a regular file (a directory, FIFO or device); not opened")
+    return info.st_size
 
 
 def _names(schema: pa.Schema, columns: list[str] | None) -> list[str]:
@@ -155,7 +227,7 @@ def metric_columns(table: pa.Table) -> tuple[np.ndarray, list[str], np.ndarray, 
         metric = metric.chunk(0)
     return (
         to_numpy(metric.indices),
-        metric.dictionary.to_pylist(),
+        texts(metric.dictionary),
         to_numpy(table.column("step")),
         to_numpy(table.column("value")).astype(np.float64, copy=False),
         to_numpy(table.column("wall_time")),
@@ -219,10 +291,45 @@ def _dedup(array: np.ndarray, seen: list[np.ndarray], tries: int = 2) -> np.ndar
     return array
 
 
+def texts(array: pa.Array | pa.ChunkedArray) -> list[Any]:
+    """A string column as Python text; bytes that are not UTF-8 are written as escapes (``\\xff``),
+    never an error, and two different byte strings stay two different names."""
+    try:
+        return array.to_pylist()
+    except UnicodeDecodeError:
+        raw = array.cast(pa.binary()).to_pylist()
+        return [None if v is None else v.decode("utf-8", "backslashreplace") for v in raw]
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or (pa.types.is_dictionary(kind) and pa.types.is_string(kind.value_type))
+
+
+def check_text(handle: pq.ParquetFile, schema: pa.Schema) -> None:
+    """Raise :class:`ShardError` when a text column of ``schema`` holds bytes that are not UTF-8
+    (readers that cannot escape them, as DuckDB, refuse the whole file mid-query otherwise)."""
+    names = [f.name for f in schema if _is_text(f.type)]
+    try:
+        table = handle.read(columns=names)
+        for name in names:
+            try:
+                table.column(name).validate(full=True)
+            except pa.ArrowInvalid as exc:
+                raise ShardError(f"column {name} holds text that is not valid UTF-8 ({exc})") from exc
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise ShardError(f"unreadable rows ({exc})") from exc
+
+
 def table_events(table: pa.Table) -> list[Event]:
     """Turn an events table into :class:`Event` objects; a bad ``data`` field becomes ``{}``."""
+    try:
+        rows = table.to_pylist()
+    except UnicodeDecodeError:  # text that is not UTF-8: escape the bytes, keep the rows
+        columns = {name: pa.array(texts(table.column(name)), pa.string()) if _is_text(table.column(name).type)
+                   else table.column(name) for name in table.column_names}
+        rows = pa.table(columns).to_pylist()
     events = []
-    for row in table.to_pylist():
+    for row in rows:
         events.append(
             Event(
                 step=int(row["step"]),
@@ -237,11 +344,17 @@ def table_events(table: pa.Table) -> list[Event]:
     return events
 
 
+RAW_DATA_CHARS = 1024
+"""Characters of an event's ``data`` kept as ``{"raw": ...}`` when it is not JSON, too large or too deep."""
+
+
 def _parse_data(raw: str | None) -> dict[str, Any]:
     if not raw:
         return {}
+    if len(raw) > MAX_EVENT_DATA_BYTES:  # characters: at least as many bytes
+        return {"raw": raw[:RAW_DATA_CHARS]}
     try:
-        data = json.loads(raw)
+        data = loads_bounded(raw, name="event data")
     except ValueError:
-        return {"raw": raw}
+        return {"raw": raw[:RAW_DATA_CHARS]}
     return data if isinstance(data, dict) else {"value": data}

@@ -3,12 +3,18 @@
 Each file is one JSON object (no NaN/Infinity literals: non-finite floats are
 stored as the strings ``"nan"``, ``"inf"``, ``"-inf"``)::
 
-    {"job": "lr_find", "version": 1, "created": 1715379302.1, "run": "exp1",
+    {"job": "lr_find", "version": 1, "created": 1715379302.1, "run": "exp1", "step": 593,
      "factory": "train:build", "device": "cuda", "result": {...}}
 
-Like every file of a run it is written under a ``.<name>.<pid>.partial`` name in
-the same directory and ``os.replace``-d into place, so readers see a whole file or
-none and must ignore names starting with ``.``. This module does not need torch.
+``step`` is the training step at which the job ran (a live job: the step it ran
+after; a job run from the factory: the run's last recorded step then). A result
+counts only at and after that step: ``latest_result(..., at=400)`` never returns
+a result made at step 593, so a diagnosis or a replay as of step 400 cannot see it.
+
+Like every file of a run it is written under a hidden ``.<name>.<random>.partial`` name
+in the same directory and renamed into place (:mod:`tuidiag.store.safe_write`), so
+readers see a whole file or none and must ignore names starting with ``.``. This
+module does not need torch.
 """
 
 from __future__ import annotations
@@ -17,9 +23,14 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+import numpy as np
+
+from tuidiag.format import LOSS
+from tuidiag.store.limits import MAX_JOB_RESULT_BYTES, read_json_bounded
 from tuidiag.store.manifest import jsonable
+from tuidiag.store.safe_write import write_text_atomic
 
 JOBS_DIR = "jobs"
 RESULT_VERSION = 1
@@ -43,14 +54,7 @@ def save_result(run_dir: str | os.PathLike[str], job: str, result: dict[str, Any
             break
         path = directory / result_name(job, now).replace(".json", f"-{n}.json")
     payload = {"job": job, "version": RESULT_VERSION, "created": now, **jsonable(meta), "result": jsonable(result)}
-    tmp = directory / f".{path.name}.{os.getpid()}.partial"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, allow_nan=False, indent=1)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_text_atomic(path, json.dumps(payload, allow_nan=False, indent=1), root=Path(run_dir))
 
 
 def list_results(run_dir: str | os.PathLike[str], job: str | None = None) -> list[Path]:
@@ -61,13 +65,20 @@ def list_results(run_dir: str | os.PathLike[str], job: str | None = None) -> lis
     files = [p for p in directory.glob("*.json") if not p.name.startswith(".")]
     if job is not None:
         files = [p for p in files if p.name.startswith(f"{job}-")]
-    return sorted(files, key=lambda p: (p.name.split("-", 1)[1], p.name))
+    return sorted(files, key=_saved_order)
+
+
+def _saved_order(path: Path) -> tuple[str, int, str]:
+    """``(UTC stamp, n, name)`` of ``<job>-<stamp>Z[-n].json``: results saved in the same millisecond get ``-n``."""
+    rest = path.name.split("-", 1)[-1]
+    stamp, _, tail = rest.partition("Z")
+    number = tail[1:].split(".")[0] if tail.startswith("-") else ""
+    return stamp, int(number) if number.isdigit() else 0, path.name
 
 
 def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load one result file."""
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    """Load one result file (at most :data:`~tuidiag.store.limits.MAX_JOB_RESULT_BYTES`; ``ValueError`` otherwise)."""
+    return read_json_bounded(path, MAX_JOB_RESULT_BYTES)
 
 
 _PARSED: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
@@ -75,16 +86,63 @@ _PARSED: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
 ask for the newest results on every refresh, and result files are never rewritten in place."""
 
 
-def latest_result(run_dir: str | os.PathLike[str], job: str) -> dict[str, Any] | None:
-    """The newest readable result of ``job``, or None (shared with other callers: do not modify it)."""
+StepOf = Callable[[Path, dict[str, Any]], "int | None"]
+"""``step_of(path, record)``: the step at which a result saved without ``step`` was made (None: unknown)."""
+
+
+def result_step(path: Path, record: dict[str, Any], step_of: StepOf | None = None) -> int | None:
+    """The step at which the result in ``path`` was made: its ``step``, else ``step_of``'s answer."""
+    step = record.get("step")
+    if isinstance(step, int) and not isinstance(step, bool):
+        return step
+    return step_of(path, record) if step_of is not None else None
+
+
+def latest_result(run_dir: str | os.PathLike[str], job: str, at: int | None = None,
+                  step_of: StepOf | None = None) -> dict[str, Any] | None:
+    """The newest readable result of ``job``, or None. With ``at``, the one made last at or before
+    step ``at`` (a result whose step is unknown never counts then); without, the one saved last.
+    Shared with other callers: do not modify it."""
+    best: tuple[int, dict[str, Any]] | None = None
     for path in reversed(list_results(run_dir, job)):
-        try:
-            info = path.stat()
-            stamp = (info.st_mtime_ns, info.st_size)
-            cached = _PARSED.get(path)
-            if cached is None or cached[0] != stamp:
-                cached = _PARSED[path] = (stamp, read_result(path))
-            return cached[1]
-        except (OSError, ValueError):
+        record = _parsed(path)
+        if record is None:
             continue
-    return None
+        if at is None:
+            return record
+        step = result_step(path, record, step_of)
+        if step is not None and step <= at and (best is None or step > best[0]):
+            best = (step, record)
+    return best[1] if best is not None else None
+
+
+def _parsed(path: Path) -> dict[str, Any] | None:
+    """The result in ``path`` (read again only when the file changed), or None when unreadable."""
+    try:
+        info = path.stat()
+        stamp = (info.st_mtime_ns, info.st_size)
+        cached = _PARSED.get(path)
+        if cached is None or cached[0] != stamp:
+            cached = _PARSED[path] = (stamp, read_result(path))
+        return cached[1]
+    except (OSError, ValueError):
+        return None
+
+
+def step_from_run(run: Any) -> StepOf:
+    """How to date results saved without ``step`` (by older versions) in ``run`` (a ``store.Run``):
+    the step of the training's ``job`` event that names the file, else the last loss step
+    recorded before the result's ``created`` time (None before the first one)."""
+
+    def step_of(path: Path, record: dict[str, Any]) -> int | None:
+        for event in run.events:
+            if event.kind == "job" and event.data.get("result") == path.name:
+                return int(event.step)
+        created = record.get("created")
+        loss = run.series(LOSS)
+        if not isinstance(created, (int, float)) or not len(loss):
+            return None
+        before = np.flatnonzero(loss.wall_times <= created)
+        return int(loss.steps[before[-1]]) if len(before) else None
+
+    return step_of

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import stat
 import sys
 import time
 import uuid
@@ -24,6 +23,8 @@ from tuidiag.format import (
     STATUS_CRASHED,
     STATUS_RUNNING,
 )
+from tuidiag.store.safe_write import claim_text, write_text_atomic
+from tuidiag.store.limits import MAX_MANIFEST_BYTES, read_json_bounded
 
 STALE_AFTER_MIN_SECONDS = 30.0
 """A running run whose heartbeat is older than this (or 10 flush intervals) is crashed."""
@@ -83,54 +84,28 @@ def jsonable(value: Any) -> Any:
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     """Write ``run.json`` atomically (temporary file, then rename)."""
-    path = run_dir / MANIFEST_NAME
-    tmp = run_dir / f".{MANIFEST_NAME}.{os.getpid()}.partial"
-    try:
-        tmp.write_text(json.dumps(manifest, indent=1, allow_nan=False), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_text_atomic(run_dir / MANIFEST_NAME, json.dumps(manifest, indent=1, allow_nan=False))
 
 
 def claim_manifest(run_dir: Path, manifest: dict[str, Any]) -> bool:
     """Write ``run.json`` only if there is none yet; ``False`` when one already exists.
 
-    Exclusive and whole: the manifest is written under a temporary name and
-    hard-linked into place (a link never replaces a file), so of two recorders
-    starting in the same directory at once exactly one claims it, and a reader never
-    sees a half-written manifest. Where hard links are not supported, an exclusive
-    create is used instead. Other ``OSError`` (read-only, disk full) are raised.
+    Exclusive and whole (:func:`tuidiag.store.safe_write.claim_text`): of two recorders
+    starting in the same directory at once exactly one claims it, a reader never sees a
+    half-written manifest, and a symlink planted at either name is never followed.
+    Other ``OSError`` (read-only, disk full) are raised.
     """
-    path = run_dir / MANIFEST_NAME
-    text = json.dumps(manifest, indent=1, allow_nan=False)
-    tmp = run_dir / f".{MANIFEST_NAME}.{os.getpid()}.claim.partial"
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        try:
-            os.link(tmp, path)
-            return True
-        except FileExistsError:
-            return False
-        except OSError:  # no hard links here (some network or FAT filesystems)
-            pass
-    finally:
-        tmp.unlink(missing_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return True
+    return claim_text(run_dir / MANIFEST_NAME, json.dumps(manifest, indent=1, allow_nan=False))
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """Read ``run.json``; raises ``OSError`` or ``ValueError`` when missing or malformed."""
-    path = run_dir / MANIFEST_NAME
-    if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the reader forever
-        raise ValueError("run.json is not a regular file")
-    text = path.read_text(encoding="utf-8")
-    manifest = json.loads(text)
+    """Read ``run.json``; raises ``OSError`` or ``ValueError`` when missing or malformed.
+
+    Over :data:`~tuidiag.store.limits.MAX_MANIFEST_BYTES` or nested deeper than
+    :data:`~tuidiag.store.limits.MAX_JSON_DEPTH` it is not parsed (``LimitError``, a ``ValueError``);
+    a FIFO or directory in its place is refused without blocking.
+    """
+    manifest = read_json_bounded(run_dir / MANIFEST_NAME, MAX_MANIFEST_BYTES)
     if not isinstance(manifest, dict):
         raise ValueError("run.json does not hold a JSON object")
     return manifest

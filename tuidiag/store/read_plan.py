@@ -11,10 +11,10 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tuidiag.format import ShardName
-from tuidiag.store.decode import ShardError, check_regular_file
+from tuidiag.store.decode import ShardError, check_footer, check_regular_file, open_parquet
+from tuidiag.store.limits import MAX_RESERVE_ROWS_PER_BYTE, SHARD_THRIFT_CONTAINER_ITEMS, SHARD_THRIFT_STRING_BYTES
 from tuidiag.store.seqset import SeqSet
 
 def read_ahead(tables: Iterator[Any], depth: int = 2) -> Iterator[Any]:
@@ -81,7 +81,11 @@ def outside_seqs(seqs: np.ndarray, shard: ShardName) -> np.ndarray:
 
 def rows_in(shards: list[tuple[ShardName, Path]]) -> int:
     """Rows the reader will take from these shards (sorted as ``_unread`` sorts them), from
-    their footers: a shard whose flushes an earlier one in the list covers is not counted."""
+    their footers: a shard whose flushes an earlier one in the list covers is not counted.
+
+    Only an estimate to size buffers with: a footer that fails :func:`check_footer` counts
+    nothing, and no shard counts for more than :data:`MAX_RESERVE_ROWS_PER_BYTE` rows per byte.
+    """
     total = 0
     planned: dict[int, SeqSet] = {}
     for shard, path in shards:
@@ -89,9 +93,10 @@ def rows_in(shards: list[tuple[ShardName, Path]]) -> int:
         if covered.covers(shard.first, shard.last):
             continue
         try:
-            check_regular_file(path)
-            with pq.ParquetFile(path) as handle:
-                total += handle.metadata.num_rows
+            size = check_regular_file(path)
+            with open_parquet(path, thrift_string_size_limit=SHARD_THRIFT_STRING_BYTES,
+                                thrift_container_size_limit=SHARD_THRIFT_CONTAINER_ITEMS) as handle:
+                total += min(check_footer(handle.metadata, size), size * MAX_RESERVE_ROWS_PER_BYTE)
         except (OSError, pa.ArrowException, ValueError, ShardError):
             continue
         covered.add_range(shard.first, shard.last)

@@ -32,6 +32,13 @@ class SeqSet:
         i = bisect.bisect_right(self._starts, last) - 1
         return i >= 0 and self._ends[i] >= first
 
+    def held_within(self, first: int, last: int) -> list[tuple[int, int]]:
+        """The inclusive ranges of ``[first, last]`` the set holds, from the intervals alone
+        (nothing is allocated per integer, whatever the width of the range)."""
+        lo = bisect.bisect_right(self._ends, first - 1)
+        hi = bisect.bisect_right(self._starts, last)
+        return [(max(s, first), min(e, last)) for s, e in zip(self._starts[lo:hi], self._ends[lo:hi])]
+
     def contains_mask(self, values: np.ndarray) -> np.ndarray:
         """Boolean mask of which ``values`` are in the set."""
         starts = np.asarray(self._starts, dtype=np.int64)

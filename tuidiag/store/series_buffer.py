@@ -51,7 +51,11 @@ class _Column:
         need = self.n + sum(len(p) for p in parts)
         dtype = np.result_type(self.data.dtype, *(p.dtype for p in parts))
         if need > len(self.data) or dtype != self.data.dtype:
-            grown = np.empty(max(need, reserve, len(self.data) + len(self.data) // 2 if self.n else 0), dtype)
+            by_half = len(self.data) + len(self.data) // 2 if self.n else 0
+            try:
+                grown = np.empty(max(need, reserve, by_half), dtype)
+            except (MemoryError, ValueError):  # a reservation is a hint from file footers: grow by what arrived instead
+                grown = np.empty(max(need, by_half), dtype)
             grown[: self.n] = self.data[: self.n]
             self.data = grown
         for part in parts:

@@ -1,7 +1,7 @@
 """Writing, listing and compacting Parquet shards, with atomic renames.
 
 A shard is written under a hidden temporary name in its final directory and then
-``os.replace``-d into place, so a reader sees either the whole file or nothing.
+renamed into place (:mod:`tuidiag.store.safe_write`), so a reader sees either the whole file or nothing.
 Compaction writes the merged shard the same way *before* deleting the shards it
 replaces; every row keeps the ``seq`` of the flush that produced it, which lets a
 tailing reader de-duplicate exactly (see :mod:`tuidiag.store.reader`).
@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import stat
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tuidiag.format import SHARD_SUFFIX, TEMP_PREFIX, ShardName
+from tuidiag.store.safe_write import write_atomic
+from tuidiag.store.decode import check_footer, check_regular_file, open_parquet
 
 COMPRESSION = "zstd"
 COMPACT_MIN_FILES = 32
@@ -26,18 +27,11 @@ COMPACT_SMALL_BYTES = 4 * 1024 * 1024
 """Shards smaller than this are candidates for compaction."""
 
 
-def write_table_atomic(path: Path, table: pa.Table, fsync: bool = False) -> None:
-    """Write ``table`` to ``path`` through a temporary file and an atomic rename."""
-    tmp = path.with_name(f"{TEMP_PREFIX}{path.name}.{uuid.uuid4().hex[:8]}.partial")
-    try:
-        pq.write_table(table, tmp, compression=COMPRESSION, use_dictionary=True)
-        if fsync:
-            with open(tmp, "rb") as handle:
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink(missing_ok=True)
+def write_table_atomic(path: Path, table: pa.Table, fsync: bool = False, root: Path | None = None) -> None:
+    """Write ``table`` to ``path`` through a temporary file and an atomic rename
+    (:func:`tuidiag.store.safe_write.write_atomic`; no directory below ``root`` may be a symlink)."""
+    write_atomic(path, lambda handle: pq.write_table(table, handle, compression=COMPRESSION, use_dictionary=True),
+                 fsync=fsync, root=root)
 
 
 def list_shards(directory: Path) -> list[tuple[ShardName, Path]]:
@@ -90,7 +84,7 @@ def _is_small(path: Path, small_bytes: int) -> bool:
     return stat.S_ISREG(info.st_mode) and info.st_size < small_bytes  # never merge a FIFO or device
 
 
-def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Schema) -> ShardName | None:
+def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Schema, root: Path | None = None) -> ShardName | None:
     """Merge ``group`` (consecutive shards of one rank) into one shard; delete the originals.
 
     The merged shard is in place before any original is removed, so a concurrent
@@ -103,7 +97,7 @@ def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Sch
     merged = merged.replace_schema_metadata(schema.metadata)
     first, last = group[0][0], group[-1][0]
     name = ShardName(first.rank, first.first, last.last)
-    write_table_atomic(directory / name.filename, merged)
+    write_table_atomic(directory / name.filename, merged, root=root)
     for _, path in group:
         path.unlink(missing_ok=True)
     return name
@@ -111,8 +105,11 @@ def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Sch
 
 def _read(path: Path, schema: pa.Schema) -> pa.Table:
     """One shard as ``schema``. Not ``pq.read_table``: that imports ``pyarrow.dataset`` and with
-    it pandas (seconds, and tens of MB) into the training process that compacts."""
-    with pq.ParquetFile(path) as handle:
+    it pandas (seconds, and tens of MB) into the training process that compacts. A file planted
+    under a shard's name is read only once its footer passes :func:`check_footer` (``ShardError``)."""
+    size = check_regular_file(path)
+    with open_parquet(path) as handle:
+        check_footer(handle.metadata, size)
         return handle.read().cast(schema)
 
 

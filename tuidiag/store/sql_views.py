@@ -5,24 +5,25 @@ Shards are chosen as the incremental reader chooses them (``docs/format.md``,
 section 4): one file per ``(rank, seq)``, so a compaction caught half-way never
 doubles rows. Files of a newer format or missing columns are skipped with a
 warning. DuckDB is imported only here, and only when a query runs: it is the
-optional extra ``tuidiag[query]``.
+optional extra ``tuidiag[query]``. The shards are read through pyarrow datasets and
+DuckDB's own file and network access is then switched off (:func:`connect`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tuidiag.format import EVENTS_DIR, EVENTS_SCHEMA, METRICS_DIR, METRICS_SCHEMA
-from tuidiag.store.decode import ShardError, _open_shard
+from tuidiag.store.decode import ShardError, _open_shard, check_text
 from tuidiag.store.discovery import find_runs
-from tuidiag.store.manifest import effective_status, read_manifest
+from tuidiag.store.manifest import effective_status, jsonable, read_manifest
 from tuidiag.store.seqset import SeqSet
 from tuidiag.store.shards import list_shards
+from tuidiag.textsafe import escape_surrogates
 
 COLUMNS = {
     METRICS_DIR: ("step BIGINT", "wall_time DOUBLE", "metric VARCHAR", "value DOUBLE", "rank INTEGER", "seq BIGINT"),
@@ -66,14 +67,6 @@ class Scan:
     """Inclusive ``seq`` ranges to drop (only for a shard partly covered by a wider one)."""
 
 
-def _gaps(seen: SeqSet, first: int, last: int) -> list[tuple[int, int]]:
-    """The inclusive ranges of ``[first, last]`` that ``seen`` already holds."""
-    values = np.arange(first, last + 1, dtype=np.int64)
-    held = seen.contains_mask(values)
-    edges = np.flatnonzero(np.diff(np.concatenate([[False], held, [False]]).astype(np.int8)))
-    return [(int(values[a]), int(values[b - 1])) for a, b in zip(edges[::2], edges[1::2], strict=True)]
-
-
 def select_shards(directory: Path, schema: Any, warnings: list[str]) -> list[Scan]:
     """Scans that read each ``(rank, seq)`` of a table directory from exactly one readable file."""
     shards = sorted(list_shards(directory), key=lambda item: (item[0].rank, item[0].first, -item[0].last))
@@ -81,20 +74,31 @@ def select_shards(directory: Path, schema: Any, warnings: list[str]) -> list[Sca
     whole, partial = [], []
     for shard, path in shards:
         done = seen.setdefault(shard.rank, SeqSet())
-        if done.covers(shard.first, shard.last) or not _readable(path, schema, warnings):
+        if done.covers(shard.first, shard.last) or not _nameable(path, warnings) or not _readable(path, schema, warnings):
             continue
         if done.overlaps(shard.first, shard.last):
-            partial.append(Scan([path], _gaps(done, shard.first, shard.last)))
+            partial.append(Scan([path], done.held_within(shard.first, shard.last)))
         else:
             whole.append(path)
         done.add_range(shard.first, shard.last)
     return ([Scan(whole)] if whole else []) + partial
 
 
+def _nameable(path: Path, warnings: list[str]) -> bool:
+    """True when the path is valid UTF-8 (DuckDB takes file names as text); a warning names it otherwise."""
+    try:
+        str(path).encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        warnings.append(f"skipped {escape_surrogates(str(path))}: its name is not valid UTF-8, which DuckDB cannot open")
+        return False
+
+
 def _readable(path: Path, schema: Any, warnings: list[str]) -> bool:
     """True when the file is a shard this reader understands; a warning names it otherwise."""
     try:
-        _open_shard(path, schema).close()
+        with _open_shard(path, schema) as handle:
+            check_text(handle, schema)
         return True
     except FileNotFoundError:
         return False
@@ -108,12 +112,20 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _scan_sql(run: str, scan: Scan, table: str) -> str:
-    """``SELECT`` of one scan with the run's name as a column."""
-    names = ", ".join(c.split()[0] for c in COLUMNS[table])
-    files = "[" + ", ".join(_literal(str(p)) for p in scan.files) + "]"
+def _scan_sql(run: str, scan: Scan, table: str, relation: str) -> str:
+    """``SELECT`` of one scan (registered as ``relation``) with the run's name as a column."""
+    names = ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in (c.split() for c in COLUMNS[table]))
     where = " AND ".join(f"NOT (seq BETWEEN {a} AND {b})" for a, b in scan.excluded) or "true"
-    return f"SELECT {_literal(run)} AS run, {names} FROM read_parquet({files}, union_by_name = true) WHERE {where}"
+    return f"SELECT {_literal(run)} AS run, {names} FROM {relation} WHERE {where}"
+
+
+def _dataset(scan: Scan, schema: Any) -> Any:
+    """The scan's files as a lazy pyarrow dataset (missing columns read as NULL, like ``union_by_name``).
+
+    pyarrow reads the files, not DuckDB: the connection can then be closed to every file."""
+    import pyarrow.dataset as ds
+
+    return ds.dataset([str(p) for p in scan.files], schema=schema.remove_metadata(), format="parquet")
 
 
 def _empty_sql(table: str) -> str:
@@ -126,11 +138,15 @@ def _run_label(path: Path, root: Path) -> str:
         label = path.relative_to(root).as_posix()
     except ValueError:
         label = path.as_posix()
-    return path.name if label in ("", ".") else label
+    return escape_surrogates(path.name if label in ("", ".") else label)
 
 
 def _run_row(path: Path, label: str, warnings: list[str]) -> tuple[Any, ...]:
-    """One row of the ``runs`` view from ``run.json`` (NULLs when it is missing or unreadable)."""
+    """One row of the ``runs`` view from ``run.json`` (NULLs when it is missing or unreadable).
+
+    Every value fits its column or is NULL: a field of another type, a number beyond the
+    column's range, or text holding lone surrogates (escaped as ``\\udXXX``) never fails the query.
+    """
     try:
         manifest = read_manifest(path)
     except (OSError, ValueError) as exc:
@@ -141,22 +157,53 @@ def _run_row(path: Path, label: str, warnings: list[str]) -> tuple[Any, ...]:
     config = get("config") if isinstance(get("config"), dict) else {}
     return (
         label,
-        str(get("name") or path.name),
-        str(path),
-        status,
-        get("run_id"),
-        get("created"),
-        get("heartbeat"),
-        get("ended"),
-        get("last_step"),
-        get("world_size"),
-        json.dumps(config),
-        json.dumps(manifest),
+        escape_surrogates(str(get("name") or path.name)),
+        escape_surrogates(str(path)),
+        escape_surrogates(status),
+        escape_surrogates(str(get("run_id"))) if get("run_id") is not None else None,
+        _number(get("created")),
+        _number(get("heartbeat")),
+        _number(get("ended")),
+        _integer(get("last_step"), 63),
+        _integer(get("world_size"), 31),
+        _json(config),
+        _json(manifest),
     )
 
 
-def connect(root: str | Path, warnings: list[str] | None = None) -> Any:
-    """An in-memory DuckDB connection with views over every run at or below ``root``."""
+def _json(value: Any) -> str:
+    """``value`` as JSON that DuckDB accepts: non-finite numbers as strings (as ``jsonable`` writes
+    them), lone surrogates as the text ``\\udXXX`` (DuckDB refuses them even escaped)."""
+    return escape_surrogates(json.dumps(jsonable(value), ensure_ascii=False), backslash="\\\\")
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a DOUBLE, or None when it is not a finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _integer(value: Any, bits: int) -> int | None:
+    """``value`` when it is an integer that fits a signed ``bits + 1``-bit column, else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**bits) <= value < 2**bits:
+        return None
+    return value
+
+
+def connect(root: str | Path, warnings: list[str] | None = None, allow_external: bool = False) -> Any:
+    """An in-memory DuckDB connection with views over every run at or below ``root``.
+
+    The views read the shards through pyarrow; once they exist, DuckDB's own access to
+    files, the network and extensions is switched off and the setting locked
+    (``enable_external_access = false``, ``lock_configuration = true``): a query reads
+    the runs and nothing else, and writes nothing (no ``COPY ... TO``, ``ATTACH``,
+    ``read_csv('/etc/...')``, ``INSTALL``). ``allow_external`` leaves it on.
+    """
     try:
         import duckdb
     except ImportError as exc:
@@ -170,10 +217,16 @@ def connect(root: str | Path, warnings: list[str] | None = None) -> Any:
         label = _run_label(path, root)
         con.execute(f"INSERT INTO runs VALUES ({', '.join('?' * len(RUNS_COLUMNS))})", _run_row(path, label, warnings))
         for table, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
-            selects[table] += [_scan_sql(label, scan, table) for scan in select_shards(path / table, schema, warnings)]
+            for scan in select_shards(path / table, schema, warnings):
+                relation = f"_{table}_scan_{len(selects[table])}"
+                con.register(relation, _dataset(scan, schema))
+                selects[table].append(_scan_sql(label, scan, table, relation))
     for table, parts in selects.items():
         con.execute(f"CREATE VIEW {table} AS " + (" UNION ALL ".join(parts) if parts else _empty_sql(table)))
     con.execute(f"CREATE VIEW scalars AS SELECT * FROM {METRICS_DIR}")
+    if not allow_external:
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
     return con
 
 

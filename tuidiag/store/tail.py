@@ -14,10 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tuidiag.format import METRICS_DIR
-from tuidiag.store.decode import to_numpy
+from tuidiag.store.decode import ShardError, check_footer, check_regular_file, open_parquet, texts, to_numpy
 from tuidiag.store.shards import list_shards
 
 MAX_SHARDS = 16
@@ -37,7 +36,7 @@ class Latest:
 def latest(run_dir: str | Path, metric: str, rank: int | None = None) -> Latest | None:
     """The newest row of ``metric`` for ``rank`` (default: the lowest rank), or ``None``.
 
-    Unreadable or vanished shards (compacted away meanwhile) are skipped.
+    Unreadable, forged or vanished shards (compacted away meanwhile) are skipped.
     """
     shards = list_shards(Path(run_dir) / METRICS_DIR)
     if not shards:
@@ -47,7 +46,7 @@ def latest(run_dir: str | Path, metric: str, rank: int | None = None) -> Latest 
     for _, path in newest[:MAX_SHARDS]:
         try:
             found = _latest_in(path, metric)
-        except (OSError, pa.ArrowException, KeyError):
+        except (OSError, pa.ArrowException, KeyError, ShardError):
             continue
         if found is not None:
             return found
@@ -55,8 +54,14 @@ def latest(run_dir: str | Path, metric: str, rank: int | None = None) -> Latest 
 
 
 def _latest_in(path: Path, metric: str) -> Latest | None:
-    """The newest row of ``metric`` in one shard, reading row groups from the last one back."""
-    with pq.ParquetFile(path, pre_buffer=False) as handle:
+    """The newest row of ``metric`` in one shard, reading row groups from the last one back.
+
+    Only a regular file whose footer passes :func:`check_footer` is read (a FIFO named like
+    a shard would block, a forged row count would size an allocation).
+    """
+    size = check_regular_file(path)
+    with open_parquet(path, pre_buffer=False) as handle:
+        check_footer(handle.metadata, size)
         for group in range(handle.metadata.num_row_groups - 1, -1, -1):
             table = handle.read_row_group(group, columns=_COLUMNS)
             rows = np.flatnonzero(_matches(table.column("metric"), metric))
@@ -78,9 +83,9 @@ def _matches(column: pa.ChunkedArray, metric: str) -> np.ndarray:
     masks = []
     for chunk in column.chunks:
         if not pa.types.is_dictionary(chunk.type):
-            masks.append(np.array([name == metric for name in chunk.to_pylist()], bool))
+            masks.append(np.array([name == metric for name in texts(chunk)], bool))
             continue
-        names = chunk.dictionary.to_pylist()  # a few hundred names at most
+        names = texts(chunk.dictionary)  # a few hundred names at most
         code = names.index(metric) if metric in names else -1
         masks.append(to_numpy(chunk.indices) == code)
     return np.concatenate(masks) if masks else np.zeros(0, bool)

@@ -24,9 +24,10 @@ class LiveActionScreen(ModalScreen[Proposal | None]):
     LiveActionScreen > Vertical { width: 90; max-width: 100%; height: auto; border: thick $warning; background: $surface; padding: 0 1; }
     """
 
-    def __init__(self, run_name: str, where: str, proposals: list[Proposal], past: tuple[PastAction, ...] = ()) -> None:
+    def __init__(self, run_name: str, where: str, proposals: list[Proposal], past: tuple[PastAction, ...] = (),
+                 withheld: str | None = None) -> None:
         super().__init__()
-        self.run_name, self.where, self.proposals, self.past = run_name, where, proposals, past
+        self.run_name, self.where, self.proposals, self.past, self.withheld = run_name, where, proposals, past, withheld
 
     def compose(self) -> ComposeResult:
         text = Text()
@@ -37,6 +38,10 @@ class LiveActionScreen(ModalScreen[Proposal | None]):
         text.append(" at its next step, and counts once the next steps show it: then it is an event and a green line "
                     "on the charts; when they do not (a scheduler or your code put the old LR back), the event says why "
                     "and the charts mark it with a column of red x.\n\n")
+        if self.withheld:
+            text.append("  No LR change offered: ", style="bold")
+            text.append_text(literal(self.withheld, "", 300))
+            text.append("\n")
         for i, proposal in enumerate(self.proposals, 1):
             text.append(f"  [{i}] ", style="bold cyan")
             text.append_text(literal(proposal.label, "", 200))

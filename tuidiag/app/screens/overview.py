@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.screen import Screen
 from textual.coordinate import Coordinate
+from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Input, Static
 
 from tuidiag.diagnosis.stats import fmt
@@ -54,6 +55,7 @@ class OverviewScreen(Screen):
         self.selected: set[str] = set()
         self.filter_text = ""
         self.sort = "name"
+        self._root = ""
         self._shown: list[tuple[str, list[object]]] = []
         """(key, cell signatures) of the rows on screen, to update only the cells that changed."""
 
@@ -69,14 +71,22 @@ class OverviewScreen(Screen):
         table = self.query_one("#runs", DataTable)
         table.add_columns(*COLUMNS)
         table.focus()
+        if self.summaries:  # a refresh that arrived before the screen was mounted
+            self.show(self.summaries, self._root)
 
     def show(self, summaries: list[RunSummary], root: str) -> None:
-        """Replace the table with ``summaries`` (keeps the cursor on the same run)."""
-        self.summaries = summaries
+        """Replace the table with ``summaries`` (keeps the cursor on the same run).
+
+        Before the screen's widgets exist the summaries are kept and drawn by ``on_mount``."""
+        self.summaries, self._root = summaries, root
+        try:
+            heading = self.query_one("#overview-title", Static)
+        except NoMatches:  # not composed yet, or being torn down: on_mount draws what was kept
+            return
         live = sum(s.status == "running" for s in summaries)
         title = Text(f" tuidiag  {len(summaries)} runs, {live} live  under ", style="bold")
         title.append_text(literal(root, "bold"))
-        self.query_one("#overview-title", Static).update(title)
+        heading.update(title)
         self._fill()
 
     def _fill(self) -> None:

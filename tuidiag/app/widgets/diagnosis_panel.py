@@ -6,9 +6,10 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from tuidiag.app.widgets.guard import guarded
 from tuidiag.diagnosis import Diagnosis
 from tuidiag.findings_text import finding_text, rank_label
-from tuidiag.textsafe import literal
+from tuidiag.textsafe import clean, literal
 
 SKIPPED_SHOWN = 5
 """Files or rules the diagnosis skipped that the panel names (the count is always shown)."""
@@ -28,13 +29,29 @@ class DiagnosisPanel(VerticalScroll):
     def on_mount(self) -> None:
         self.border_title = "Diagnosis"
 
-    def show(self, diagnosis: Diagnosis, at: int | None = None, first_steps: dict[str, int] | None = None) -> None:
-        """Render ``diagnosis`` (as of ``at`` in replay); nothing to do when it is the one shown."""
-        if (diagnosis, at) == getattr(self, "_shown", None):
+    @guarded("the diagnosis")
+    def show(self, diagnosis: Diagnosis, at: int | None = None, first_steps: dict[str, int] | None = None,
+             status: str = "running") -> None:
+        """Render ``diagnosis`` (as of ``at`` in replay, of a run in ``status``); nothing to do when it is the one shown."""
+        if (diagnosis, at, status) == getattr(self, "_shown", None):
             return
-        self._shown = (diagnosis, at)
-        self.border_title = f"Diagnosis at step {diagnosis.step}" if at is not None else "Diagnosis (live)"
+        self._shown = (diagnosis, at, status)
+        self.border_title = panel_title(diagnosis.step, at, status)
         self.query_one("#diagnosis-text", Static).update(render_diagnosis(diagnosis))
+
+    def show_error(self, text: Text) -> None:
+        """Show why the diagnosis could not be drawn (the next ``show`` tries again)."""
+        self._shown = None
+        self.query_one("#diagnosis-text", Static).update(text)
+
+
+def panel_title(step: int | None, at: int | None, status: str) -> str:
+    """``Diagnosis at step N`` in replay, ``Diagnosis (live)`` while the run is running, else the run's status and last step."""
+    if at is not None:
+        return f"Diagnosis at step {step}"
+    if status == "running":
+        return "Diagnosis (live)"
+    return f"Diagnosis ({clean(status, 20)} run, step {step})"
 
 
 def render_diagnosis(diagnosis: Diagnosis) -> Text:

@@ -11,6 +11,7 @@ import numpy as np
 from rich.text import Text
 from textual.widgets import Static
 
+from tuidiag.app.widgets.guard import guarded
 from tuidiag.live.snapshot import LayerGrid
 from tuidiag.textsafe import clean
 
@@ -33,6 +34,7 @@ class LayerHeatmap(Static):
 
     _drawn: tuple[LayerGrid, int] | None = None
 
+    @guarded("the layer heatmap")
     def show(self, grid: LayerGrid) -> None:
         """Render ``grid`` to fit the widget's width (nothing to do when neither changed)."""
         width = max(10, self.size.width - 2)
@@ -40,6 +42,16 @@ class LayerHeatmap(Static):
             return
         self._drawn = (grid, width)
         self.update(render_grid(grid, width))
+
+    def on_resize(self) -> None:
+        """Fit the grid to the new width."""
+        if self._drawn is not None:
+            self.show(self._drawn[0])
+
+    def show_error(self, text: Text) -> None:
+        """Show why the grid could not be drawn (the next ``show`` tries again)."""
+        self._drawn = None
+        self.update(text)
 
 
 def render_grid(grid: LayerGrid, width: int) -> Text:

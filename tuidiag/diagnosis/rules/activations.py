@@ -16,9 +16,10 @@ DEAD_LIMIT = 0.5
 SATURATED_LIMIT = 0.25
 
 
-def _layers_over(view: RunView, prefix: str, limit: float) -> tuple[list[tuple[str, Measure]], int | None]:
-    """Layers whose median over their last 3 samples is above ``limit`` (highest first), and the first step any was."""
-    hits, first = [], None
+def _layers_over(view: RunView, prefix: str, limit: float) -> tuple[list[tuple[str, Measure]], tuple[int, int] | None]:
+    """Layers whose median over their last 3 samples is above ``limit`` (highest first), and the onset: the first sample
+    at which any was, with the earliest step it may have begun (the step after that layer's sample before, if any)."""
+    hits, onset = [], None
     for name in view.run.metric_names:
         if not name.startswith(prefix):
             continue
@@ -28,9 +29,10 @@ def _layers_over(view: RunView, prefix: str, limit: float) -> tuple[list[tuple[s
         level = measure(name, steps[-3:], values[-3:], "median")
         if level.value > limit:
             hits.append((name[len(prefix):], level))
-            over = np.flatnonzero(values > limit)
-            first = int(steps[over[0]]) if first is None else min(first, int(steps[over[0]]))
-    return sorted(hits, key=lambda h: -h[1].value), first
+            i = int(np.flatnonzero(values > limit)[0])
+            this = (int(steps[i]), int(steps[i - 1]) + 1 if i > 0 else int(steps[i]))
+            onset = this if onset is None or this[0] < onset[0] else onset
+    return sorted(hits, key=lambda h: -h[1].value), onset
 
 
 def _hits_line(what: str, hits: list[tuple[str, Measure]], limit: float, refs: tuple[float, ...] = ()) -> Evidence:
@@ -41,26 +43,31 @@ def _hits_line(what: str, hits: list[tuple[str, Measure]], limit: float, refs: t
 
 def dead_relu(view: RunView) -> Finding | None:
     """A large share of ReLU units never activate."""
-    hits, first = _layers_over(view, ACT_DEAD_PREFIX, DEAD_LIMIT)
-    if not hits:
+    hits, onset = _layers_over(view, ACT_DEAD_PREFIX, DEAD_LIMIT)
+    if not hits or onset is None:
         return None
     limit = Evidence(f"{DEAD_LIMIT:.0%} is the limit; healthy ReLU layers have few units dead across a whole batch",
                      refs=(DEAD_LIMIT,))
     evidence: list[str] = [_hits_line("dead units (zero for the whole batch)", hits, DEAD_LIMIT), limit]
     fix = fix_text((LR_DOWN, f"lower LR {lr_change(view, 0.3)}"), "use LeakyReLU/GELU",
                    "initialise biases slightly positive (0.01) with Kaiming init")
-    return Finding("dead_relu", "Dead ReLU units", min(0.93, 0.7 + hits[0][1].value - DEAD_LIMIT), "warning", evidence, fix, first)
+    finding = Finding("dead_relu", "Dead ReLU units", min(0.93, 0.7 + hits[0][1].value - DEAD_LIMIT), "warning", evidence, fix,
+                      onset[0])
+    finding.onset_from = onset[1]
+    return finding
 
 
 def activation_saturation(view: RunView) -> Finding | None:
     """Sigmoid/tanh units stuck in their flat regions."""
-    hits, first = _layers_over(view, ACT_SATURATED_PREFIX, SATURATED_LIMIT)
-    if not hits:
+    hits, onset = _layers_over(view, ACT_SATURATED_PREFIX, SATURATED_LIMIT)
+    if not hits or onset is None:
         return None
     evidence: list[str] = [_hits_line("saturated units (pre-activation beyond +/-5)", hits, SATURATED_LIMIT, (-5, 5))]
     fix = fix_text("add normalization before the activation", (INIT_SMALLER, "use a smaller init scale"), "or switch to ReLU/GELU")
     confidence = min(0.92, 0.65 + hits[0][1].value - SATURATED_LIMIT)
-    return Finding("activation_saturation", "Saturated sigmoid/tanh units", confidence, "warning", evidence, fix, first)
+    finding = Finding("activation_saturation", "Saturated sigmoid/tanh units", confidence, "warning", evidence, fix, onset[0])
+    finding.onset_from = onset[1]
+    return finding
 
 
 RULES = [dead_relu, activation_saturation]

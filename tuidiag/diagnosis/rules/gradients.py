@@ -114,6 +114,7 @@ def _explosion_evidence(facts: dict[str, float], m: dict[str, Measure]) -> tuple
         evidence.append(Evidence(f"already {fmt(start.value)} over {start.where}, the first recorded steps, far above the healthy "
                                  "range: initialization or input scale, not the LR", Level(start, above=HUGE_GRAD)))
     if _isolated(facts) and base is not None and "high" in m:
+        tags.add("isolated")
         high, recent_ = m["high"], m["recent"]
         evidence.append(Evidence(f"only {_percent(high.value)} of the steps {high.where} were above {fmt(high.arg or 0.0)} (10x the "
                                  f"median of {base.where}), and the norm is back to a median of {fmt(recent_.value)} over "
@@ -196,7 +197,20 @@ def vanishing_gradients(view: RunView) -> Finding | None:
         evidence.append(Evidence(uses, *facts))
     confidence = min(0.93, 0.75 + 0.05 * (orders - 3))
     fix = "use ReLU/GELU instead of sigmoid/tanh in hidden layers, add normalization (BatchNorm/LayerNorm) or residual connections, Kaiming/He init"
-    return Finding("vanishing_gradients", "Vanishing gradients", confidence, "warning", evidence, fix, int(view.loss[0][0]) if view.n_steps else None)
+    first = _vanished_since(view, layers[:first_q], layers[-1])
+    return Finding("vanishing_gradients", "Vanishing gradients", confidence, "warning", evidence, fix, first)
+
+
+def _vanished_since(view: RunView, early: list[str], last: str) -> int | None:
+    """The first step at which the last layer's gradient norm was 3 orders of magnitude above the early layers' median."""
+    series = [view.series(GRAD_NORM_PREFIX + name) for name in (*early, last)]
+    steps = series[-1][0]
+    if any(len(s) != len(steps) or not np.array_equal(s, steps) for s, _ in series):
+        return int(steps[0]) if len(steps) else None  # sampled at different steps: judged over the whole run only
+    low = np.median(np.stack([v for _, v in series[:-1]]), axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        apart = series[-1][1] >= 1e3 * low
+    return int(steps[np.argmax(apart)]) if apart.any() else int(steps[0])
 
 
 def _loss_grew(view: RunView) -> bool:
@@ -282,7 +296,16 @@ def over_clipping(view: RunView) -> Finding | None:
     typical = f"to about {fmt(norm.value)} (the typical pre-clip norm)" if known and norm is not None else "(a higher limit)"
     fix = fix_text((CLIP_LOOSER, f"raise max_norm {typical}"), (LR_DOWN, f"or reduce LR {lr_change(view, 0.3)}"))
     confidence = 0.6 + 0.3 * (share.value - 0.8) / 0.2
-    return Finding("over_clipping", "Gradient clipping on most steps", confidence, "warning", evidence, fix, int(steps[0]))
+    return Finding("over_clipping", "Gradient clipping on most steps", confidence, "warning", evidence, fix, _clipping_since(view))
+
+
+def _clipping_since(view: RunView) -> int:
+    """The first step (quiet ones included) from which clipping was active on most (> 80%) of the steps through the newest."""
+    steps, clipped = view.series("grad/clipped")
+    ok = np.isfinite(clipped)
+    steps, clipped = steps[ok], clipped[ok]
+    suffix = np.cumsum(clipped[::-1])[::-1] / np.arange(len(clipped), 0, -1)
+    return int(steps[np.argmax(suffix > 0.8)])
 
 
 def _max_norm(view: RunView) -> Measure | Fact | None:

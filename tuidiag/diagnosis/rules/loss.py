@@ -8,6 +8,7 @@ from tuidiag.diagnosis.evidence import Compare, Evidence, Fact, Level, Occurrenc
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, WARMUP_UP, fix_text
 from tuidiag.diagnosis.rules.common import after_quiet, lr_change
+from tuidiag.diagnosis.rules.precursors import before_nonfinite
 from tuidiag.diagnosis.stats import fmt, local_baseline, robust_sigma
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
@@ -53,14 +54,23 @@ def nonfinite_loss(view: RunView) -> Finding | None:
         return None
     i = int(np.argmax(bad))
     evidence = _nonfinite_evidence(view, steps, values, i)
-    if steps[i] < 100:
+    before = before_nonfinite(view, i)
+    if before is not None:
+        evidence.insert(1, before.evidence)
+    if before is not None and not before.grew:
+        fix = fix_text("guard the operation that made it, in the loss or the model: clamp the inputs of log, division and sqrt "
+                       "(e.g. torch.log(x.clamp_min(1e-7)), x / (d + 1e-8))", f"check the batch of step {steps[i]} for non-finite inputs",
+                       "run the NaN hunt to name the operation")
+    elif steps[i] < 100:
         fix = fix_text((LR_DOWN, f"reduce LR {lr_change(view, 0.1)}"), (WARMUP_UP, "add warmup"),
                        "check weight init (the loss went non-finite within the first 100 steps)")
     else:
         fix = fix_text((CLIP_TIGHTER, "add torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"), (LR_DOWN, "reduce LR"),
                        "if gradients were normal before the NaN, clamp log/div inputs in the loss "
                        "(e.g. torch.log(x.clamp_min(1e-7)))")
-    return Finding("nonfinite_loss", "Loss became NaN/Inf", 0.9, "critical", evidence, fix, int(steps[i]))
+    finding = Finding("nonfinite_loss", "Loss became NaN/Inf", 0.9, "critical", evidence, fix, int(steps[i]))
+    finding.tags = {"abrupt"} if before is not None and not before.grew else set()
+    return finding
 
 
 def _spikes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:

@@ -5,21 +5,22 @@ from __future__ import annotations
 import numpy as np
 
 from tuidiag.diagnosis.evidence import (
-    Change, Evidence, Level, Measure, Occurrences, at_step, change_words, direction, measure, signed_percent,
+    Change, Evidence, Level, Measure, Occurrences, at_step, change_words, direction, measure, signed_percent, stat_of,
 )
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, LR_UP, MIN_LR_UP, WARMUP_UP, fix_text
 from tuidiag.diagnosis.rules.common import (
-    after_quiet, drop_of, finite_only, first_vs_last, huge_from_start, lr_change, lr_collapse_step, start_measure, tail,
+    HUGE_GRAD, after_quiet, drop_of, finite_only, first_vs_last, huge_from_start, lr_change, lr_collapse_step, start_measure, tail,
     update_ratio,
 )
+from tuidiag.diagnosis.rules.overshoot import (
+    FAR_OVERSHOOT, RATIO_HIGH, RATIO_OVERSHOOT, RISE, RISE_MIN, died_after, far_overshoot, first_updates_rise, ratio_onset, rise_words, sustained_rise,
+)
+from tuidiag.diagnosis.rules.precursors import before_nonfinite, first_nonfinite
 from tuidiag.diagnosis.stats import block_medians, fmt, median, thin
 from tuidiag.diagnosis.view import RunView
-from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS
+from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
 
-Points = tuple[float, str | None]
-RATIO_HIGH, RATIO_OVERSHOOT = 5e-3, 1e-2
-"""Update/weight ratios above these are high / overshooting (healthy ~1e-3)."""
 NO_PROGRESS = 0.25
 """A loss less than this share below its start has made no real progress."""
 LR_SERIES = "lr/group0"
@@ -43,28 +44,53 @@ def _loss_words(change: Change) -> str:
     return f"{change_words(change)} from {fmt(before.value)} over {before.where} to {fmt(after.value)} over {after.where}"
 
 
-def _ratio_points(view: RunView) -> tuple[float, Evidence | None]:
-    """Large updates relative to the weights; worth more when the loss is not improving with them."""
+Onset = tuple[int, int]
+"""(first step at which a signature held, earliest step at which it may have begun)."""
+Part = tuple[float, Evidence | None, Onset | None]
+"""What one signature adds to the LR-too-high score: points, its evidence line, its onset."""
+
+
+def _ratio_points(view: RunView) -> Part:
+    """Large updates relative to the weights; worth more when the loss is not improving with them.
+
+    Recent updates are judged first; when they are not overshooting, an earlier sample far above
+    the line (units that died since stop updating, so the ratio falls) is worth less.
+    """
     ratio = update_ratio(view)
     if ratio is None or not ratio.value > RATIO_HIGH:
-        return 0.0, None
+        return _far_points(view)
     text = f"update/weight ratio median {fmt(ratio.value)} over {ratio.where}"
     if ratio.value <= RATIO_OVERSHOOT:
-        return 0.3, Evidence(text + " (high; healthy ~1e-3)", Level(ratio, above=RATIO_HIGH), refs=(1e-3,))
+        return 0.3, Evidence(text + " (high; healthy ~1e-3)", Level(ratio, above=RATIO_HIGH), refs=(1e-3,)), _onset(view, RATIO_HIGH)
+    onset = _onset(view, RATIO_OVERSHOOT)
     text += " (healthy ~1e-3; above 1e-2 overshoots)"
     claims: list = [Level(ratio, above=RATIO_OVERSHOOT)]
     change = _start_vs_now(view)
     if change is None:
-        return 1.0, Evidence(text, *claims, refs=(1e-3, 1e-2))
+        return 1.0, Evidence(text, *claims, refs=(1e-3, 1e-2)), onset
     progress = drop_of(change)
     if progress > NO_PROGRESS:
-        return 0.5, Evidence(text + f", though the loss {_loss_words(change)}", *claims, change, refs=(1e-3, 1e-2))
+        return 0.5, Evidence(text + f", though the loss {_loss_words(change)}", *claims, change, refs=(1e-3, 1e-2)), onset
     if progress >= -NO_PROGRESS:
         flat = Change(change.before, change.after, "flat", NO_PROGRESS)
         return 1.0, Evidence(text + f", while the loss is about where it started ({signed_percent(change.relative)}: "
                                     f"{fmt(change.before.value)} over {change.before.where}, {fmt(change.after.value)} over "
-                                    f"{change.after.where})", *claims, flat, refs=(1e-3, 1e-2))
-    return 1.0, Evidence(text + f", while the loss {_loss_words(change)}", *claims, change, refs=(1e-3, 1e-2))
+                                    f"{change.after.where})", *claims, flat, refs=(1e-3, 1e-2)), onset
+    return 1.0, Evidence(text + f", while the loss {_loss_words(change)}", *claims, change, refs=(1e-3, 1e-2)), onset
+
+
+def _onset(view: RunView, threshold: float) -> Onset | None:
+    """When the update/weight ratio first went above ``threshold`` after the quiet steps (see :func:`ratio_onset`)."""
+    return ratio_onset(view, threshold)
+
+
+def _far_points(view: RunView) -> Part:
+    """Updates far above the overshoot line earlier on, though the recent ones are not overshooting."""
+    far = far_overshoot(view)
+    if far is None:
+        return 0.0, None, None
+    text = f"update/weight ratio median {fmt(far.value)} at {far.where} (healthy ~1e-3; above 1e-2 overshoots)"
+    return 0.5, Evidence(text, Level(far, above=RATIO_OVERSHOOT), refs=(1e-3, 1e-2)), ratio_onset(view, FAR_OVERSHOOT)
 
 
 def _grad_growth(view: RunView) -> Change | None:
@@ -78,45 +104,71 @@ def _grad_growth(view: RunView) -> Change | None:
     return Change(before, after, direction(before.value, after.value))
 
 
-def _divergence_points(view: RunView) -> tuple[float, Evidence | None]:
-    """Non-finite loss, or gradient norms that grew >20x, not explained by a bad batch or a bad init."""
+def _divergence_points(view: RunView) -> Part:
+    """Non-finite loss after the loss or gradients left their range, or gradient norms that grew >20x;
+    not explained by a bad batch, a bad init, or a numerical fault (a NaN out of a calm run)."""
     steps, values = view.loss
-    bad = ~np.isfinite(values)
-    at = int(steps[np.argmax(bad)]) if bad.any() else None
+    i = first_nonfinite(view)
+    at = int(steps[i]) if i is not None else None
     growth = _grad_growth(view)
     grew = growth is not None and growth.after.value > 20 * growth.before.value
     if (at is None and not grew) or _bad_input_before(view, at) or huge_from_start(view):
-        return 0.0, None
+        return 0.0, None, None
+    before = before_nonfinite(view, i) if i is not None else None
+    if at is not None and before is not None and not before.grew:
+        at = None  # the loss turned non-finite out of a calm run: a numerical fault, not overshooting steps
+        if not grew:
+            return 0.0, None, None
     if at is not None:
         first = Occurrences((LOSS,), int(steps[0]), at, "nonfinite", (at,), 1)
         g_steps, g = finite_only(*view.grad_total)
         start = measure(GRAD_NORM_TOTAL, g_steps[:3], g[:3], "median") if len(g) else None
         from_grad = f", from a gradient norm of {fmt(start.value)} over {start.where}" if start is not None else ""
         claims = [first] + ([Level(start, below=100.0)] if start is not None else [])
-        return 1.0, Evidence(f"training diverged: the loss is non-finite from step {at}{from_grad}: the steps overshoot", *claims)
+        onset = before.grew_from if before is not None and before.grew_from is not None else at
+        return 1.0, Evidence(f"training diverged: the loss is non-finite from step {at}{from_grad}: the steps overshoot", *claims), \
+            (onset, onset)
     assert growth is not None
-    before, after = growth.before, growth.after
-    return 0.8, Evidence(f"training diverged: the gradient norm rose {fmt(after.value / before.value)}x, from a median of "
-                         f"{fmt(before.value)} over {before.where} to {fmt(after.value)} over {after.where}", growth)
+    before_g, after_g = growth.before, growth.after
+    g_steps, g = view.grad_total
+    over = np.flatnonzero(~np.isfinite(g) | (g > min(HUGE_GRAD, 10 * before_g.value)))
+    onset = int(g_steps[over[0]]) if len(over) else after_g.first
+    return 0.8, Evidence(f"training diverged: the gradient norm rose {fmt(after_g.value / before_g.value)}x, from a median of "
+                         f"{fmt(before_g.value)} over {before_g.where} to {fmt(after_g.value)} over {after_g.where}", growth), (onset, onset)
 
 
-def _above_start_points(view: RunView) -> tuple[float, Evidence | None]:
-    """The loss ended well above where it started: the steps make things worse."""
+def _above_start_points(view: RunView) -> Part:
+    """The loss went well above where it started: the steps made things worse (now: 1.0; for a block of steps earlier: 0.6)."""
     change = _start_vs_now(view)
     if change is None:
-        return 0.0, None
+        return 0.0, None, None
     start, now = change.before.value, change.after.value
-    if now > 1.5 * start and now - start > 0.1:
+    rise = sustained_rise(view, change.before)
+    if now > RISE * start and now - start > RISE_MIN:
+        first, earliest = (rise[0].after.first, rise[1]) if rise is not None else (change.after.first, change.after.first)
         return 1.0, Evidence(f"loss rose to {fmt(now)} over {change.after.where}, {fmt(now / start)}x its level of {fmt(start)} "
-                             f"over {change.before.where}: the updates make it worse", change)
-    return 0.0, None
+                             f"over {change.before.where}: the updates make it worse", change), (first, earliest)
+    if rise is not None:
+        return 0.6, Evidence(f"{rise_words(rise[0])}: the updates made it worse", rise[0]), (rise[0].after.first, rise[1])
+    return 0.0, None, None
 
 
-def _rising_points(view: RunView) -> tuple[float, Evidence | None]:
+def _first_updates_points(view: RunView) -> Part:
+    """The loss rose over the first steps, above its value before any update: the first updates made it worse."""
+    rise = first_updates_rise(view)
+    if rise is None or huge_from_start(view):
+        return 0.0, None, None
+    first, after = rise.before, rise.after
+    text = (f"loss rose to {fmt(after.value)} over {after.where}, {fmt(after.value / first.value)}x its first value {fmt(first.value)} "
+            f"at {first.where}: the first updates made it worse")
+    return 0.6, Evidence(text, rise), (after.first, after.first)
+
+
+def _rising_points(view: RunView) -> Part:
     """The loss rose from its best level and stayed up over the last stretch."""
     steps, values = finite_only(*after_quiet(view, *view.loss))
     if len(values) < 100:
-        return 0.0, None
+        return 0.0, None, None
     sampled = thin(steps)  # the blocks are chosen on the sample block_medians takes; the medians shown are exact
     smooth = block_medians(values, 20)
     size = len(sampled) // 20
@@ -129,19 +181,22 @@ def _rising_points(view: RunView) -> tuple[float, Evidence | None]:
     floor = float(np.min(smooth[-3:]))
     if now.value > 1.3 * best.value and floor > 1.15 * best.value and now.value - best.value > 0.05:
         change = Change(best, now, "up")
+        up = np.flatnonzero(smooth[best_block + 1:] > 1.3 * best.value)
+        onset = int(sampled[offset + (best_block + 1 + int(up[0])) * size]) if len(up) else now.first
         return 0.6, Evidence(f"loss {change_words(change)} from a best of {fmt(best.value)} over {best.where} to "
-                             f"{fmt(now.value)} over {now.where}", change)
-    return 0.0, None
+                             f"{fmt(now.value)} over {now.where}", change), (onset, onset)
+    return 0.0, None, None
 
 
-def _clip_points(view: RunView) -> tuple[float, Evidence | None]:
+def _clip_points(view: RunView) -> Part:
     steps, clipped = view.series("grad/clipped")
     if len(clipped) < 50:
-        return 0.0, None
+        return 0.0, None, None
     share = measure("grad/clipped", *tail(steps, clipped, 0.2, 50), "mean")
     if share.value > 0.8:
-        return 0.3, Evidence(f"gradient clipping active on {share.value:.0%} of the steps {share.where}", Level(share, above=0.8))
-    return 0.0, None
+        return 0.3, Evidence(f"gradient clipping active on {share.value:.0%} of the steps {share.where}", Level(share, above=0.8)), \
+            (share.first, share.first)
+    return 0.0, None, None
 
 
 def _bad_input_before(view: RunView, step: int | None) -> bool:
@@ -151,21 +206,48 @@ def _bad_input_before(view: RunView, step: int | None) -> bool:
     return bool((values[(steps <= step) & (steps >= step - 1)] > 0).any())
 
 
+DIED_AFTER = 0.5
+"""Points for ReLU units that were alive and died once the steps overshot (a consequence, never enough alone)."""
+
+
+def _onset_of(parts: list[Part]) -> tuple[int | None, int | None]:
+    """(first step any of ``parts`` that scored held, earliest step any may have begun); ``(None, None)`` when none scored."""
+    onsets = [onset for points, _, onset in parts if points > 0 and onset is not None]
+    return (min(o[0] for o in onsets), min(o[1] for o in onsets)) if onsets else (None, None)
+
+
 def lr_too_high(view: RunView) -> Finding | None:
-    """Loss oscillates, rises or diverges because steps overshoot."""
-    parts = [_ratio_points(view), _divergence_points(view), _above_start_points(view), _rising_points(view), _clip_points(view)]
-    score = sum(points for points, _ in parts)
+    """Loss oscillates, rises or diverges because steps overshoot.
+
+    Each signature adds points (the update/weight ratio, recent or far above the line earlier; a
+    divergence; the loss up over the first steps, or above its start; a rise from its best;
+    clipping on most steps), and
+    ReLU units that died after the first of them add more: the dead units are a consequence
+    of the overshooting steps. ``first_step`` is the first step at which any signature held;
+    ``onset_from``, for ordering it before its symptoms, comes from its own signatures (the
+    updates and the loss), not from the divergence or clipping that restate its symptoms'.
+    """
+    parts = [_ratio_points(view), _divergence_points(view), _first_updates_points(view), _above_start_points(view),
+             _rising_points(view), _clip_points(view)]
+    own = [parts[0], *parts[2:5]]  # the divergence and clipping parts restate exploding_gradients, nonfinite_loss, over_clipping
+    first, earliest = _onset_of(parts)
+    if (mine := _onset_of(own)) != (None, None):
+        earliest = mine[1]  # a cause precedes its symptoms by its own signature, not by the symptom it restates
+    died = died_after(view, earliest) if earliest is not None else None
+    score = sum(points for points, _, _ in parts) + (DIED_AFTER if died is not None else 0.0)
     if score < 1.0:
         return None
-    evidence: list[str] = [text for _, text in parts if text]
-    steps, values = view.loss
-    bad = ~np.isfinite(values)
-    first = int(steps[np.argmax(bad)]) if bad.any() else None
+    evidence: list[str] = [text for _, text, _ in parts if text] + ([died] if died is not None else [])
+    i = first_nonfinite(view)
+    before = before_nonfinite(view, i) if i is not None else None
+    abrupt = before is not None and not before.grew  # a numerical fault: a warning here, nonfinite_loss says it
     fix = fix_text((LR_DOWN, f"reduce LR {lr_change(view, 0.1)} (3-10x lower)"),
                    (WARMUP_UP, f"add warmup over the first {max(100, view.n_steps // 20)} steps"),
                    (CLIP_TIGHTER, "clip gradients at 1.0"))
-    severity = "critical" if first is not None else "warning"
-    return Finding("lr_too_high", "Learning rate too high", min(0.95, 0.6 + 0.2 * score), severity, evidence, fix, first)
+    severity = "critical" if i is not None and not abrupt else "warning"
+    finding = Finding("lr_too_high", "Learning rate too high", min(0.95, 0.6 + 0.2 * score), severity, evidence, fix, first)
+    finding.onset_from = earliest
+    return finding
 
 
 def _small_steps(ratio: Measure | None, drop: float) -> tuple[float, Evidence | None]:
@@ -249,10 +331,16 @@ def lr_decayed_too_early(view: RunView) -> Finding | None:
     loss_tail, val_since = _stalled_since(view, t_low)
     tail_drop = drop_of(loss_tail)
     val_change = _relative(val_since) if val_since is not None else None
-    if gain is None or drop_of(gain) < 0.05 or not (tail_drop < 0.03 or (val_change is not None and val_change < 0.01)):
+    stalled = updates_stalled(view, t_low)
+    learning = gain is not None and (drop_of(gain) >= 0.05 or stalled is not None)
+    if not learning or not (tail_drop < 0.03 or (val_change is not None and val_change < 0.01)):
         return None
+    assert gain is not None
+    only = "only " if gain.says == "down" and drop_of(gain) < 0.05 else ""
     evidence: list[str] = [_collapse_evidence(view, t_low, peak),
-                           Evidence(f"loss {_loss_words(gain)}, before the LR collapsed", gain)]
+                           Evidence(f"loss {only}{_loss_words(gain)}, before the LR collapsed", gain)]
+    if stalled is not None:
+        evidence.insert(1, stalled)
     if loss_tail is not None:
         before, after = loss_tail.before, loss_tail.after
         span = f"from {fmt(before.value)} over {before.where} to {fmt(after.value)} over {after.where}"
@@ -268,6 +356,36 @@ def lr_decayed_too_early(view: RunView) -> Finding | None:
     fix = fix_text((MIN_LR_UP, "lengthen the schedule or raise its floor (min LR ~10% of peak)"),
                    "check scheduler.step() is called per epoch, not per batch (or vice versa)")
     return Finding("lr_decayed_too_early", "LR decayed too early", 0.85, "warning", evidence, fix, t_low)
+
+
+def updates_stalled(view: RunView, t_low: int) -> Evidence | None:
+    """The update/weight ratio fell 10x or more when the LR collapsed at ``t_low``: the collapse is what stopped the weights.
+
+    Compares the samples before ``t_low`` (after the quiet steps when there are any, else all
+    of them) with those since; ``None`` without the ratios, with fewer than 2 samples since, or
+    when the fall is smaller. This is what makes the collapse the cause of a stall even when
+    the loss had barely improved before it (a schedule stepped per batch collapses within
+    a few dozen steps).
+    """
+    names = tuple(UPDATE_RATIO_PREFIX + n for n in (view.weight_params or view.param_order))
+    pooled = [view.series(n) for n in names]
+    if not names or not all(len(s) for s, _ in pooled):
+        return None
+    steps = np.unique(np.concatenate([s for s, _ in pooled]))
+    early = steps[steps < t_low]
+    judged = early[~view.quiet_mask(early)]
+    early = judged if len(judged) else early
+    since = steps[steps >= t_low]
+    if not len(early) or len(since) < 2:
+        return None
+    window = lambda first, last: np.concatenate([v[(s >= first) & (s <= last)] for s, v in pooled])  # noqa: E731
+    before = Measure(names, int(early[0]), int(early[-1]), "median", stat_of(window(early[0], early[-1]), "median"))
+    after = Measure(names, int(since[0]), int(since[-1]), "median", stat_of(window(since[0], since[-1]), "median"))
+    if not (before.value > 0 and after.value < 0.1 * before.value):
+        return None
+    factor = f" {fmt(before.value / after.value)}x" if after.value > 0 else ""
+    return Evidence(f"the update/weight ratio fell{factor} with it, from a median of {fmt(before.value)} over {before.where} "
+                    f"to {fmt(after.value)} over {after.where}: the weights all but stopped", Change(before, after, "down"))
 
 
 def _collapse_evidence(view: RunView, t_low: int, peak: float) -> Evidence:

@@ -1,0 +1,154 @@
+"""The cause ranks first, on real CPU trainings recorded through the public ``Recorder`` API.
+
+Three kinds of fault whose symptom used to outrank their cause, each as a matrix of
+architectures (MLP, CNN, GRU), optimizers (Adam, AdamW, RMSprop, SGD with momentum),
+seeds and lengths (``tests/rootcause_runs.py``), and healthy controls of the same models:
+
+- an LR far too high: the top finding is ``lr_too_high``, and the dead ReLU units or the
+  exploding gradients it caused are listed under it (never above it);
+- a NaN from the loss function at a normal LR: the top finding is ``nonfinite_loss``, its
+  fix guards the operation instead of moving the LR, and no LR finding claims it;
+- an LR collapsed early by a schedule stepped per batch: the top finding is
+  ``lr_decayed_too_early``, though the loss had not improved 5% before the collapse;
+- healthy controls at sane LRs and schedules: no warning or critical finding, at the end
+  or half-way.
+
+Every evidence line of every diagnosis is also checked against the run
+(``tests/evidence_checker.py``). Trainings are cached once per module.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+for path in (ROOT, Path(__file__).resolve().parent):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+torch = pytest.importorskip("torch")
+
+from evidence_checker import check_diagnosis, fix_moves_in_text  # noqa: E402
+from rootcause_runs import Training, record  # noqa: E402
+from tuidiag.diagnosis import Diagnosis, Finding, diagnose  # noqa: E402
+from tuidiag.diagnosis.moves import LR_DOWN, LR_UP  # noqa: E402
+
+T = Training
+LR_HIGH = [
+    T("lr_high", "mlp", "adam", 0.1, steps=200),  # the issue's example: Adam at 0.1 on an MLP
+    T("lr_high", "mlp", "sgd", 0.5, steps=200),  # the issue's example: SGD momentum at 0.5
+    T("lr_high", "mlp", "sgd", 1.0, seed=1, steps=200),
+    T("lr_high", "mlp", "adamw", 0.1, seed=1, steps=200),
+    T("lr_high", "mlp", "rmsprop", 0.1, steps=200),
+    T("lr_high", "cnn", "adam", 0.1, steps=200),
+    T("lr_high", "cnn", "rmsprop", 0.05, steps=200),
+    T("lr_high", "rnn", "sgd", 5.0, seed=1, steps=200),
+]
+LOSS_NAN = [
+    T("loss_nan", "mlp", "adam", 3e-3, loss="poisson"),  # the issue's example: log of a ReLU output, Adam at 3e-3
+    T("loss_nan", "mlp", "adamw", 3e-3, seed=2, loss="poisson"),
+    T("loss_nan", "mlp", "rmsprop", 1e-3, loss="poisson"),
+    T("loss_nan", "mlp", "sgd", 1e-2, loss="poisson"),
+    T("loss_nan", "rnn", "adam", 3e-3, loss="poisson"),
+    T("loss_nan", "cnn", "sgd", 0.05, loss="poisson"),
+]
+LR_COLLAPSE = [
+    T("lr_collapse", "mlp", "sgd", 0.01, schedule="step30", steps=250),  # the issue's example: StepLR(30, 0.1) per batch
+    T("lr_collapse", "mlp", "adam", 1e-3, schedule="exp95", steps=250),  # the issue's example: ExponentialLR(0.95) per step
+    T("lr_collapse", "cnn", "sgd", 0.02, schedule="step30", steps=250),
+    T("lr_collapse", "cnn", "adamw", 1e-3, schedule="exp95", steps=300),
+    T("lr_collapse", "rnn", "adam", 1e-3, schedule="exp95", steps=250),
+    T("lr_collapse", "mlp", "rmsprop", 1e-3, schedule="step30", seed=1, steps=250),
+]
+HEALTHY = [
+    T("healthy", "mlp", "adam", 1e-3, steps=250),
+    T("healthy", "mlp", "sgd", 0.02, schedule="cosine", steps=250),
+    T("healthy", "cnn", "adam", 3e-3, steps=250),
+    T("healthy", "cnn", "sgd", 0.05, schedule="step_late", steps=250),
+    T("healthy", "rnn", "adam", 3e-3, steps=250),
+    T("healthy", "mlp", "rmsprop", 1e-3, seed=1, steps=250),
+]
+ALL = {t.name: t for t in LR_HIGH + LOSS_NAN + LR_COLLAPSE + HEALTHY}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Diagnosis]]:
+    """Every training of the matrix, recorded once and diagnosed at its end."""
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("rootcause")
+    out = {}
+    for name, training in ALL.items():
+        run = record(training, root / name)
+        out[name] = (run, diagnose(run))
+    return out
+
+
+def _codes(diagnosis: Diagnosis) -> list[str]:
+    return [f.code for f in diagnosis.findings]
+
+
+def _explained_by(cause: Finding, diagnosis: Diagnosis) -> set[str]:
+    """The codes ``cause`` explains, directly or through a symptom that explains others (dead units -> underfitting)."""
+    by_code = {f.code: f for f in diagnosis.findings}
+    seen: set[str] = set()
+    todo = list(cause.related)
+    while todo:
+        code = todo.pop()
+        if code not in seen:
+            seen.add(code)
+            todo += by_code[code].related if code in by_code else []
+    return seen
+
+
+@pytest.mark.parametrize("name", [t.name for t in LR_HIGH])
+def test_a_far_too_high_lr_is_the_cause_of_what_it_breaks(name: str, runs: dict) -> None:
+    run, diagnosis = runs[name]
+    check_diagnosis(run, diagnosis)
+    top = diagnosis.top
+    assert top.code == "lr_too_high", _codes(diagnosis)
+    assert LR_DOWN in top.moves
+    explained = _explained_by(top, diagnosis)
+    for symptom in diagnosis.findings[1:]:
+        if symptom.code in ("dead_relu", "exploding_gradients", "loss_spikes", "underfitting"):
+            assert symptom.code in explained and symptom.confidence < top.confidence, (symptom.code, _codes(diagnosis))
+    for code in top.related:
+        symptom = next(f for f in diagnosis.findings if f.code == code)
+        assert top.onset_from is None or symptom.first_step is None or top.onset_from <= symptom.first_step
+
+
+@pytest.mark.parametrize("name", [t.name for t in LOSS_NAN])
+def test_a_nan_out_of_a_calm_run_is_a_numerical_fault_not_the_lr(name: str, runs: dict) -> None:
+    run, diagnosis = runs[name]
+    check_diagnosis(run, diagnosis)
+    top = diagnosis.top
+    assert top.code == "nonfinite_loss", _codes(diagnosis)
+    assert "numerical fault" in " ".join(top.evidence) and "clamp" in top.fix
+    assert not set(top.moves) & {LR_DOWN, LR_UP} and not fix_moves_in_text(top.fix) & {LR_DOWN, LR_UP}, top.fix
+    assert not any("nonfinite_loss" in f.related for f in diagnosis.findings), "nothing may claim the NaN as its symptom"
+
+
+@pytest.mark.parametrize("name", [t.name for t in LR_COLLAPSE])
+def test_an_lr_collapsed_before_the_loss_improved_is_the_cause(name: str, runs: dict) -> None:
+    run, diagnosis = runs[name]
+    check_diagnosis(run, diagnosis)
+    top = diagnosis.top
+    assert top.code == "lr_decayed_too_early", _codes(diagnosis)
+    assert all(f.code in top.related for f in diagnosis.findings[1:] if f.code in ("underfitting", "lr_too_low"))
+
+
+def test_the_collapse_matrix_includes_runs_that_gained_under_5_percent(runs: dict) -> None:
+    """The rule used to need a 5% gain before the collapse: some of these runs gained less, and still rank it first."""
+    gains = [line for t in LR_COLLAPSE for line in runs[t.name][1].top.evidence if line.startswith("loss only fell")]
+    assert gains, "no collapse run of the matrix gained under 5% before the collapse"
+
+
+@pytest.mark.parametrize("name", [t.name for t in HEALTHY])
+def test_healthy_controls_raise_no_alarm(name: str, runs: dict) -> None:
+    run, diagnosis = runs[name]
+    check_diagnosis(run, diagnosis)
+    assert _codes(diagnosis) == ["healthy"], [(f.code, f.evidence) for f in diagnosis.findings]
+    half = ALL[name].steps // 2
+    assert _codes(diagnose(run, at=half)) == ["healthy"]
