@@ -47,10 +47,15 @@ def test_a_recording_process_never_imports_pandas(tmp_path, python) -> None:
 
 
 def test_a_name_with_a_lone_surrogate_does_not_block_the_writer(run_dir) -> None:
+    """Such a name cannot be stored as it is: it is rejected, never stored as ``bad?name`` (where it
+    would merge with a real ``bad?name``); the other values of the call, and the writer, go on."""
     with tuidiag.Recorder(run_dir, flush_interval=0.05) as rec:
         for step in range(20):
-            rec.log({"bad\ud800name": 1.0, "x": float(step)}, step=step)
-        rec.event("kind\udfff", "message \ud800")
+            rec.log({"bad\ud800name": 1.0, "bad?name": 2.0, "x": float(step)}, step=step)
+        rec.event("kind\udfff", "message")
+        rec.event("note", "message \ud800")
     run = tuidiag.open_run(run_dir)
-    assert len(run.series("x")) == 20 and len(run.series("bad?name")) == 20
-    assert any(e.kind == "kind?" for e in run.events) and run.warnings == []
+    assert len(run.series("x")) == 20 and run.series("bad?name").values.tolist() == [2.0] * 20
+    assert not any(e.kind.startswith("kind") for e in run.events) and run.warnings == []
+    assert [e.message for e in run.events if e.kind == "note"] == ["message ?"]  # free text: the surrogate replaced
+    assert run.manifest["stats"]["rejected_values"] == 21 and run.manifest["stats"]["errors"] == 0

@@ -89,18 +89,23 @@ def test_parameters_without_gradient_are_reported(run_dir) -> None:
 
 
 def test_errors_inside_the_recorder_never_reach_training(run_dir, capfd) -> None:
+    class Broken(torch.nn.Module):
+        def named_parameters(self, *args, **kwargs):  # type: ignore[override]
+            raise RuntimeError("broken module")
+
     with tuidiag.Recorder(run_dir) as rec:
-        rec.watch(object())  # not a model
+        rec.watch(object())  # not a model: rejected
+        rec.watch(Broken())  # a model the recorder cannot read: its own error
         for step in range(3):
             rec.step("not a number")
             rec.log({"ok": 1.0, "bad": object()})
     err = capfd.readouterr().err
-    assert err.count("recorder error in watch") == 1
+    assert err.count("recorder error in watch") == 1 and err.count("'model' not recorded") == 1
     assert err.count("'train/loss' not recorded") == 1 and err.count("'bad' not recorded") == 1  # reported once, counted thrice
     run = tuidiag.open_run(run_dir)
-    assert run.manifest["stats"]["errors"] == 1 and run.manifest["stats"]["rejected_values"] == 6
+    assert run.manifest["stats"]["errors"] == 1 and run.manifest["stats"]["rejected_values"] == 7
     assert {e.data["where"] for e in run.events if e.kind == "recorder_error"} == {"watch"}
-    assert {e.data["key"] for e in run.events if e.kind == "rejected_value"} == {"train/loss", "bad"}
+    assert {e.data["key"] for e in run.events if e.kind == "rejected_value"} == {"model", "train/loss", "bad"}
     assert run.series("ok").values.tolist() == [1.0, 1.0, 1.0]
 
 

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Event", "Recorder", "ResumeError", "Run", "Series", "__version__", "find_runs", "open_run"]
+__all__ = ["ArgumentError", "Event", "Recorder", "ResumeError", "Run", "Series", "__version__", "find_runs", "open_run"]
 
-_EXPORTS = {"Recorder": "tuidiag.recorder", "ResumeError": "tuidiag.recorder", "Event": "tuidiag.store", "Run": "tuidiag.store", "Series": "tuidiag.store",
+_EXPORTS = {"ArgumentError": "tuidiag.recorder", "Recorder": "tuidiag.recorder", "ResumeError": "tuidiag.recorder", "Event": "tuidiag.store", "Run": "tuidiag.store", "Series": "tuidiag.store",
             "find_runs": "tuidiag.store", "open_run": "tuidiag.store"}
 """Loaded on first use, so ``tuidiag status`` and other commands start without the recorder's imports."""
 
 if TYPE_CHECKING:
-    from tuidiag.recorder import Recorder, ResumeError
+    from tuidiag.recorder import ArgumentError, Recorder, ResumeError
     from tuidiag.store import Event, Run, Series, find_runs, open_run
 
 

@@ -238,8 +238,15 @@ def _rebuild(text: str, claims: tuple[Claim, ...], refs: tuple[float, ...]) -> E
 
 
 def quoted(name: str) -> str:
-    """A name from the run (metric, parameter, layer) as lines quote it, so it never reads as a number."""
-    return f"'{name}'"
+    """A name from the run (metric, parameter, layer) as lines quote it, so it never reads as a number.
+
+    Written as a Python string literal in single quotes: a control character, a bidi
+    control or a lone surrogate shows as its escape (``'a\\x00'``), never raw and never
+    replaced, so two distinct names are always quoted differently."""
+    text = repr(str(name))
+    if text[0] == '"':  # repr chose double quotes: the name holds a ' and no "
+        text = "'" + text[1:-1].replace("'", "\\'") + "'"
+    return text
 
 
 def signed_percent(fraction: float, digits: int = 0) -> str:

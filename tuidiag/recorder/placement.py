@@ -54,6 +54,10 @@ class ResumeError(ValueError):
     """``resume="must"`` found no run to continue, or one that another process is still writing."""
 
 
+class UnusablePathError(ValueError):
+    """The run directory asked for cannot be used; the recorder records beside it (reported, never raised)."""
+
+
 class RankZeroNotFound(RuntimeError):
     """A rank other than 0 found no run directory started by rank 0 of its launch in time."""
 
@@ -76,6 +80,39 @@ def check_mode(resume: str) -> str:
     if resume not in RESUME_MODES:
         raise ValueError(f"resume must be one of {', '.join(map(repr, RESUME_MODES))}, not {resume!r}")
     return resume
+
+
+def usable_dir(requested: Path) -> tuple[Path, str | None]:
+    """``requested``, or the directory to record into instead and what is wrong with the path
+    (``"is not valid UTF-8"``), when it cannot be used.
+
+    A path holding a NUL character, or bytes that are not UTF-8 (a name decoded with
+    ``surrogateescape``), cannot hold a run: the OS refuses the first, and Parquet, and
+    so every reader of the run, takes paths as UTF-8 only. The run goes to the same path
+    with each such character written ``%XX`` (``runs/bad\\xff`` -> ``runs/bad%FF``).
+    """
+    text = str(requested)
+    if "\x00" in text:
+        problem = "holds a NUL character"
+    else:
+        try:
+            text.encode("utf-8")
+            return requested, None
+        except UnicodeEncodeError:
+            problem = "is not valid UTF-8"
+    escaped = "".join(_escape_char(c) for c in text)
+    return Path(escaped), problem
+
+
+def _escape_char(char: str) -> str:
+    code = ord(char)
+    if code == 0:
+        return "%00"
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, as surrogateescape keeps it
+        return f"%{code - 0xDC00:02X}"
+    if 0xD800 <= code <= 0xDFFF:  # any other lone surrogate
+        return f"%u{code:04X}"
+    return char
 
 
 def launch_key(world_size: int) -> str:
@@ -167,7 +204,7 @@ def _note(requested: Path, chosen: Path, reason: str) -> str | None:
 def _manifest_or_none(path: Path) -> dict[str, Any] | None:
     try:
         return read_manifest(path)
-    except (OSError, ValueError):
+    except Exception:  # missing, malformed, too deep (RecursionError): a run.json that says nothing
         return None
 
 

@@ -2,8 +2,10 @@
 
 The public API is ``Recorder``, ``watch``, ``batch``, ``step``, ``log``, ``event``,
 ``flush`` and ``close`` (plus the context manager). Every public method swallows
-and reports its own errors: the recorder never raises into the training loop and
-never blocks it. torch is optional: without it ``log`` and ``step(float)`` work.
+and reports its own errors, and accepts or rejects each value it is given on its
+own: the recorder never raises into the training loop and never blocks it. Only the
+constructor raises, for a wrong argument (:mod:`tuidiag.recorder.arguments`). torch
+is optional: without it ``log`` and ``step(float)`` work.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from tuidiag.recorder.errors import ErrorReporter, Rejections, guarded
 from tuidiag.recorder.layouts import LayoutCache
 from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
 from tuidiag.recorder.process import detect_rank, died_of_exception, import_torch, install_excepthook
-from tuidiag.recorder.placement import RESUME_NEVER, check_mode
+from tuidiag.recorder.arguments import Arguments, check_arguments
+from tuidiag.recorder.user_json import config_json, event_data, event_texts
+from tuidiag.recorder.placement import RESUME_NEVER, ResumeError
 from tuidiag.recorder.recent_batches import FOR_JOBS, RecentBatches
 from tuidiag.recorder.run_manifest import RunManifest
 from tuidiag.recorder.step_timer import StepTimer
@@ -50,6 +54,9 @@ from tuidiag.recorder.values import Rejected, convert, leaves, one_number
 CAPTURE_MAX_BYTES = 1 << 30
 STEP_RANGE = range(-(2**63), 2**63)
 """Steps the int64 ``step`` column can hold."""
+STEP_MAX = STEP_RANGE[-1]
+CLOSE_STATUSES = (STATUS_FINISHED, STATUS_FAILED)
+"""What ``close(status)`` may write; the reader tells a ``crashed`` run by itself."""
 
 
 class Recorder:
@@ -79,6 +86,14 @@ class Recorder:
             own user through ``RUN/control`` and run them in this process at a step
             boundary; keeps references to the last batches given to ``batch()`` (up to 16,
             within 64 MiB of tensors; see :mod:`tuidiag.recorder.recent_batches`).
+
+    Raises (here only, before anything is created):
+        ArgumentError: an argument of the wrong type or out of range.
+        ResumeError: ``resume="must"`` and no run to continue.
+
+    A ``run_dir`` whose path holds a NUL or a byte that is not UTF-8 is not an error: it is
+    reported at once and the run is recorded at the same path with those bytes written ``%XX``
+    (``rec.run_dir``), its ``run.json`` saying ``degraded``.
     """
 
     def __init__(
@@ -100,12 +115,13 @@ class Recorder:
         factory: str | None = None,
         control: bool = True,
     ) -> None:
-        check_mode(resume)
+        args = check_arguments(run_dir, resume, start_step, name, flush_interval, grads_every, weights_every,
+                               activations_every, inputs_every, capture_nonfinite, capture_max_bytes, max_queue, factory, control)
         self.errors = ErrorReporter()
         self.rejections = Rejections()
-        self.grads_every, self.weights_every = grads_every, weights_every
-        self.activations_every, self.inputs_every = activations_every, inputs_every
-        self.capture_nonfinite, self.capture_max_bytes = capture_nonfinite, capture_max_bytes
+        self.grads_every, self.weights_every = args.grads_every, args.weights_every
+        self.activations_every, self.inputs_every = args.activations_every, args.inputs_every
+        self.capture_nonfinite, self.capture_max_bytes = args.capture_nonfinite, args.capture_max_bytes
         self._torch = import_torch()
         self.rank, self.world_size = detect_rank(self._torch)
         self._closed = False
@@ -113,7 +129,7 @@ class Recorder:
         self._max_grad_norm: float | None = None
         self._next_step, self._current_step = 0, -1
         self._timer = StepTimer()
-        self._recent_batches = RecentBatches(FOR_JOBS if control and self.rank == 0 else 0)
+        self._recent_batches = RecentBatches(FOR_JOBS if args.control and self.rank == 0 else 0)
         self._uses_batch = False
         self._input_parts: tuple[list[str], list[Any]] = ([], [])
         self._missing_grads: list[str] | None = None
@@ -123,22 +139,41 @@ class Recorder:
         self._layouts = LayoutCache(self)
         self._changes = LiveChanges(self.world_size)
         self.loss_fn: Any = None
-        self._manifest = RunManifest(Path(run_dir), self.rank, name, dict(config or {}), self.world_size, flush_interval, factory,
-                                     resume, None if start_step is None else int(start_step))
+        self._control: LiveControl | None = None
+        self.run_dir = args.run_dir
+        config_value, config_notes = config_json(config)
+        try:
+            self._start(args, config_value)
+        except ResumeError:
+            raise
+        except Exception as exc:  # a fault of the recorder's own: reported now, the training goes on
+            self.errors.report("start", exc)
+        for key, reason in config_notes:
+            self.rejections.reject("config", key, reason)
+        install_excepthook()
+        atexit.register(self._close_at_exit)
+
+    def _start(self, args: Arguments, config: dict[str, Any]) -> None:
+        """Place the run, write its manifest, start the writer thread (and the control channel)."""
+        self._manifest = RunManifest(args.run_dir, self.rank, args.name, config, self.world_size, args.flush_interval,
+                                     args.factory, args.resume, args.start_step)
         self.run_dir = self._manifest.run_dir
         self._next_step = self._manifest.resume_step
-        self._control = LiveControl(self.run_dir, self.event, self.errors.report) if control and self.rank == 0 else None
-        self._writer = ShardWriter(self.run_dir, self.rank, flush_interval, max_queue, self._on_flush, self.errors.report)
+        self._writer = ShardWriter(self.run_dir, self.rank, args.flush_interval, args.max_queue, self._on_flush, self.errors.report)
         self.errors.sink = self.rejections.sink = self._error_event
         if self._manifest.note:
             print(self._manifest.note, file=sys.stderr)
-        resumed = self._manifest.resumed
-        if resumed is not None:
-            self._writer.submit(EventRow(resumed.from_step, self._manifest.started, EVENT_RESUMED, "info", resumed.message(), resumed.data(resume)))
         if self._manifest.start_error is not None:
             self.errors.report("start", self._manifest.start_error)
-        install_excepthook()
-        atexit.register(self._close_at_exit)
+        resumed = self._manifest.resumed
+        if resumed is not None:
+            self._writer.submit(EventRow(resumed.from_step, self._manifest.started, EVENT_RESUMED, "info", resumed.message(),
+                                         event_data(resumed.data(args.resume))[0]))
+        if args.control and self.rank == 0:
+            try:
+                self._control = LiveControl(self.run_dir, self.event, self.errors.report)
+            except Exception as exc:  # no control channel: jobs cannot reach this training, the recording goes on
+                self.errors.report("control", exc)
 
     # ---- public API ------------------------------------------------------------
     @guarded
@@ -151,11 +186,19 @@ class Recorder:
         LR from them puts the old one back, and the change is reported failed)."""
         if self._torch is None:
             raise RuntimeError("torch is not installed: watch() needs it; log() still works")
+        from tuidiag.recorder.arguments import check_watch
         from tuidiag.recorder.torch_watch import TorchWatch
 
+        checked = check_watch(self._torch, model, optimizer, max_grad_norm)
+        for key, reason in checked.rejected:
+            self.rejections.reject("watch", key, reason)
+        if checked.model is None:
+            return
+        model, optimizer = checked.model, checked.optimizer
         if self._watch is not None:
             self._watch.close()
-        self._max_grad_norm = float(max_grad_norm) if max_grad_norm is not None else None
+            self._watch = None
+        self._max_grad_norm = checked.max_grad_norm
         self.loss_fn = loss_fn
         self._changes.scheduler = scheduler
         self._changes.own_clip = self._max_grad_norm
@@ -175,13 +218,19 @@ class Recorder:
         self._timer.mark_batch()
         self._uses_batch = True
         if (self.capture_nonfinite and not self._captured) or self._control is not None:
-            self._recent_batches.add(self._next_step, (x, y))
+            try:
+                self._recent_batches.add(self._next_step, (x, y))
+            except Exception as exc:  # a batch that contains itself, a size that raises: not kept for capture or jobs
+                self.rejections.reject("batch", "<batch>", f"could not be kept ({type(exc).__name__}: {str(exc)[:200]})")
         if self._watch is not None:
             self._watch.arm_activations(self._next_step)  # armed here, validation passes stay unhooked
         if self._torch is not None and self.inputs_every > 0 and self._next_step % self.inputs_every == 0:
             from tuidiag.recorder.inputs import input_parts
 
-            self._input_parts = input_parts(x, y)
+            try:
+                self._input_parts = input_parts(x, y)
+            except Exception as exc:  # a complex, sparse or meta tensor: no input rows for this batch
+                self.rejections.reject("batch", "<batch>", f"could not be summarised ({type(exc).__name__}: {str(exc)[:200]})")
 
     @guarded
     def step(self, loss: Any = None, step: int | None = None) -> int:
@@ -191,7 +240,10 @@ class Recorder:
         anything else is refused, counted and reported once, and the step still counts."""
         now = time.perf_counter()
         s = self._next_step if step is None else self._step_arg("step", step, 1 + (loss is not None))
-        if s is None:
+        if s is None or s > STEP_MAX:  # counted on past 2**63 - 1 (explicit steps were checked)
+            if s is not None:
+                self.rejections.reject("step", "step", "would be beyond the 64-bit integer range (the step before was 2**63 - 1)",
+                                       1 + (loss is not None))
             return None
         self._current_step, self._next_step = s, s + 1
         host_names, host_values = self._timer.step(now)
@@ -250,22 +302,48 @@ class Recorder:
 
     @guarded
     def event(self, kind: str, message: str, severity: str = "info", data: Mapping[str, Any] | None = None, step: int | None = None) -> None:
-        """Record an event (shown in the monitor's events panel)."""
+        """Record an event (shown in the monitor's events panel).
+
+        Whatever ``data`` holds, the event is stored: the parts of ``data`` that cannot be
+        JSON (a cycle, a ``repr`` that raises, ...) are replaced by placeholders and counted
+        as rejected values. Only an event whose kind, severity or message cannot be text is refused."""
         s = self._implicit_step() if step is None else self._step_arg("event", step, 1)
-        if s is not None:
-            self._writer.submit(EventRow(s, time.time(), str(kind), str(severity), str(message), dict(data or {})))
+        if s is None:
+            return
+        texts = event_texts(kind, severity, message)
+        if isinstance(texts, str):
+            self.rejections.reject("event", "<event>", texts)
+            return
+        kind, severity, message = texts
+        value, notes = event_data(data)
+        for path, reason in notes:
+            self.rejections.reject("event", f"{kind[:100]}: data/{path}", reason)
+        self._writer.submit(EventRow(s, time.time(), kind, severity, message, value))
 
     @guarded
     def flush(self, timeout: float = 10.0) -> None:
-        """Write everything recorded so far to disk now (blocks up to ``timeout`` seconds)."""
-        self._writer.flush(timeout)
+        """Write everything recorded so far to disk now (blocks up to ``timeout`` seconds;
+        a ``timeout`` that is not a number >= 0 is rejected and 10 s used)."""
+        try:
+            seconds = float(timeout) if not isinstance(timeout, (str, bytes)) else math.nan
+        except Exception:
+            seconds = math.nan
+        if not seconds >= 0:
+            self.rejections.reject("flush", "timeout", f"is not a number of seconds >= 0 (a {type(timeout).__name__}): 10 s used")
+            seconds = 10.0
+        self._writer.flush(min(seconds, 86_400.0))
 
     def close(self, status: str | None = None) -> None:
-        """Flush, compact and mark the run finished (or ``status``); safe to call twice."""
+        """Flush, compact and mark the run finished (or ``status``: ``"finished"`` or ``"failed"``;
+        another value is reported and ``"finished"`` is written); safe to call twice."""
         if self._closed:
             return
         self._closed = True
         try:
+            if status is not None and (type(status) is not str or status not in CLOSE_STATUSES):
+                self.rejections.reject("close", "status", f"is not one of {', '.join(map(repr, CLOSE_STATUSES))}: "
+                                       f"{STATUS_FINISHED!r} was written")
+                status = None
             if self._control is not None:
                 self._control.end_checks(self._current_step)
             if self._watch is not None:
@@ -289,7 +367,8 @@ class Recorder:
     @property
     def dropped_rows(self) -> int:
         """Rows dropped because the queue was full (training is never blocked)."""
-        return self._writer.dropped_rows
+        writer = getattr(self, "_writer", None)
+        return writer.dropped_rows if writer is not None else 0
 
     @property
     def rejected_values(self) -> int:
@@ -299,7 +378,8 @@ class Recorder:
     @property
     def lost_rows(self) -> int:
         """Rows accepted but not written because the writer could not convert them."""
-        return self._writer.lost_rows
+        writer = getattr(self, "_writer", None)
+        return writer.lost_rows if writer is not None else 0
 
     # ---- internals --------------------------------------------------------------
     def _implicit_step(self) -> int:
@@ -410,10 +490,26 @@ class Recorder:
 
         self._captured = True
         watch = self._watch
-        path, note = save_capture(
-            self.run_dir, s, self.rank, watch.model if watch else None, watch.optimizer if watch else None,
-            self._batch_of(s), pre_step, self.capture_max_bytes,
-        )
+        model, optimizer = (watch.model, watch.optimizer) if watch else (None, None)
+        batch = self._batch_of(s)
+        path: Path | None = None
+        try:
+            path, note = save_capture(self.run_dir, s, self.rank, model, optimizer, batch, pre_step, self.capture_max_bytes)
+        except OSError as exc:  # the disk: the step and its event still count
+            self.errors.report("capture", exc)
+            note = f"capture failed: {type(exc).__name__}: {str(exc)[:200]}"
+        except Exception as exc:  # a batch that cannot be copied (a cycle, a repr that raises): the state without it
+            if batch is None:
+                self.errors.report("capture", exc)
+                note = f"capture failed: {type(exc).__name__}: {str(exc)[:200]}"
+            else:
+                self.rejections.reject("capture", "batch", f"could not be saved ({type(exc).__name__}): the state was captured without it")
+                try:
+                    path, note = save_capture(self.run_dir, s, self.rank, model, optimizer, None, pre_step, self.capture_max_bytes)
+                    note += "; the batch could not be saved"
+                except Exception as again:
+                    self.errors.report("capture", again)
+                    note = f"capture failed: {type(again).__name__}: {str(again)[:200]}"
         data = {"path": str(path.relative_to(self.run_dir)) if path else None, "pre_step": pre_step}
         self._writer.submit(EventRow(s, time.time(), EVENT_CAPTURE, "info" if path else "warning", note, data))
         if self._control is not None and self._control.armed:

@@ -7,13 +7,15 @@ directory it goes to is decided by :mod:`tuidiag.recorder.placement`.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tuidiag.format import STATUS_RUNNING
-from tuidiag.recorder.placement import Placement, ResumeError, launch_key, place
+from tuidiag.recorder.arguments import STEP_LIMIT
+from tuidiag.recorder.placement import Placement, ResumeError, UnusablePathError, launch_key, place, usable_dir
 from tuidiag.store.manifest import effective_status, jsonable, new_manifest, write_manifest
 
 MAX_CONFIG_CHANGES = 100
@@ -62,10 +64,21 @@ class RunManifest:
         """Set when this session continues an earlier one (rank 0 only)."""
         self.floor_step = -1
         """The last step kept from the sessions before this one: ``last_step`` never goes below it."""
+        self.start_error: Exception | None = None
+        """Why the directory or the first write failed (disk full, read-only); the next heartbeat tries again."""
+        self.degraded: str | None = None
+        """Why this run is not where it was asked to be (a path that cannot be used); said in ``run.json``."""
         key = launch_key(world_size)
         self.data = new_manifest(name or requested.name, config, world_size, flush_interval)
         self.data["factory"] = factory
         self.data["session"] = {"launch": key, "started": self.started, "start_step": start_step or 0}
+        usable, problem = usable_dir(requested)
+        if problem is not None:
+            self.degraded = f"the path asked for {problem}"
+            self.data["degraded"] = [self.degraded]
+            self.start_error = UnusablePathError(f"the run directory {str(requested)!r} cannot be used: its path {problem}; "
+                                                 f"recording into {str(usable)!r} instead")
+            requested = usable
         try:
             placement = place(requested, resume, self._fresh_manifest(name), rank, key)
         except ResumeError:
@@ -75,17 +88,21 @@ class RunManifest:
         self.run_dir = placement.run_dir
         self.note = placement.note
         """One line for stderr when the run went to another directory than asked."""
-        self.start_error: Exception | None = placement.error
-        """Why the directory or the first write failed (disk full, read-only); the next heartbeat tries again."""
+        self.start_error = self.start_error or placement.error
         self.resume_step = start_step or 0
         """The step this session's ``step()`` counts from."""
         if not self.writes:
             self._follow(placement)
         elif placement.previous is not None:
-            self._continue(placement.previous, name, start_step)
+            try:
+                self._continue(placement.previous, name, start_step)
+            except Exception as exc:  # a run.json edited by hand: start this session afresh, in the same run
+                self.start_error = self.start_error or exc
+                self.resumed = None
+                self.resume_step = start_step or 0
             try:
                 write_manifest(self.run_dir, self.data)
-            except OSError as exc:  # never stop a training from starting
+            except (OSError, ValueError) as exc:  # never stop a training from starting
                 self.start_error = self.start_error or exc
 
     def _fresh_manifest(self, name: str | None) -> Any:
@@ -103,18 +120,28 @@ class RunManifest:
             self.resume_step = start
 
     def _continue(self, previous: dict[str, Any], name: str | None, start_step: int | None) -> None:
-        """Merge the previous session's manifest into this one and note what changed."""
+        """Merge the previous session's manifest into this one and note what changed.
+
+        Every field of ``previous`` is checked: one of the wrong type or out of range (a
+        ``run.json`` edited by hand or damaged) counts as missing."""
         last = previous.get("last_step")
-        last = last if isinstance(last, int) and not isinstance(last, bool) else _last_step_on_disk(self.run_dir)
+        if not _is_count(last, STEP_LIMIT):
+            last = _last_step_on_disk(self.run_dir)
         count = previous.get("resumed", 0)
-        count = (count if isinstance(count, int) else 0) + 1
+        count = (count if _is_count(count, 2**31) else 0) + 1
         config, changes = merge_config(previous.get("config"), self.data["config"])
         from_step = start_step if start_step is not None else (last + 1 if last is not None else 0)
+        run_id, created, old_name = previous.get("run_id"), previous.get("created"), previous.get("name")
         self.data.update(
-            run_id=previous.get("run_id", self.data["run_id"]), created=previous.get("created", self.data["created"]),
-            name=name or previous.get("name") or self.run_dir.name, resumed=count, config=config,
-            last_step=from_step - 1 if from_step > 0 else None,
+            run_id=run_id if isinstance(run_id, str) and run_id else self.data["run_id"],
+            created=created if _is_time(created) else self.data["created"],
+            name=name or (old_name if isinstance(old_name, str) and old_name else self.run_dir.name),
+            resumed=count, config=config, last_step=from_step - 1 if from_step > 0 else None,
         )
+        degraded = previous.get("degraded")
+        earlier = [d for d in degraded if isinstance(d, str)] if isinstance(degraded, list) else []
+        if earlier:  # a session that recorded beside the path asked for: still true of the run
+            self.data["degraded"] = list(dict.fromkeys(earlier + self.data.get("degraded", [])))[:10]
         self.data["session"]["start_step"] = from_step
         stats = previous.get("stats")
         self.earlier_stats = {k: v for k, v in (stats if isinstance(stats, dict) else {}).items()
@@ -122,8 +149,11 @@ class RunManifest:
         self.floor_step = from_step - 1  # a rewind to an older step drops the abandoned steps from ``last_step``
         self.resume_step = from_step
         listed = dict(list(changes.items())[:MAX_CONFIG_CHANGES])
-        status = effective_status(previous) if previous else "unknown"
-        self.resumed = Resumed(from_step, last, "crashed" if status == STATUS_RUNNING else status, count,
+        try:
+            status = effective_status(previous) if previous else "unknown"
+        except Exception:  # odd types in a hand-edited run.json
+            status = "unknown"
+        self.resumed = Resumed(from_step, last, "crashed" if status == STATUS_RUNNING else status[:40], count,
                                listed, len(changes) - len(listed))
 
     def describe(self, model: Any, optimizer: Any, max_grad_norm: float | None) -> None:
@@ -198,10 +228,23 @@ def _short(value: Any) -> str:
 
 
 def _last_step_on_disk(run_dir: Path) -> int | None:
-    """The highest recorded step, read from the shards (a run whose manifest does not say)."""
+    """The highest recorded step, read from the shards (a run whose manifest does not say).
+
+    ``None`` when there is none, or it leaves no room to count on (beyond ``STEP_LIMIT``)."""
     from tuidiag.store.reader import open_run
 
     try:
-        return open_run(run_dir).last_step
+        last = open_run(run_dir).last_step
     except Exception:  # a damaged run: start counting at 0 rather than fail the training
         return None
+    return last if _is_count(last, STEP_LIMIT) else None
+
+
+def _is_count(value: Any, limit: int) -> bool:
+    """An ``int`` (not a ``bool``) in ``[0, limit)``."""
+    return type(value) is int and 0 <= value < limit
+
+
+def _is_time(value: Any) -> bool:
+    """A finite number of seconds since the epoch (not a ``bool``)."""
+    return type(value) in (int, float) and math.isfinite(value) and 0 <= value < 1e11

@@ -116,18 +116,54 @@ def leaves(metrics: Any) -> int:
 
 
 def flatten(metrics: Mapping[Any, Any], prefix: str = "", depth: int = 0) -> Iterator[tuple[str, Any]]:
-    """``(name, value)`` of every leaf, nested names joined with ``/``; too deep: a :class:`Rejected`."""
-    for key, value in metrics.items():
-        name = key if not prefix and type(key) is str else prefix + str(key)
-        if type(value) in _PLAIN:
-            yield name, value
-        elif isinstance(value, Mapping):
-            if depth + 1 >= MAX_DEPTH:
-                yield name, Rejected(f"is nested deeper than {MAX_DEPTH} levels (or is a mapping that contains itself)")
+    """``(name, value)`` of every leaf, nested names joined with ``/``; a value that cannot be
+    recorded under its name (too deep, a key with no text, a name UTF-8 cannot store): a :class:`Rejected`."""
+    try:
+        for key, value in metrics.items():
+            if type(key) is str:
+                name = prefix + key if prefix else key
             else:
-                yield from flatten(value, name + "/", depth + 1)
-        else:
-            yield name, value
+                text = _key_text(key)
+                if text is None:
+                    if value is not None:
+                        yield prefix + f"<key of type {_type(key)}>", Rejected("has a key that cannot be shown as text (its str() raised)")
+                    continue
+                name = prefix + text
+            if value is None:
+                yield name, None
+            elif not name.isascii() and not storable_name(name) and not isinstance(value, Mapping):
+                yield name, Rejected("has a name that is not valid Unicode text (a lone surrogate): stored, it would read back as another name")
+            elif type(value) in _PLAIN:
+                yield name, value
+            elif isinstance(value, Mapping):
+                if depth + 1 >= MAX_DEPTH:
+                    yield name, Rejected(f"is nested deeper than {MAX_DEPTH} levels (or is a mapping that contains itself)")
+                else:
+                    yield from flatten(value, name + "/", depth + 1)
+            else:
+                yield name, value
+    except Exception as exc:  # a mapping whose items() raises: the leaves already read stay recorded
+        yield (prefix.rstrip("/") or "<metrics>"), Rejected(f"is a mapping that could not be read to the end ({type(exc).__name__})")
+
+
+def storable_name(name: str) -> bool:
+    """Whether ``name`` can be written as UTF-8 as it is (no lone surrogates). A name that
+    cannot would be stored altered (``"a\\ud800"`` as ``"a?"``) and read back as another name."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _key_text(key: Any) -> str | None:
+    try:
+        text = str(key)
+        return text if type(text) is str else str.__str__(text)
+    except Exception:  # a __str__ that raises or returns something else
+        return None
 
 
 def one_number(value: Any, torch: Any) -> float | Any | Rejected:

@@ -40,6 +40,7 @@ from tuidiag.format import (
     ShardName,
 )
 from tuidiag.recorder import arrow_build
+from tuidiag.recorder.values import storable_name
 from tuidiag.store.shards import COMPACT_MIN_FILES, compact, list_shards, plan_compaction, write_table_atomic
 
 MAX_BUFFERED_ROWS = 2_000_000
@@ -123,6 +124,8 @@ class ShardWriter:
         self._flushed = threading.Event()
         self._stopping = False
         self._names: dict[str, int] = {}
+        self._unstorable: set[str] = set()
+        """Names UTF-8 cannot store (``Recorder.log`` rejects them first): their rows are counted lost."""
         self._layout_codes: dict[int, tuple[Layout, np.ndarray]] = {}
         self._rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._events: list[EventRow] = []
@@ -231,7 +234,13 @@ class ShardWriter:
         except (ValueError, TypeError, OverflowError) as exc:
             self.lost_rows += len(names)
             raise ValueError(f"rows not stored: {exc}") from exc
-        self._rows.append((steps, np.full(len(names), wall_time, np.float64), codes, values))
+        if self._unstorable and (codes < 0).any():  # a name stored altered would merge with another: not stored
+            keep = codes >= 0
+            self.lost_rows += int(len(codes) - keep.sum())
+            steps, codes, values = steps[keep], codes[keep], values[keep]
+            if not len(codes):
+                return
+        self._rows.append((steps, np.full(len(codes), wall_time, np.float64), codes, values))
         self.last_step = max(self.last_step, int(step))
 
     def add_event(self, event: EventRow) -> None:
@@ -239,8 +248,14 @@ class ShardWriter:
         self._events.append(event)
 
     def _code(self, name: str) -> int:
+        """The dictionary code of ``name``; -1 for a name UTF-8 cannot store (its rows are not written)."""
         code = self._names.get(name)
         if code is None:
+            if name in self._unstorable or not storable_name(name):
+                if name not in self._unstorable:
+                    self._unstorable.add(name)
+                    self.report_error("writer.names", ValueError(f"metric name {name[:200]!r} is not valid Unicode text; its rows are not written"))
+                return -1
             code = self._names[name] = len(self._names)
         return code
 

@@ -9,7 +9,6 @@ much older than the flush interval, reads as crashed.
 from __future__ import annotations
 
 import json
-import math
 import os
 import socket
 import sys
@@ -74,22 +73,13 @@ def library_versions() -> dict[str, str]:
 
 
 def jsonable(value: Any) -> Any:
-    """Turn a config value into something ``json.dumps`` accepts, losing no information silently."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    item = getattr(value, "item", None)
-    if callable(item):
-        try:
-            return jsonable(item())
-        except (TypeError, ValueError, RuntimeError):
-            pass
-    return repr(value)
+    """Turn a config value into something ``json.dumps`` accepts, losing no information silently.
+
+    Never raises: cycles, deep nesting and objects whose ``repr`` fails become placeholders
+    (:func:`tuidiag.store.json_values.to_json`)."""
+    from tuidiag.store.json_values import to_json
+
+    return to_json(value).value
 
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:

@@ -182,7 +182,7 @@ class Run:
             self.manifest = read_manifest(self.path)
         except FileNotFoundError:
             self._warn("run.json is missing: status unknown")
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep for the parser
             self._warn(f"run.json is unreadable ({exc}); keeping the previous manifest")
 
     def _unread(self, table_dir: str) -> list[tuple[ShardName, Path]]:

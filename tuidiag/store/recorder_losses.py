@@ -1,4 +1,5 @@
-"""What a run's recorder refused or lost: values rejected at the call, rows lost or dropped, its errors.
+"""What a run's recorder refused or lost: values rejected at the call, rows lost or dropped, its errors,
+and whether the run is degraded (recorded beside a path that could not be used).
 
 The counts come from ``run.json``'s ``stats`` (rank 0, final at close) and from the
 ``recorder/*`` rows each rank writes at its flushes; as of a step, only the rows up
@@ -8,7 +9,7 @@ to that step count. ``tuidiag ls``, ``tuidiag status``, the monitor and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,17 +34,20 @@ class RecorderLosses:
     """Rows dropped because the queue was full, or the disk refused them too long."""
     errors: int = 0
     """The recorder's own errors (caught; training went on)."""
+    degraded: tuple[str, ...] = ()
+    """Why the run is degraded (``run.json`` ``degraded``): the path asked for could not be used, ..."""
 
     def __bool__(self) -> bool:
-        return any(getattr(self, f.name) for f in fields(self))
+        return bool(self.degraded) or any(getattr(self, key) for key in METRIC_OF)
 
     def text(self) -> str:
-        """``"1 value rejected, 207 rows lost"``; empty when nothing was refused or lost."""
-        parts = []
-        for f in fields(self):
-            count = getattr(self, f.name)
+        """``"degraded, 1 value rejected, 207 rows lost"``; empty when nothing was refused or lost
+        (why a run is degraded: :attr:`degraded`, listed by ``tuidiag diagnose``)."""
+        parts = ["degraded"] if self.degraded else []
+        for key in METRIC_OF:
+            count = getattr(self, key)
             if count:
-                singular, plural = _WORDS[f.name]
+                singular, plural = _WORDS[key]
                 parts.append(f"{count:,} {singular if count == 1 else plural}")
         return ", ".join(parts)
 
@@ -52,7 +56,13 @@ def manifest_losses(manifest: dict[str, Any]) -> RecorderLosses:
     """The counts rank 0 wrote into ``run.json`` (zeros where absent or malformed)."""
     stats = manifest.get("stats")
     stats = stats if isinstance(stats, dict) else {}
-    return RecorderLosses(**{key: _count(stats.get(key)) for key in METRIC_OF})
+    return RecorderLosses(**{key: _count(stats.get(key)) for key in METRIC_OF}, degraded=degraded_reasons(manifest))
+
+
+def degraded_reasons(manifest: dict[str, Any]) -> tuple[str, ...]:
+    """``run.json`` ``degraded``: why the recorder could not record as asked (strings only, at most 10)."""
+    reasons = manifest.get("degraded")
+    return tuple(str(r)[:200] for r in reasons[:10] if isinstance(r, str)) if isinstance(reasons, list) else ()
 
 
 def run_losses(run: Any, at: int | None = None) -> RecorderLosses:
@@ -62,7 +72,7 @@ def run_losses(run: Any, at: int | None = None) -> RecorderLosses:
     rank 0's count is at least what ``run.json`` says (written at close, after the last row).
     """
     stated = manifest_losses(run.manifest) if at is None else RecorderLosses()
-    totals = {}
+    totals: dict[str, Any] = {"degraded": degraded_reasons(run.manifest)}  # true of the run from its start
     for key, metric in METRIC_OF.items():
         per_rank = {rank: _last(run.series(metric, rank), at) for rank in run.ranks}
         per_rank[0] = max(per_rank.get(0, 0), getattr(stated, key))

@@ -1,4 +1,5 @@
-"""A note on the recording itself: values the recorder refused at the call, rows it lost or dropped.
+"""A note on the recording itself: values the recorder refused at the call, rows it lost or dropped,
+a run recorded beside a path that could not be used (degraded).
 
 Not an alarm about the training (an extension code, ``recorder_losses``): a fact
 about the data the other rules judged, so that "No problem detected" is never read as "everything
@@ -26,6 +27,9 @@ def recorder_losses(view: RunView) -> Finding | None:
         return None
     when = "in the whole run" if view.at is None else f"up to step {view.at}"
     evidence = [counts_line(view, f"the recorder reports {when}: {losses.text()}")]
+    if losses.degraded:  # the path asked for could not be used: recorded beside it (run.json "degraded")
+        evidence.append(Evidence(f"the run is degraded: {'; '.join(_quote(reason, 160) for reason in losses.degraded)}",
+                                 Fact("manifest", "degraded", losses.degraded)))
     rejected = [e for e in view.run.events if e.kind == EVENT_REJECTED and (view.at is None or e.step <= view.at)]
     for event in rejected[:SHOWN_NAMES]:
         key, reason = _quote(event.data.get("key"), 80), _quote(event.data.get("reason"), 160)
