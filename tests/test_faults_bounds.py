@@ -325,7 +325,9 @@ def test_other_json_files_over_their_limits(tmp_path: Path, monkeypatch: pytest.
         rec.event("deep", "an event with deep data", data={"d": json.loads(_nested(100, [True]))})
     events = tuidiag.open_run(tmp_path / "e").events
     deep = [e for e in events if e.kind == "deep"]
-    assert deep and deep[0].message == "an event with deep data" and "raw" in deep[0].data
+    assert deep and deep[0].message == "an event with deep data"
+    # bounded either way: the recorder caps data it writes (a placeholder), the reader keeps over-deep data raw
+    assert "raw" in deep[0].data or "<nested deeper than" in json.dumps(deep[0].data)
 
 
 def _record(masked_crc32c: Any, data: bytes) -> bytes:
