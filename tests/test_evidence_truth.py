@@ -208,3 +208,18 @@ def test_lower_and_raise_lr_never_both_advised(tmp_path: Path) -> None:
     assert f"not raising the LR: conflicts with dead_relu ({by_code['dead_relu'].confidence:.0%})" in under.fix
     moves = [m for f in _all_findings(diagnosis) for m in (*f.moves, *fix_moves_in_text(f.fix))]
     assert LR_DOWN in moves and LR_UP not in moves
+
+
+@pytest.mark.parametrize("relative", [1e-9, 3e-6, 1.2e-5, 3e-4, 6.4e-4, 0.0123, 0.05, 0.25, 4.09])
+@pytest.mark.parametrize("says", ["up", "down"])
+def test_a_change_is_never_printed_as_zero(relative: float, says: str) -> None:
+    """'rose 0.0%' reads as no change: a non-zero change prints a non-zero number, and the verb matches the sign."""
+    from types import SimpleNamespace
+
+    from tuidiag.diagnosis.evidence import change_words
+
+    text = change_words(SimpleNamespace(relative=relative, says=says))
+    verb, number = text.split()
+    assert verb == ("rose" if says == "up" else "fell")
+    shown = float(number.rstrip("%")) / 100
+    assert shown > 0 and abs(shown - relative) <= 0.05 * relative + 0.005 * (relative >= 0.1)

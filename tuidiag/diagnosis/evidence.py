@@ -25,6 +25,8 @@ direction words against it. The meaning of each statistic is fixed here:
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -258,9 +260,13 @@ def signed_percent(fraction: float, digits: int = 0) -> str:
 def change_words(change: Change, noun: str = "") -> str:
     """``fell 12%`` / ``rose 30%`` / ``changed 0%``: the verb matches the sign, the number carries none."""
     pct = abs(change.relative)
-    verb = {"down": "fell", "up": "rose"}.get(change.says, "changed")
-    digits = 0 if pct >= 0.1 else 1
-    return f"{noun + ' ' if noun else ''}{verb} {pct:.{digits}%}"
+    lead = noun + " " if noun else ""
+    if not change.says or not pct > 0 or not math.isfinite(pct):
+        return f"{lead}changed {pct:.0%}" if math.isfinite(pct) else f"{lead}changed"
+    verb = "fell" if change.says == "down" else "rose"
+    # two significant digits below 10%: a small change never reads as "rose 0.0%"
+    digits = 0 if pct >= 0.1 else min(8, 1 - math.floor(math.log10(pct * 100)))
+    return f"{lead}{verb} {pct:.{max(digits, 1) if pct < 0.1 else 0}%}"
 
 
 def direction(before: float, after: float) -> str:
