@@ -130,13 +130,15 @@ def lr_evidence(findings: list[Finding], result: dict[str, Any], lr_now: float |
 
 
 def _prefix_lr_clause(finding: Finding, move: Move, prefix: str) -> None:
-    """Put ``prefix`` before the clause of ``finding``'s fix that makes ``move``, as part of that clause,
-    so that the combiner, should it drop the move, drops the finder's words with it."""
+    """Make ``prefix`` (the finder's LR) the clause of ``finding``'s fix that makes ``move``: it replaces the
+    rule's own LR clause (one target, not two), or leads an untagged fix as part of it, so that the
+    combiner, should it drop the move, drops the finder's words with it."""
     old = finding.moves.get(move)
     if not old or old not in str(finding.fix):
         finding.fix = f"{prefix}; {finding.fix}"
         return
-    new = f"{prefix}; {old}"
+    tagged = old != str(finding.fix)
+    new = prefix if tagged else f"{prefix}; {old}"  # a tagged LR clause is replaced: one LR target, not two
     finding.fix = str(finding.fix).replace(old, new, 1)
     for other, clause in list(finding.moves.items()):
         if clause == old:  # an untagged fix: its one clause makes every move
