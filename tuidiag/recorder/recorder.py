@@ -157,13 +157,13 @@ class Recorder:
         if self._watch is not None:
             self._watch.close()
         self._max_grad_norm = float(max_grad_norm) if max_grad_norm is not None else None
-        self.loss_fn = loss_fn
         self._changes.scheduler = scheduler
         self._changes.own_clip = self._max_grad_norm
         self._watch = TorchWatch(
             model, optimizer, self.weights_every, self.activations_every, self._submit_weights,
-            lambda: self._current_step, self._timer.mark_optimizer,
+            lambda: self._current_step, self._timer.mark_optimizer, loss_fn, self.errors.report,
         )
+        self.loss_fn = self._watch.loss_fn  # a plain function comes back wrapped: rec.loss_fn(out, y) has its inputs checked
         self._manifest.describe(model, optimizer, self._max_grad_norm)
         if self._control is not None and optimizer is not None:
             self._manifest.allow_control(os.getpid(), os.geteuid(), socket.gethostname(), loss_fn is not None, str(self._watch.device))
@@ -342,6 +342,13 @@ class Recorder:
         names, tensors = watch.activation_parts()
         dev_names.extend(names)
         dev_values.extend(tensors)
+        probed = watch.probe_parts()  # stale gradients, the loss function's inputs (tuidiag.recorder.stale_grads, .loss_probe)
+        host_names.extend(probed.host_names)
+        host_values.extend(probed.host_values)
+        dev_names.extend(probed.dev_names)
+        dev_values.extend(probed.dev_values)
+        for kind, severity, message, data in probed.events:
+            self._writer.submit(EventRow(s, time.time(), kind, severity, message, data))
 
     def _note_missing_grads(self, s: int, missing: list[str]) -> None:
         if missing == self._missing_grads:
