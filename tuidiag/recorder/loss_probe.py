@@ -166,33 +166,36 @@ class LossProbe:
             x = args[0] if args else kwargs.get("input")
             y = args[1] if len(args) > 1 else kwargs.get("target")
             if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-                self._record(x.detach(), y.detach())
+                self._parts.add(self._record(x.detach(), y.detach()))  # all of a call's values, or none
         except Exception as exc:
             self._report("loss_probe", exc)
 
-    def _record(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        parts = self._parts
+    def _record(self, x: torch.Tensor, y: torch.Tensor) -> ProbeParts:
+        """The call's values and events; what may fail runs first, so a failure leaves no trace."""
+        rows = share = None
+        floating = x.is_floating_point() and x.numel() > 0
+        with torch.no_grad():
+            if floating and self.kind in CLASS_INDEX and x.dim() >= 2 and x.shape[1] >= 2:
+                rows = probability_rows(x)
+            elif floating and self.kind in BINARY_LOGITS:
+                share = unit_share(x)
+        wide = shapes_broadcast(self.kind, x.shape, y.shape)
+        parts = ProbeParts([LOSS_FN_BROADCAST], [0.0 if wide is None else 1.0])
+        if rows is not None:
+            parts.host_names.append(LOSS_FN_CLASSES)
+            parts.host_values.append(float(x.shape[1]))
+            parts.dev_names.append(LOSS_FN_PROB_ROWS)
+            parts.dev_values.append(rows)
+        if share is not None:
+            parts.dev_names.append(LOSS_FN_UNIT_SHARE)
+            parts.dev_values.append(share)
         if not self._described:
             self._described = True
             message = f"loss function {self.kind} (expects {self.expects})"
             parts.events.append((EVENT_LOSS_FN, "info", message, {"key": self.kind, "expects": self.expects}))
-        wide = shapes_broadcast(self.kind, x.shape, y.shape)
-        parts.host_names.append(LOSS_FN_BROADCAST)
-        parts.host_values.append(0.0 if wide is None else 1.0)
         if wide is not None and (x.shape, y.shape) != self._last_shapes and self._shape_events < MAX_SHAPE_EVENTS:
             self._last_shapes, self._shape_events = (x.shape, y.shape), self._shape_events + 1
             words = f"input {_shape_text(x.shape)} and target {_shape_text(y.shape)} broadcast to {_shape_text(wide)}"
             data = {"key": words, "input_shape": list(x.shape), "target_shape": list(y.shape), "broadcast_shape": list(wide)}
             parts.events.append((EVENT_LOSS_SHAPES, "warning", f"{self.kind}: {words}", data))
-        if not x.is_floating_point() or x.numel() == 0:
-            return
-        if self.kind in CLASS_INDEX and x.dim() >= 2 and x.shape[1] >= 2:
-            parts.host_names.append(LOSS_FN_CLASSES)
-            parts.host_values.append(float(x.shape[1]))
-            with torch.no_grad():
-                parts.dev_names.append(LOSS_FN_PROB_ROWS)
-                parts.dev_values.append(probability_rows(x))
-        elif self.kind in BINARY_LOGITS:
-            with torch.no_grad():
-                parts.dev_names.append(LOSS_FN_UNIT_SHARE)
-                parts.dev_values.append(unit_share(x))
+        return parts
