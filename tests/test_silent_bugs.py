@@ -12,6 +12,7 @@ but shuffled data; labels that match) must raise none of the five codes.
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,6 +186,8 @@ def test_the_planted_bug_is_named(name: str, diagnosed: dict[str, tuple[Path, Di
     assert finding.severity in ("warning", "critical") and finding.evidence
     others = [f.code for f in diagnosis.findings if f.code in SILENT and f.code != code]
     assert not others, _summary(diagnosis)
+    if code == "unshuffled_data":
+        assert "class_imbalance" not in {f.code for f in diagnosis.findings}, "an order by class is not an imbalance"
 
 
 @pytest.mark.parametrize("name", list(BUGS))
@@ -228,3 +231,31 @@ def test_the_probes_record_what_they_saw(diagnosed: dict[str, tuple[Path, Diagno
     sorted_leaders = series("sorted-by-class", "target/majority_class")
     assert len(sorted_leaders) == STEPS and set(sorted_leaders.tolist()) == set(range(CLASSES))
     assert math.isclose(float(series("labels-shuffled-alone", "loss_fn/classes")[0]), CLASSES)
+
+
+@pytest.mark.parametrize("steps, passed", [(400, True), (2, False)])
+def test_an_overfit_one_batch_result_settles_the_labels(steps: int, passed: bool, tmp_path: Path,
+                                                        diagnosed: dict[str, tuple[Path, Diagnosis]]) -> None:
+    """The ``o`` test, run for real on a batch of the misaligned data: a model that memorises it leaves the labels
+    as the cause (more confident, one more line); one that cannot fit even one batch is not a labels problem."""
+    from tuidiag.jobs.factory import Parts
+    from tuidiag.jobs.overfit import OverfitConfig, overfit_batch
+    from tuidiag.store.job_results import save_result
+
+    run = Path(shutil.copytree(diagnosed["labels-shuffled-alone"][0], tmp_path / "run"))
+    loop = BUGS["labels-shuffled-alone"][1]
+    model = _model(loop)
+    batch = next(_batches(loop, *_data(loop)))
+    parts = Parts(model, torch.optim.Adam(model.parameters(), 1e-3), _loss_fn(loop), [batch])
+    result = overfit_batch(parts, torch.device("cpu"), OverfitConfig(steps=steps, lr=1e-2))
+    assert result["passed"] is passed
+    save_result(run, "overfit_batch", result)
+    diagnosis = diagnose(run)
+    check_diagnosis(run, diagnosis)
+    found = next((f for f in diagnosis.findings if f.code == "labels_misaligned"), None)
+    before = next(f for f in diagnosed["labels-shuffled-alone"][1].findings if f.code == "labels_misaligned")
+    if passed:
+        assert found is not None and found.confidence > before.confidence
+        assert any("overfit-one-batch test passed" in line for line in found.evidence)
+    else:
+        assert found is None, _summary(diagnosis)
