@@ -10,7 +10,8 @@ of steps, interleaved so that machine noise hits every mode alike:
 - ``every step``: both probes sample every step (the cost of one sample, paid each step).
 
 Prints the median step time per mode and the median of each block's ratio to the
-``off`` block beside it. Usage::
+``off`` block beside it; then, because a shared machine's noise can hide a 1% cost, the
+cost of one sample of each probe timed on its own (best of 7 repeats). Usage::
 
     python benchmarks/probe_cost.py [--blocks 11] [--steps 200] [--device cpu|cuda]
 """
@@ -22,6 +23,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 from torch import nn
@@ -60,6 +62,43 @@ def block(rec: tuidiag.Recorder, model: nn.Module, optimizer: torch.optim.Optimi
     return (time.perf_counter() - start) / steps
 
 
+def best_of(fn: Callable[[], None], n: int) -> float:
+    """Seconds per call of ``fn``, the best of 7 repeats of ``n`` calls."""
+    runs = []
+    for _ in range(7):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        runs.append((time.perf_counter() - start) / n)
+    return min(runs)
+
+
+def sample_costs(model: nn.Module, criterion: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float, float]:
+    """(one loss-probe sample, one stale-gradient sample, a forward+backward step without either), in seconds."""
+    out = model(x).detach()
+    probe = loss_probe.LossProbe(criterion, lambda: False, lambda where, exc: None)
+
+    def with_loss_probe() -> None:
+        probe.arm(0)
+        criterion(out, y)
+        probe.parts()
+
+    optimizer = torch.optim.SGD(model.parameters(), 0.0)  # lr 0: the model does not change
+    stale = stale_grads.StaleGradProbe(optimizer, x.device, lambda: False, lambda where, exc: None)
+
+    def step(period: int) -> None:
+        stale_grads.EVERY = period
+        optimizer.step()  # arms the hooks when the period is 1
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        stale.parts()
+
+    loss_cost = best_of(with_loss_probe, 2000) - best_of(lambda: criterion(out, y), 2000)
+    sampled, plain = best_of(lambda: step(1), 200), best_of(lambda: step(10**9), 200)
+    stale.close()
+    return loss_cost, sampled - plain, plain
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--blocks", type=int, default=11)
@@ -86,6 +125,11 @@ def main() -> None:
     for name, samples in times.items():
         ratios = [s / o for s, o in zip(samples, times["off"])]
         print(f"{name:<12} {statistics.median(samples) * 1e3:>15.3f} {statistics.median(ratios):>19.3f}x")
+    loss_cost, stale_cost, plain = sample_costs(model, criterion, x, y)
+    params = sum(1 for p in model.parameters() if p.requires_grad)
+    print(f"one loss-probe sample: {loss_cost * 1e6:.1f} us; one stale-gradient sample ({params} parameters): "
+          f"{stale_cost * 1e6:.1f} us; a forward+backward step: {plain * 1e3:.2f} ms; at every 10th step both add "
+          f"{(loss_cost + stale_cost) / 10 / plain:.2%} per step")
 
 
 if __name__ == "__main__":
