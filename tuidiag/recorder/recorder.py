@@ -147,7 +147,9 @@ class Recorder:
               scheduler: Any = None) -> None:
         """Record gradients, weights, updates and activations of ``model`` (and ``optimizer``).
 
-        ``loss_fn(output, y)`` lets jobs run inside this training; ``scheduler`` lets a
+        ``loss_fn(output, y)`` lets jobs run inside this training, and has its inputs checked on
+        every 10th step (probabilities where logits are expected, shapes that broadcast): a module
+        through a hook, a plain function when called as ``rec.loss_fn(output, y)``. ``scheduler`` lets a
         live LR change scale the scheduler's own LRs too (else a scheduler that computes the
         LR from them puts the old one back, and the change is reported failed)."""
         if self._torch is None:
