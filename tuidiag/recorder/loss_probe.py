@@ -113,7 +113,7 @@ class LossProbe:
         self._module = loss_fn if isinstance(loss_fn, nn.Module) else None
         self.loss_fn = loss_fn if self._module is not None else self._wrap(loss_fn)
         self._handle: Any = None
-        self._armed = False
+        self._armed = self._broken = False
         self._parts = ProbeParts()
         self._described = False
         self._last_shapes: tuple[torch.Size, torch.Size] | None = None
@@ -121,11 +121,15 @@ class LossProbe:
 
     def arm(self, next_step: int) -> None:
         """Look at the next call of the loss function when ``next_step`` is a sampled step."""
-        if next_step % EVERY or self._armed:
+        if next_step % EVERY or self._armed or self._broken:
             return
-        self._armed = True
-        if self._module is not None:
-            self._handle = self._module.register_forward_pre_hook(self._pre_hook, with_kwargs=True)
+        try:
+            if self._module is not None:
+                self._handle = self._module.register_forward_pre_hook(self._pre_hook, with_kwargs=True)
+            self._armed = True
+        except Exception as exc:  # an odd module: stop checking it, never stop the step
+            self._broken = True
+            self._report("loss_probe", exc)
 
     def parts(self) -> ProbeParts:
         """The values seen since the last call (if the loss function was called), and disarm."""

@@ -41,7 +41,8 @@ class StaleGradProbe:
         self._hooks: list[Any] = []
         self._fired: list[bool] = []
         self._norms: list[torch.Tensor] = []
-        self._handle = optimizer.register_step_post_hook(self._after_optimizer_step) if self._params else None
+        hookable = self._params and hasattr(optimizer, "register_step_post_hook")
+        self._handle = optimizer.register_step_post_hook(self._after_optimizer_step) if hookable else None
 
     def parts(self) -> ProbeParts:
         """``grad/stale_norm`` once a backward ran after the armed optimizer step (the hooks then go)."""

@@ -53,7 +53,7 @@ class TorchWatch:
             self._handles.append(optimizer.register_step_post_hook(self._after_optimizer_step))
         if optimizer is not None and on_optimizer_step is not None:
             self._handles.append(optimizer.register_step_post_hook(lambda *_: None if self.paused else on_optimizer_step()))
-        report = report or (lambda where, exc: None)
+        report = self._report = report or (lambda where, exc: None)
         self.loss_probe = LossProbe(loss_fn, lambda: self.paused, report) if loss_fn is not None else None
         self.loss_fn = self.loss_probe.loss_fn if self.loss_probe is not None else None
         """What the recorder calls the loss function by: the module itself, or a plain function wrapped so its inputs are checked."""
@@ -86,7 +86,10 @@ class TorchWatch:
         parts = ProbeParts()
         for probe in (self.stale_probe, self.loss_probe):
             if probe is not None:
-                parts.add(probe.parts())
+                try:
+                    parts.add(probe.parts())
+                except Exception as exc:  # a probe's failure costs its own values, not the step's
+                    self._report("probe_parts", exc)
         return parts
 
     def activation_parts(self) -> tuple[list[str], list[torch.Tensor]]:
