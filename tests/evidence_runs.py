@@ -218,8 +218,8 @@ def healthy(s: Series, n: int, e: Extra) -> None:
 PLANTS: dict[str, Callable[[Series, int, Extra], None]] = {
     f.__name__: f for f in (healthy, lr_high, lr_low, lr_decay, explode, explode_start, grad_jumps, vanish, dead_layer, dead_relu,
                             clipping, overfit, underfit, lr_conflict, broadcast_mse, not_zeroed, probabilities_to_ce, chance_loss,
-                            sorted_by_class, frozen_val, saturation, bad_input, imbalance, eval_mode, slow_loader, low_gpu, review,
-                            rejected)
+                            sorted_by_class, frozen_val, saturation, bad_input, imbalance, eval_mode, slow_loader, low_gpu,
+                            review, rejected)
 }
 
 

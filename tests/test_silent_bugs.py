@@ -32,7 +32,7 @@ from tuidiag.diagnosis import Diagnosis, diagnose  # noqa: E402
 
 SILENT = ("grad_not_zeroed", "double_softmax", "loss_shape_mismatch", "labels_misaligned", "unshuffled_data")
 STEPS, BATCH, CLASSES = 200, 32, 4
-pytestmark = pytest.mark.filterwarnings("ignore:Using a target size:UserWarning")  # the planted shape bugs, as torch warns of them
+pytestmark = pytest.mark.filterwarnings("ignore:Using a target size:UserWarning")  # torch warns of the planted shape bugs
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,8 @@ def _oracle_rows(x: np.ndarray) -> float:
 
 
 @settings(max_examples=150, deadline=None)
-@given(n=st.integers(1, 64), c=st.integers(2, 12), probs=st.integers(0, 64), scale=st.floats(0.01, 20), seed=st.integers(0, 2**16))
+@given(n=st.integers(1, 64), c=st.integers(2, 12), probs=st.integers(0, 64), scale=st.floats(0.01, 20),
+       seed=st.integers(0, 2**16))
 def test_probability_rows_counts_the_rows_that_are_distributions(n: int, c: int, probs: int, scale: float, seed: int) -> None:
     gen = torch.Generator().manual_seed(seed)
     logits = scale * torch.randn(n, c, generator=gen)

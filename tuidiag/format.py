@@ -158,6 +158,8 @@ EVENT_REJECTED = "rejected_value"
 EVENT_LOST = "lost_rows"
 EVENT_TEXT = "text"
 EVENT_LOSS_FN = "loss_fn"
-"""The loss function given to ``watch()``, at the first step its inputs were checked: ``data`` has ``key`` (its name) and ``expects``."""
+"""The loss function given to ``watch()``, at the first step its inputs were checked: ``data`` has ``key`` (its name)
+and ``expects``."""
 EVENT_LOSS_SHAPES = "loss_shapes"
-"""The loss function's input and target shapes differ and broadcast: ``data`` has ``key`` (the shapes in words) and both shapes."""
+"""The loss function's input and target shapes differ and broadcast: ``data`` has ``key`` (the shapes in words)
+and both shapes."""

@@ -45,7 +45,8 @@ EXPECTS: dict[str, str] = {
 """What a known loss expects its input to be; the name of a module's class or of a function."""
 CLASS_INDEX = ("CrossEntropyLoss", "cross_entropy", "NLLLoss", "nll_loss")
 """Losses over class scores along dimension 1: their rows must not be probabilities (``loss_fn/prob_rows``)."""
-BINARY_LOGITS = ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits", "MultiLabelSoftMarginLoss", "multilabel_soft_margin_loss")
+BINARY_LOGITS = ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits", "MultiLabelSoftMarginLoss",
+                 "multilabel_soft_margin_loss")
 """Losses over logits element by element: their inputs must not all lie in [0, 1] (``loss_fn/unit_share``)."""
 ELEMENTWISE = ("MSELoss", "mse_loss", "L1Loss", "l1_loss", "SmoothL1Loss", "smooth_l1_loss", "HuberLoss", "huber_loss",
                "BCELoss", "binary_cross_entropy", *BINARY_LOGITS)

@@ -56,7 +56,7 @@ class TorchWatch:
         report = self._report = report or (lambda where, exc: None)
         self.loss_probe = LossProbe(loss_fn, lambda: self.paused, report) if loss_fn is not None else None
         self.loss_fn = self.loss_probe.loss_fn if self.loss_probe is not None else None
-        """What the recorder calls the loss function by: the module itself, or a plain function wrapped so its inputs are checked."""
+        """What the recorder calls the loss function by: the module itself, or a function wrapped so its inputs are checked."""
         self.stale_probe = StaleGradProbe(optimizer, self.device, lambda: self.paused, report) if optimizer is not None else None
 
     def grad_parts(self) -> tuple[list[str], list[torch.Tensor], list[str]]:

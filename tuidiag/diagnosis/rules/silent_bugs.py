@@ -73,9 +73,9 @@ def _grad_trend(view: RunView) -> Evidence | None:
     change = first_vs_last(GRAD_NORM_TOTAL, *view.grad_total)
     if change is None or change.says != "up":
         return None
-    return Evidence(f"the total gradient norm {change_words(change)}: median {fmt(change.before.value)} over {change.before.where}, "
-                    f"{fmt(change.after.value)} over {change.after.where} (each step adds to the gradients of the steps before)",
-                    change)
+    before, after = change.before, change.after
+    return Evidence(f"the total gradient norm {change_words(change)}: median {fmt(before.value)} over {before.where}, "
+                    f"{fmt(after.value)} over {after.where} (each step adds to the gradients of the steps before)", change)
 
 
 def grad_not_zeroed(view: RunView) -> Finding | None:
@@ -90,7 +90,8 @@ def grad_not_zeroed(view: RunView) -> Finding | None:
     typical = measure(GRAD_STALE_NORM, steps, stale, "median")
     evidence: list[str] = [Evidence(
         f"when backward began, the optimizer's parameters still held the gradient of earlier steps at {share.value:.0%} of the "
-        f"{len(stale)} sampled steps over {share.where} (median norm {fmt(typical.value)}): nothing zeroed it after optimizer.step()",
+        f"{len(stale)} sampled steps over {share.where} (median norm {fmt(typical.value)}): nothing zeroed it after "
+        "optimizer.step()",
         Level(share, above=STALE_SHARE), Level(count), Level(typical))]
     g_steps, g = _window(*finite_only(*view.grad_total), share.first, share.last)
     if len(g):
@@ -106,7 +107,8 @@ def grad_not_zeroed(view: RunView) -> Finding | None:
                    "with gradient accumulation on purpose, zero right after each optimizer.step()")
     confidence = 0.95 if share.value >= 0.9 else 0.8
     first = int(steps[np.argmax(stale > 0)])
-    return Finding("grad_not_zeroed", "Gradients are never zeroed (zero_grad missing)", confidence, "critical", evidence, fix, first)
+    title = "Gradients are never zeroed (zero_grad missing)"
+    return Finding("grad_not_zeroed", title, confidence, "critical", evidence, fix, first)
 
 
 # ---- double_softmax ---------------------------------------------------------------------------------------------
@@ -119,7 +121,8 @@ def _softmax_modules(view: RunView) -> Evidence | None:
     for name in ("Softmax", "Sigmoid"):
         count = kinds.get(name)
         if isinstance(count, int) and count > 0:
-            return Evidence(f"the model has {count} {quoted(name)} module(s)", Fact("manifest", f"model.module_kinds.{name}", count))
+            fact = Fact("manifest", f"model.module_kinds.{name}", count)
+            return Evidence(f"the model has {count} {quoted(name)} module(s)", fact)
     return None
 
 
@@ -135,8 +138,9 @@ def _ce_floor(view: RunView) -> Evidence | None:
     lowest = measure(LOSS, steps, loss, "min")
     if c < 2 or lowest.value < floor * (1 - 1e-6):
         return None
-    return Evidence(f"the loss never went below {fmt(lowest.value)} over {lowest.where}; with probabilities as input, cross-entropy "
-                    f"over {c} classes (the input's width, at most, over {widest.where}) cannot go below {fmt(floor)}",
+    return Evidence(f"the loss never went below {fmt(lowest.value)} over {lowest.where}; with probabilities as input, "
+                    f"cross-entropy over {c} classes (the input's width, at most, over {widest.where}) cannot go below "
+                    f"{fmt(floor)}",
                     Level(lowest), Level(widest), refs=(floor,))
 
 
@@ -163,9 +167,10 @@ def double_softmax(view: RunView) -> Finding | None:
     event = _loss_fn_event(view)
     name, facts = _loss_fn_fact(event)
     expects = str(event.data.get("expects")) if event is not None else "logits"
-    evidence: list[str] = [Evidence(f"{name} expects {expects}, but it was given probabilities: a median {typical.value:.0%} {words}, "
-                                    f"over the {int(count.value)} sampled steps of {typical.where}",
-                                    Level(typical), Level(count), *facts, refs=(0, 1))]
+    first = Evidence(f"{name} expects {expects}, but it was given probabilities: a median {typical.value:.0%} {words}, "
+                     f"over the {int(count.value)} sampled steps of {typical.where}",
+                     Level(typical), Level(count), *facts, refs=(0, 1))
+    evidence: list[str] = [first]
     kind = str(event.data.get("key")) if event is not None else ""
     floor = _ce_floor(view) if kind in CROSS_ENTROPY and typical.metric == LOSS_FN_PROB_ROWS else None
     modules = _softmax_modules(view)
@@ -174,11 +179,11 @@ def double_softmax(view: RunView) -> Finding | None:
         fix = fix_text("give NLLLoss log-probabilities: torch.log_softmax(logits, dim=1) where the model's output is computed, "
                        "not softmax (or return the logits and use CrossEntropyLoss)")
     elif typical.metric == LOSS_FN_UNIT_SHARE:
-        fix = fix_text("drop the sigmoid applied to the model's output before the loss call (BCEWithLogitsLoss applies it itself), "
-                       "or keep it and use BCELoss")
+        fix = fix_text("drop the sigmoid applied to the model's output before the loss call (BCEWithLogitsLoss applies it "
+                       "itself), or keep it and use BCELoss")
     else:
-        fix = fix_text("return logits from the model: remove the final softmax (nn.Softmax or .softmax(dim=1)) before the loss call, "
-                       "CrossEntropyLoss applies log-softmax itself; apply softmax only for predictions")
+        fix = fix_text("return logits from the model: remove the final softmax (nn.Softmax or .softmax(dim=1)) before the loss "
+                       "call, CrossEntropyLoss applies log-softmax itself; apply softmax only for predictions")
     return Finding("double_softmax", "Probabilities fed to a loss that expects logits", 0.92, "critical", evidence, fix,
                    typical.first)
 
@@ -194,14 +199,16 @@ def loss_shape_mismatch(view: RunView) -> Finding | None:
     share = measure(LOSS_FN_BROADCAST, steps, flags, "share_above", 0.0)
     count = measure(LOSS_FN_BROADCAST, steps, flags, "count")
     name, facts = _loss_fn_fact(_loss_fn_event(view))
-    evidence: list[str] = [Evidence(f"the input and target of {name} had different shapes that broadcast at {share.value:.0%} of the "
-                                    f"{int(count.value)} sampled steps over {share.where}", Level(share), Level(count), *facts)]
+    evidence: list[str] = [Evidence(f"the input and target of {name} had different shapes that broadcast at {share.value:.0%} of "
+                                    f"the {int(count.value)} sampled steps over {share.where}",
+                                    Level(share), Level(count), *facts)]
     shapes = view.events(EVENT_LOSS_SHAPES)
     words = ""
     if shapes:
         first = shapes[0]
         words = str(first.data.get("key"))
-        evidence.append(Evidence(f"at step {first.step}: {quoted(words)}", Fact("event", EVENT_LOSS_SHAPES, (first.step, (words,)))))
+        fact = Fact("event", EVENT_LOSS_SHAPES, (first.step, (words,)))
+        evidence.append(Evidence(f"at step {first.step}: {quoted(words)}", fact))
     fix = fix_text("make the shapes match where the loss is called: loss_fn(output.squeeze(-1), y), or y.view_as(output)"
                    + (f" (now {words}, so every prediction is compared with every target)" if words else ""))
     confidence = 0.92 if share.value >= 0.5 else 0.7
@@ -289,10 +296,11 @@ def labels_misaligned(view: RunView) -> Finding | None:
     ]
     moving = [Level(grad)] + ([Level(ratio)] if ratio is not None else [])
     ratio_text = f", update/weight ratio median {fmt(ratio.value)} over {ratio.where}" if ratio is not None else ""
-    evidence.append(Evidence(f"the gradients are healthy and the weights move: gradient norm median {fmt(grad.value)} over {grad.where}"
-                             f"{ratio_text}", *moving))
+    evidence.append(Evidence(f"the gradients are healthy and the weights move: gradient norm median {fmt(grad.value)} over "
+                             f"{grad.where}{ratio_text}", *moving))
     if passed:
-        evidence.append(Evidence("the overfit-one-batch test passed: the model can memorise a batch, so it is the labels it cannot fit"))
+        evidence.append(Evidence("the overfit-one-batch test passed: the model can memorise a batch, so it is the labels it "
+                                 "cannot fit"))
     fix = fix_text("check that each target belongs to its input: shuffle or offset inputs and targets together, with one index "
                    "(idx = torch.randperm(n); x, y = x[idx], y[idx]), and check that the dataset's __getitem__ returns the "
                    "label of the same sample",
@@ -342,8 +350,9 @@ def _jump_line(view: RunView, steps: np.ndarray, runs: list[tuple[int, int]]) ->
     if newest is None:
         return None, 0.0
     was, now = newest
-    line = Evidence(f"the loss jumps where the leading class changes: median {fmt(now.value)} over {now.where}, the first batches "
-                    f"of a run, against {fmt(was.value)} over {was.where}, the last of the run before", Compare(now, was, "above"))
+    line = Evidence(f"the loss jumps where the leading class changes: median {fmt(now.value)} over {now.where}, the first "
+                    f"batches of a run, against {fmt(was.value)} over {was.where}, the last of the run before",
+                    Compare(now, was, "above"))
     return line, float(np.mean(jumps))
 
 
@@ -380,8 +389,8 @@ def unshuffled_data(view: RunView) -> Finding | None:
         return None
     count = measure("target/majority_share", s_steps, shares, "count")
     evidence: list[str] = [
-        Evidence(f"the most frequent class is {level.value:.0%} of a typical batch (median over the {int(count.value)} batches of "
-                 f"{level.where}), and which class that is changes only every few batches", Level(level), Level(count)),
+        Evidence(f"the most frequent class is {level.value:.0%} of a typical batch (median over the {int(count.value)} batches "
+                 f"of {level.where}), and which class that is changes only every few batches", Level(level), Level(count)),
         _run_line(steps, classes, long_runs[:RUNS_SHOWN]),
     ]
     jump, jumped = _jump_line(view, steps, runs)
@@ -390,8 +399,8 @@ def unshuffled_data(view: RunView) -> Finding | None:
     fix = fix_text("shuffle the training data: DataLoader(dataset, shuffle=True) (or a sampler that shuffles), or draw a new "
                    "permutation (torch.randperm) each epoch where the batches are cut")
     confidence = 0.9 if jumped >= 0.5 else 0.8
-    return Finding("unshuffled_data", "Training batches are ordered by class (not shuffled)", confidence, "warning", evidence, fix,
-                   int(steps[long_runs[0][0]]))
+    title = "Training batches are ordered by class (not shuffled)"
+    return Finding("unshuffled_data", title, confidence, "warning", evidence, fix, int(steps[long_runs[0][0]]))
 
 
 RULES = [grad_not_zeroed, double_softmax, loss_shape_mismatch, labels_misaligned, unshuffled_data]
