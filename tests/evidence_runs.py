@@ -18,6 +18,7 @@ import numpy as np
 
 from benchmarks.suite.synthetic import LAYERS, Series, model_summary, write_run
 from rank_runs import write_ranks
+from silent_plants import broadcast_mse, chance_loss, not_zeroed, probabilities_to_ce, sorted_by_class
 from tuidiag.recorder.writer import EventRow
 
 LENGTHS = (1, 2, 3, 5, 10, 11, 20, 100, 1000)
@@ -216,8 +217,9 @@ def healthy(s: Series, n: int, e: Extra) -> None:
 
 PLANTS: dict[str, Callable[[Series, int, Extra], None]] = {
     f.__name__: f for f in (healthy, lr_high, lr_low, lr_decay, explode, explode_start, grad_jumps, vanish, dead_layer, dead_relu,
-                            clipping, overfit, underfit, lr_conflict, frozen_val, saturation, bad_input, imbalance, eval_mode,
-                            slow_loader, low_gpu, review, rejected)
+                            clipping, overfit, underfit, lr_conflict, broadcast_mse, not_zeroed, probabilities_to_ce, chance_loss,
+                            sorted_by_class, frozen_val, saturation, bad_input, imbalance, eval_mode, slow_loader, low_gpu,
+                            review, rejected)
 }
 
 

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import silent_plants  # noqa: E402
 from benchmarks.suite.synthetic import LAYERS, Series, healthy_series, model_summary, write_run  # noqa: E402
 from tuidiag.cli.main import main  # noqa: E402
 from tuidiag.diagnosis import diagnose  # noqa: E402
@@ -181,6 +182,16 @@ def recorder_lost(s: Series, m: dict) -> None:
     _set(s, "recorder/lost_rows", 9.0, np.array([300]))
 
 
+def _silent(plant: Callable[[Series, int, dict], None]) -> Plant:
+    """A plant of ``tests/silent_plants.py`` (written for any length) on a run of N steps."""
+
+    def adapted(s: Series, m: dict) -> None:
+        plant(s, N, m)
+
+    adapted.__name__ = plant.__name__
+    return adapted
+
+
 # rule name -> (its symptom, a neighbouring symptom it must not fire on)
 CASES: dict[str, tuple[Plant, Plant]] = {
     "nonfinite_loss": (nan_loss, spikes),
@@ -206,6 +217,11 @@ CASES: dict[str, tuple[Plant, Plant]] = {
     "deep_without_normalization": (deep, big_model),
     "loss_accuracy_mismatch": (acc_stalls, underfitting),
     "recorder_losses": (recorder_lost, slow_loader),
+    "grad_not_zeroed": (_silent(silent_plants.not_zeroed), _silent(silent_plants.zeroed)),
+    "double_softmax": (_silent(silent_plants.probabilities_to_ce), _silent(silent_plants.logits_to_ce)),
+    "loss_shape_mismatch": (_silent(silent_plants.broadcast_mse), _silent(silent_plants.matching_mse)),
+    "labels_misaligned": (_silent(silent_plants.chance_loss), _silent(silent_plants.chance_loss_frozen)),
+    "unshuffled_data": (_silent(silent_plants.sorted_by_class), _silent(silent_plants.imbalanced_shuffled)),
 }
 RULE_BY_NAME = {rule.__name__: rule for rule in RULES if rule not in RANK_RULES}  # multi-rank: tests/test_ranks_rules.py
 

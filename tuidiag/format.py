@@ -131,6 +131,14 @@ RECORDER_DROPPED = "recorder/dropped_rows"
 RECORDER_ERRORS = "recorder/errors"
 RECORDER_REJECTED = "recorder/rejected_values"
 RECORDER_LOST = "recorder/lost_rows"
+# Probes for the silent bugs (gradients not zeroed, the loss function's inputs, batch order).
+GRAD_STALE_NORM = "grad/stale_norm"
+"""L2 norm of the gradients the optimizer's parameters still held when the first backward after an optimizer step began."""
+TARGET_MAJORITY_CLASS = "target/majority_class"
+LOSS_FN_PROB_ROWS = "loss_fn/prob_rows"
+LOSS_FN_UNIT_SHARE = "loss_fn/unit_share"
+LOSS_FN_CLASSES = "loss_fn/classes"
+LOSS_FN_BROADCAST = "loss_fn/broadcast"
 
 SUMMARY_QUANTILES = {"q0": 0.0, "q5": 0.05, "q25": 0.25, "q50": 0.5, "q75": 0.75, "q95": 0.95, "q100": 1.0}
 """A multi-element tensor or array logged as ``name`` becomes ``name/q0`` ... ``name/q100``
@@ -154,3 +162,9 @@ EVENT_RESUMED = "resumed"
 EVENT_REJECTED = "rejected_value"
 EVENT_LOST = "lost_rows"
 EVENT_TEXT = "text"
+EVENT_LOSS_FN = "loss_fn"
+"""The loss function given to ``watch()``, at the first step its inputs were checked: ``data`` has ``key`` (its name)
+and ``expects``."""
+EVENT_LOSS_SHAPES = "loss_shapes"
+"""The loss function's input and target shapes differ and broadcast: ``data`` has ``key`` (the shapes in words)
+and both shapes."""

@@ -18,7 +18,7 @@ ALL_CODES = (
     "nonfinite_loss", "exploding_gradients", "vanishing_gradients", "dead_layer", "lr_too_high", "lr_too_low",
     "lr_decayed_too_early", "overfitting", "underfitting", "loss_spikes", "over_clipping", "dead_relu",
     "activation_saturation", "bad_input_data", "frozen_val_metric", "train_mode_bug", "data_loading_bottleneck",
-    "class_imbalance",
+    "class_imbalance", "grad_not_zeroed", "double_softmax", "loss_shape_mismatch", "labels_misaligned", "unshuffled_data",
 )
 
 ALSO_OK: dict[str, tuple[str, ...]] = {
@@ -46,6 +46,11 @@ WRONG: dict[str, tuple[str, ...]] = {
     "train_mode_bug": ("lr_too_high", "exploding_gradients", "nonfinite_loss", "dead_layer"),
     "class_imbalance": ("lr_too_high", "exploding_gradients", "nonfinite_loss", "dead_layer"),
     "data_loading_bottleneck": ("lr_too_high", "lr_too_low", "overfitting", "nonfinite_loss", "dead_layer"),
+    "grad_not_zeroed": ("lr_too_low", "vanishing_gradients", "dead_layer", "overfitting"),
+    "double_softmax": ("lr_too_high", "exploding_gradients", "nonfinite_loss", "dead_layer"),
+    "loss_shape_mismatch": ("lr_too_high", "exploding_gradients", "nonfinite_loss", "dead_layer"),
+    "labels_misaligned": ("lr_too_high", "exploding_gradients", "nonfinite_loss", "dead_layer", "lr_too_low"),
+    "unshuffled_data": ("class_imbalance", "lr_too_low", "nonfinite_loss", "dead_layer"),
     "healthy": ALL_CODES,
 }
 
@@ -141,6 +146,12 @@ SUITE: list[Spec] = [
     # ---- data loading bottleneck (the loader sleeps per batch)
     S("slow-loader-mlp", "data_loading_bottleneck", "tune", fault={"loader_sleep": 0.006}, steps=250),
     S("slow-loader-cnn", "data_loading_bottleneck", "held_out", arch="cnn", fault={"loader_sleep": 0.008}, steps=250),
+    # ---- the silent bugs (one each; thresholds were set on tests/test_silent_bugs.py, not here)
+    S("no-zero-grad-mlp", "grad_not_zeroed", "held_out", fault={"no_zero_grad": True}, steps=300),
+    S("softmax-into-ce-cnn", "double_softmax", "held_out", arch="cnn", fault={"softmax_output": True}, steps=300),
+    S("mse-broadcast-mlp", "loss_shape_mismatch", "held_out", fault={"mse_flat": True}, steps=300),
+    S("labels-misaligned-mlp", "labels_misaligned", "held_out", fault={"misaligned_labels": True}, steps=300),
+    S("unshuffled-mlp", "unshuffled_data", "held_out", fault={"unshuffled": True}, steps=300),
     # ---- healthy runs
     S("healthy-mlp-adam", "healthy", "tune", steps=400),
     S("healthy-cnn-adamw", "healthy", "tune", arch="cnn", lr=3e-3, steps=400, optim="adamw", schedule="cosine"),

@@ -14,7 +14,14 @@ Fault keys understood by the loop (all optional):
 - ``eval_mode_bug``: validation calls ``model.eval()`` and training never calls ``model.train()``;
 - ``imbalance``: share of class 0 in the data;
 - ``loader_sleep``: seconds the data loader sleeps per batch;
-- ``label_noise``: share of training labels replaced with random ones.
+- ``label_noise``: share of training labels replaced with random ones;
+- ``no_zero_grad``: ``optimizer.zero_grad()`` is never called (gradients pile up);
+- ``softmax_output``: the model's output goes through a softmax before the cross-entropy;
+- ``mse_flat``: the loss is MSE of the first output, shape (N, 1), against the class index as a float of shape (N,);
+- ``misaligned_labels``: the training labels are shuffled on their own, apart from the inputs;
+- ``unshuffled``: the training data is sorted by class and never shuffled.
+
+The loss is an ``nn.Module`` given to ``rec.watch(..., loss_fn=...)``, so the recorder checks its inputs.
 """
 
 from __future__ import annotations
@@ -101,6 +108,11 @@ def make_data(spec: Spec) -> tuple[torch.Tensor, ...]:
     if spec.fault.get("imbalance"):
         x, y = data.imbalance(x, y, spec.fault["imbalance"])
         xv, yv = data.imbalance(xv, yv, spec.fault["imbalance"], seed=3)
+    if spec.fault.get("misaligned_labels"):
+        y = y[torch.randperm(len(y), generator=torch.Generator().manual_seed(spec.seed + 7))]
+    if spec.fault.get("unshuffled"):
+        order = torch.argsort(y, stable=True)
+        x, y = x[order], y[order]
     return x, y, xv, yv
 
 
@@ -110,7 +122,7 @@ def loader(spec: Spec, x: torch.Tensor, y: torch.Tensor) -> Iterator[tuple[torch
     fault, step = spec.fault, 0
     batch = min(spec.batch_size, len(x))
     while True:
-        order = torch.randperm(len(x), generator=gen)
+        order = torch.arange(len(x)) if fault.get("unshuffled") else torch.randperm(len(x), generator=gen)
         for start in range(0, len(x) - batch + 1, batch):
             idx = order[start : start + batch]
             xb, yb = _faulty(fault, step, x[idx].clone(), y[idx].clone())
@@ -157,15 +169,24 @@ def record(spec: Spec, run_dir: Path) -> Path:
     config = {"scenario": spec.name, "family": spec.family, "arch": spec.arch, "optimizer": spec.optim, "lr": spec.lr, "batch_size": spec.batch_size}
     try:
         with tuidiag.Recorder(run_dir, config=config, name=spec.name) as rec:
-            rec.watch(model, optimizer, max_grad_norm=spec.max_grad_norm)
-            _loop(spec, rec, model, optimizer, schedule, loader(spec, x, y), (evaluated, xv, yv))
+            criterion = nn.MSELoss() if spec.fault.get("mse_flat") else nn.CrossEntropyLoss()
+            rec.watch(model, optimizer, max_grad_norm=spec.max_grad_norm, loss_fn=criterion)
+            _loop(spec, rec, model, optimizer, schedule, loader(spec, x, y), (evaluated, xv, yv), criterion)
     except FloatingPointError:
         pass
     return run_dir
 
 
+def _loss(spec: Spec, criterion: nn.Module, out: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+    """The training loss, with the loss faults planted."""
+    if spec.fault.get("mse_flat"):
+        return criterion(out[:, :1], yb.float())
+    return criterion(torch.softmax(out, dim=1) if spec.fault.get("softmax_output") else out, yb)
+
+
 def _loop(spec: Spec, rec: tuidiag.Recorder, model: nn.Module, optimizer: torch.optim.Optimizer, schedule: Any,
-          batches: Iterator[tuple[torch.Tensor, torch.Tensor]], val: tuple[nn.Module, torch.Tensor, torch.Tensor]) -> None:
+          batches: Iterator[tuple[torch.Tensor, torch.Tensor]], val: tuple[nn.Module, torch.Tensor, torch.Tensor],
+          criterion: nn.Module) -> None:
     eval_bug = bool(spec.fault.get("eval_mode_bug"))
     model.train()
     for step in range(spec.steps):
@@ -173,8 +194,9 @@ def _loop(spec: Spec, rec: tuidiag.Recorder, model: nn.Module, optimizer: torch.
         rec.batch(xb, yb)
         if not eval_bug:
             model.train()
-        loss = nn.functional.cross_entropy(model(xb), yb)
-        optimizer.zero_grad()
+        loss = _loss(spec, criterion, model(xb), yb)
+        if not spec.fault.get("no_zero_grad"):
+            optimizer.zero_grad()
         loss.backward()
         rec.step(loss)
         if spec.max_grad_norm is not None:

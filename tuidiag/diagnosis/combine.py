@@ -43,6 +43,12 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "rank_nonfinite_first": ("nonfinite_loss", "lr_too_high", "bad_input_data", "exploding_gradients", "loss_spikes", "rank_desync"),
     "rank_desync": ("loss_spikes", "lr_too_high", "exploding_gradients"),
     "straggler_rank": ("data_loading_bottleneck",),
+    # the silent bugs: a wrong training loop explains the symptoms it produces
+    "grad_not_zeroed": ("exploding_gradients", "lr_too_high", "loss_spikes", "over_clipping", "nonfinite_loss", "underfitting"),
+    "double_softmax": ("underfitting", "lr_too_low", "vanishing_gradients", "activation_saturation"),
+    "loss_shape_mismatch": ("underfitting", "lr_too_low"),
+    "labels_misaligned": ("underfitting", "overfitting"),
+    "unshuffled_data": ("loss_spikes", "lr_too_high", "class_imbalance"),
 }
 """cause -> symptoms it explains when both fire."""
 

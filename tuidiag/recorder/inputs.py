@@ -1,7 +1,9 @@
 """Input health of a batch, computed on its device: mean, std, abs-max, non-finite count.
 
 Integer class labels (one per sample) also get the share of the most frequent
-class in the batch, so class imbalance shows up without a synchronisation.
+class in the batch and that class itself, so class imbalance (one class always
+first) and batches ordered by class (the first class changing in long runs) show
+up without a synchronisation.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import Any
 
 import torch
 
-from tuidiag.format import INPUT_PREFIX, TARGET_PREFIX
+from tuidiag.format import INPUT_PREFIX, TARGET_MAJORITY_CLASS, TARGET_PREFIX
 
 
 def tensor_stats(prefix: str, x: torch.Tensor) -> tuple[list[str], list[torch.Tensor]]:
@@ -41,17 +43,20 @@ def input_parts(x: Any, y: Any) -> tuple[list[str], list[torch.Tensor]]:
             names += n
             values += v
     if isinstance(y, torch.Tensor) and not y.is_floating_point() and y.dim() <= 1 and y.numel() > 0:
-        names.append(TARGET_PREFIX + "majority_share")
-        values.append(majority_share(y))
+        share, label = majority(y)
+        names += [TARGET_PREFIX + "majority_share", TARGET_MAJORITY_CLASS]
+        values += [share, label]
     return names, values
 
 
-def majority_share(y: torch.Tensor) -> torch.Tensor:
-    """Share of the most frequent label, on the device; ``bincount`` would synchronise."""
+def majority(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Share of the most frequent label and that label (the lowest of a tie), on the device; ``bincount`` would synchronise."""
     flat = y.detach().reshape(-1)
     sorted_labels, _ = torch.sort(flat)
     change = torch.ones_like(sorted_labels, dtype=torch.bool)
     change[1:] = sorted_labels[1:] != sorted_labels[:-1]
     run_id = torch.cumsum(change.long(), 0) - 1
-    run_length = torch.zeros_like(flat).scatter_add_(0, run_id, torch.ones_like(flat))
-    return run_length.max().float() / flat.numel()
+    run_length = torch.zeros_like(run_id).scatter_add_(0, run_id, torch.ones_like(run_id))
+    longest = run_length.argmax().reshape(1)  # the first of the longest runs: the lowest label among ties
+    label = torch.zeros_like(flat).scatter_(0, run_id, sorted_labels).gather(0, longest)[0]  # gather: a tensor index would sync
+    return run_length.gather(0, longest)[0].float() / flat.numel(), label

@@ -181,7 +181,9 @@ class Recorder:
               scheduler: Any = None) -> None:
         """Record gradients, weights, updates and activations of ``model`` (and ``optimizer``).
 
-        ``loss_fn(output, y)`` lets jobs run inside this training; ``scheduler`` lets a
+        ``loss_fn(output, y)`` lets jobs run inside this training, and has its inputs checked on
+        every 10th step (probabilities where logits are expected, shapes that broadcast): a module
+        through a hook, a plain function when called as ``rec.loss_fn(output, y)``. ``scheduler`` lets a
         live LR change scale the scheduler's own LRs too (else a scheduler that computes the
         LR from them puts the old one back, and the change is reported failed)."""
         if self._torch is None:
@@ -199,13 +201,13 @@ class Recorder:
             self._watch.close()
             self._watch = None
         self._max_grad_norm = checked.max_grad_norm
-        self.loss_fn = loss_fn
         self._changes.scheduler = scheduler
         self._changes.own_clip = self._max_grad_norm
         self._watch = TorchWatch(
             model, optimizer, self.weights_every, self.activations_every, self._submit_weights,
-            lambda: self._current_step, self._timer.mark_optimizer,
+            lambda: self._current_step, self._timer.mark_optimizer, loss_fn, self.errors.report,
         )
+        self.loss_fn = self._watch.loss_fn  # a plain function comes back wrapped: rec.loss_fn(out, y) has its inputs checked
         self._manifest.describe(model, optimizer, self._max_grad_norm)
         if self._control is not None and optimizer is not None:
             self._manifest.allow_control(os.getpid(), os.geteuid(), socket.gethostname(), loss_fn is not None, str(self._watch.device))
@@ -421,6 +423,13 @@ class Recorder:
         names, tensors = watch.activation_parts()
         dev_names.extend(names)
         dev_values.extend(tensors)
+        probed = watch.probe_parts()  # stale gradients, the loss function's inputs (tuidiag.recorder.stale_grads, .loss_probe)
+        host_names.extend(probed.host_names)
+        host_values.extend(probed.host_values)
+        dev_names.extend(probed.dev_names)
+        dev_values.extend(probed.dev_values)
+        for kind, severity, message, data in probed.events:
+            self._writer.submit(EventRow(s, time.time(), kind, severity, message, data))
 
     def _note_missing_grads(self, s: int, missing: list[str]) -> None:
         if missing == self._missing_grads:

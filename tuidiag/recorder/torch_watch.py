@@ -1,4 +1,4 @@
-"""What ``Recorder.watch`` sets up: per-step gradient statistics and optimizer hooks.
+"""What ``Recorder.watch`` sets up: per-step gradient statistics, optimizer hooks, and the silent-bug probes.
 
 Everything is computed on the parameters' device and gathered into one vector
 per step, so a step costs a few kernel launches and one asynchronous copy, and
@@ -15,6 +15,9 @@ from torch import nn
 from tuidiag.format import GRAD_NORM_PREFIX, UPDATE_RATIO_PREFIX, WEIGHT_NORM_PREFIX
 from tuidiag.recorder.activations import ActivationProbe
 from tuidiag.recorder.device import norms
+from tuidiag.recorder.loss_probe import LossProbe
+from tuidiag.recorder.probe_parts import ProbeParts
+from tuidiag.recorder.stale_grads import StaleGradProbe
 
 
 class TorchWatch:
@@ -29,6 +32,8 @@ class TorchWatch:
         on_weights: Callable[[list[str], torch.Tensor], None],
         current_step: Callable[[], int],
         on_optimizer_step: Callable[[], None] | None = None,
+        loss_fn: Any = None,
+        report: Callable[[str, BaseException], None] | None = None,
     ) -> None:
         self.model = model
         self.optimizer = optimizer
@@ -48,6 +53,11 @@ class TorchWatch:
             self._handles.append(optimizer.register_step_post_hook(self._after_optimizer_step))
         if optimizer is not None and on_optimizer_step is not None:
             self._handles.append(optimizer.register_step_post_hook(lambda *_: None if self.paused else on_optimizer_step()))
+        report = self._report = report or (lambda where, exc: None)
+        self.loss_probe = LossProbe(loss_fn, lambda: self.paused, report) if loss_fn is not None else None
+        self.loss_fn = self.loss_probe.loss_fn if self.loss_probe is not None else None
+        """What the recorder calls the loss function by: the module itself, or a function wrapped so its inputs are checked."""
+        self.stale_probe = StaleGradProbe(optimizer, self.device, lambda: self.paused, report) if optimizer is not None else None
 
     def grad_parts(self) -> tuple[list[str], list[torch.Tensor], list[str]]:
         """Metric names and 0-d device tensors of per-parameter gradient norms.
@@ -65,9 +75,22 @@ class TorchWatch:
         return names, norms(grads) if grads else [], missing
 
     def arm_activations(self, next_step: int) -> None:
-        """Install activation hooks when ``next_step`` is a sampled step."""
+        """Install activation hooks when ``next_step`` is a sampled step (and arm the loss function's check on its own)."""
         if self.probe is not None and next_step % self.activations_every == 0:
             self.probe.arm()
+        if self.loss_probe is not None:
+            self.loss_probe.arm(next_step)
+
+    def probe_parts(self) -> ProbeParts:
+        """What the silent-bug probes saw since the last step: stale gradients, the loss function's inputs."""
+        parts = ProbeParts()
+        for probe in (self.stale_probe, self.loss_probe):
+            if probe is not None:
+                try:
+                    parts.add(probe.parts())
+                except Exception as exc:  # a probe's failure costs its own values, not the step's
+                    self._report("probe_parts", exc)
+        return parts
 
     def activation_parts(self) -> tuple[list[str], list[torch.Tensor]]:
         """Collect (and remove) the activation hooks' results, if any were armed."""
@@ -82,6 +105,9 @@ class TorchWatch:
         self._handles.clear()
         if self.probe is not None:
             self.probe.collect()
+        for bug_probe in (self.stale_probe, self.loss_probe):
+            if bug_probe is not None:
+                bug_probe.close()
 
     def _before_optimizer_step(self, *_: Any) -> None:
         if self.paused or self._current_step() % self.weights_every != 0:

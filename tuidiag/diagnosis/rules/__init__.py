@@ -1,6 +1,8 @@
 """The diagnosis rules: small pure functions ``rule(view) -> Finding | None``, one code each."""
 
-from tuidiag.diagnosis.rules import activations, data, generalization, gradients, loss, lr, ranks, recording, review, system
+from tuidiag.diagnosis.rules import (
+    activations, data, generalization, gradients, loss, lr, ranks, recording, review, silent_bugs, system,
+)
 
 RULES = [
     *loss.RULES,
@@ -9,6 +11,7 @@ RULES = [
     *generalization.RULES,
     *activations.RULES,
     *data.RULES,
+    *silent_bugs.RULES,
     *system.RULES,
     *ranks.RULES,
     *review.RULES,

@@ -6,11 +6,14 @@ import numpy as np
 
 from tuidiag.diagnosis.evidence import Evidence, Level, Measure, Occurrences, measure
 from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.stats import fmt
+from tuidiag.diagnosis.stats import finite, fmt
 from tuidiag.diagnosis.view import RunView
+from tuidiag.format import TARGET_MAJORITY_CLASS
 
 SEVERE_STD, SEVERE_ABS = 100.0, 1e3
 """Inputs this spread out saturate or blow up any layer fed with them."""
+LEADER_SHARE = 0.8
+"""An imbalance has one class leading this share of the batches (recorded as ``target/majority_class``)."""
 
 
 def _input_level(view: RunView, key: str) -> Measure | None:
@@ -65,6 +68,9 @@ def class_imbalance(view: RunView) -> Finding | None:
     level = measure("target/majority_share", steps, share, "median")
     if level.value < 0.9:
         return None
+    leaders = finite(view.series(TARGET_MAJORITY_CLASS)[1])
+    if len(leaders) >= 20 and np.unique(leaders, return_counts=True)[1].max() < LEADER_SHARE * len(leaders):
+        return None  # the leading class changes: batches ordered by class (unshuffled_data), not a class that dominates
     count = measure("target/majority_share", steps, share, "count")
     evidence: list[str] = [Evidence(f"the most frequent class is {level.value:.0%} of a typical batch (median over the {len(share)} "
                                     f"batches of {level.where})", Level(level), Level(count))]

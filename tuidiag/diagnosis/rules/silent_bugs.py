@@ -1,0 +1,406 @@
+"""Rules for the silent bugs: the loss looks almost plausible, yet the training is wrong.
+
+Gradients never zeroed, probabilities fed to a loss that expects logits, loss inputs
+that broadcast, labels that do not belong to their inputs, batches ordered by class.
+The first three read the recorder's direct probes (``grad/stale_norm``, ``loss_fn/*``,
+see ``docs/format.md``); the last two read the loss against the chance level and the
+order of the batches' majority classes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tuidiag.diagnosis.evidence import (
+    Compare, Evidence, Fact, Level, Measure, Periodic, at_step, change_words, measure, quoted,
+)
+from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.moves import fix_text
+from tuidiag.diagnosis.rules.common import after_quiet, finite_only, first_vs_last, tail, update_ratio
+from tuidiag.diagnosis.stats import fmt
+from tuidiag.diagnosis.view import RunView
+from tuidiag.format import (
+    EVENT_LOSS_FN, EVENT_LOSS_SHAPES, GRAD_NORM_TOTAL, GRAD_STALE_NORM, LOSS, LOSS_FN_BROADCAST, LOSS_FN_CLASSES,
+    LOSS_FN_PROB_ROWS, LOSS_FN_UNIT_SHARE, TARGET_MAJORITY_CLASS,
+)
+from tuidiag.store import Event
+from tuidiag.store.job_results import latest_result
+
+MIN_SAMPLES = 3
+"""A probe's series is judged from this many sampled steps."""
+STALE_SHARE = 0.5
+"""Gradients left over at more than this share of the sampled steps were not zeroed."""
+PROB_ROWS = 0.9
+"""A loss input whose typical share of probability rows is this high was given probabilities."""
+CROSS_ENTROPY = ("CrossEntropyLoss", "cross_entropy")
+CLASS_LOSSES = (*CROSS_ENTROPY, "NLLLoss", "nll_loss")
+CHANCE_BAND = (0.9, 1.08)
+"""A loss within this band around log(classes) sits at the chance level."""
+HEALTHY_GRAD = (1e-3, 1e3)
+MOVING_RATIO = 1e-5
+"""An update/weight ratio below this means the model barely moves (``lr_too_low``), not misaligned labels."""
+ORDERED_SHARE = 0.8
+"""Batches whose most frequent class is this share of the batch, typically, are near single-class."""
+MIN_RUN = 4
+"""A class that leads this many batches in a row, where runs of a shuffled order are short."""
+RUNS_SHOWN = 3
+
+
+def _loss_fn_event(view: RunView) -> Event | None:
+    events = view.events(EVENT_LOSS_FN)
+    return events[-1] if events else None
+
+
+def _loss_fn_fact(event: Event | None) -> tuple[str, list[Fact]]:
+    """The loss function's name as lines quote it, with the fact backing it (none without the event)."""
+    if event is None:
+        return "the loss function", []
+    name = str(event.data.get("key"))
+    return f"the loss function {quoted(name)}", [Fact("event", EVENT_LOSS_FN, (event.step, (name,)))]
+
+
+def _window(steps: np.ndarray, values: np.ndarray, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+    keep = (steps >= first) & (steps <= last)
+    return steps[keep], values[keep]
+
+
+# ---- grad_not_zeroed --------------------------------------------------------------------------------------------
+
+
+def _grad_trend(view: RunView) -> Evidence | None:
+    change = first_vs_last(GRAD_NORM_TOTAL, *view.grad_total)
+    if change is None or change.says != "up":
+        return None
+    before, after = change.before, change.after
+    return Evidence(f"the total gradient norm {change_words(change)}: median {fmt(before.value)} over {before.where}, "
+                    f"{fmt(after.value)} over {after.where} (each step adds to the gradients of the steps before)", change)
+
+
+def grad_not_zeroed(view: RunView) -> Finding | None:
+    """``param.grad`` still held the previous step's gradient when backward began: ``zero_grad()`` is missing."""
+    steps, stale = finite_only(*view.series(GRAD_STALE_NORM))
+    if len(stale) < MIN_SAMPLES:
+        return None
+    share = measure(GRAD_STALE_NORM, steps, stale, "share_above", 0.0)
+    if share.value <= STALE_SHARE:
+        return None
+    count = measure(GRAD_STALE_NORM, steps, stale, "count")
+    typical = measure(GRAD_STALE_NORM, steps, stale, "median")
+    evidence: list[str] = [Evidence(
+        f"when backward began, the optimizer's parameters still held the gradient of earlier steps at {share.value:.0%} of the "
+        f"{len(stale)} sampled steps over {share.where} (median norm {fmt(typical.value)}): nothing zeroed it after "
+        "optimizer.step()",
+        Level(share, above=STALE_SHARE), Level(count), Level(typical))]
+    g_steps, g = _window(*finite_only(*view.grad_total), share.first, share.last)
+    if len(g):
+        total = measure(GRAD_NORM_TOTAL, g_steps, g, "median")
+        evidence.append(Evidence(f"the left-over gradient (median norm {fmt(typical.value)} over {typical.where}) is "
+                                 f"{fmt(typical.value / total.value)}x the total gradient norm's median {fmt(total.value)} over "
+                                 f"{total.where}", Compare(typical, total)))
+    trend = _grad_trend(view)
+    if trend is not None:
+        evidence.append(trend)
+    fix = fix_text("call optimizer.zero_grad(set_to_none=True) once per optimizer step in the training loop: just before "
+                   "loss.backward(), or right after optimizer.step()",
+                   "with gradient accumulation on purpose, zero right after each optimizer.step()")
+    confidence = 0.95 if share.value >= 0.9 else 0.8
+    first = int(steps[np.argmax(stale > 0)])
+    title = "Gradients are never zeroed (zero_grad missing)"
+    return Finding("grad_not_zeroed", title, confidence, "critical", evidence, fix, first)
+
+
+# ---- double_softmax ---------------------------------------------------------------------------------------------
+
+
+def _softmax_modules(view: RunView) -> Evidence | None:
+    kinds = view.model.get("module_kinds")
+    if not isinstance(kinds, dict):
+        return None
+    for name in ("Softmax", "Sigmoid"):
+        count = kinds.get(name)
+        if isinstance(count, int) and count > 0:
+            fact = Fact("manifest", f"model.module_kinds.{name}", count)
+            return Evidence(f"the model has {count} {quoted(name)} module(s)", fact)
+    return None
+
+
+def _ce_floor(view: RunView) -> Evidence | None:
+    """The loss never went below the floor that cross-entropy of probabilities has: log(1 + (C-1)/e)."""
+    c_steps, classes = finite_only(*view.series(LOSS_FN_CLASSES))
+    steps, loss = finite_only(*view.loss)
+    if not len(classes) or not len(loss):
+        return None
+    widest = measure(LOSS_FN_CLASSES, c_steps, classes, "max")
+    c = int(widest.value)
+    floor = math.log(1 + (c - 1) / math.e)
+    lowest = measure(LOSS, steps, loss, "min")
+    if c < 2 or lowest.value < floor * (1 - 1e-6):
+        return None
+    return Evidence(f"the loss never went below {fmt(lowest.value)} over {lowest.where}; with probabilities as input, "
+                    f"cross-entropy over {c} classes (the input's width, at most, over {widest.where}) cannot go below "
+                    f"{fmt(floor)}",
+                    Level(lowest), Level(widest), refs=(floor,))
+
+
+def _probabilities(view: RunView) -> tuple[Measure, Measure, str] | None:
+    """The typical share of probability rows (or of inputs in [0, 1]) and its count, when the loss was given probabilities."""
+    for metric, words in ((LOSS_FN_PROB_ROWS, "of its input rows lay in [0, 1] and summed to 1"),
+                          (LOSS_FN_UNIT_SHARE, "of its inputs lay in [0, 1]")):
+        steps, values = finite_only(*view.series(metric))
+        if len(values) < MIN_SAMPLES:
+            continue
+        typical = measure(metric, steps, values, "median")
+        if typical.value < (1.0 if metric == LOSS_FN_UNIT_SHARE else PROB_ROWS):
+            return None
+        return typical, measure(metric, steps, values, "count"), words
+    return None
+
+
+def double_softmax(view: RunView) -> Finding | None:
+    """A loss that expects logits (or log-probabilities) was given probabilities."""
+    found = _probabilities(view)
+    if found is None:
+        return None
+    typical, count, words = found
+    event = _loss_fn_event(view)
+    name, facts = _loss_fn_fact(event)
+    expects = str(event.data.get("expects")) if event is not None else "logits"
+    first = Evidence(f"{name} expects {expects}, but it was given probabilities: a median {typical.value:.0%} {words}, "
+                     f"over the {int(count.value)} sampled steps of {typical.where}",
+                     Level(typical), Level(count), *facts, refs=(0, 1))
+    evidence: list[str] = [first]
+    kind = str(event.data.get("key")) if event is not None else ""
+    floor = _ce_floor(view) if kind in CROSS_ENTROPY and typical.metric == LOSS_FN_PROB_ROWS else None
+    modules = _softmax_modules(view)
+    evidence += [line for line in (floor, modules) if line is not None]
+    if kind in ("NLLLoss", "nll_loss"):
+        fix = fix_text("give NLLLoss log-probabilities: torch.log_softmax(logits, dim=1) where the model's output is computed, "
+                       "not softmax (or return the logits and use CrossEntropyLoss)")
+    elif typical.metric == LOSS_FN_UNIT_SHARE:
+        fix = fix_text("drop the sigmoid applied to the model's output before the loss call (BCEWithLogitsLoss applies it "
+                       "itself), or keep it and use BCELoss")
+    else:
+        fix = fix_text("return logits from the model: remove the final softmax (nn.Softmax or .softmax(dim=1)) before the loss "
+                       "call, CrossEntropyLoss applies log-softmax itself; apply softmax only for predictions")
+    return Finding("double_softmax", "Probabilities fed to a loss that expects logits", 0.92, "critical", evidence, fix,
+                   typical.first)
+
+
+# ---- loss_shape_mismatch ----------------------------------------------------------------------------------------
+
+
+def loss_shape_mismatch(view: RunView) -> Finding | None:
+    """The loss function's input and target had different shapes that broadcast."""
+    steps, flags = finite_only(*view.series(LOSS_FN_BROADCAST))
+    if not len(flags) or not (flags > 0).any():
+        return None
+    share = measure(LOSS_FN_BROADCAST, steps, flags, "share_above", 0.0)
+    count = measure(LOSS_FN_BROADCAST, steps, flags, "count")
+    name, facts = _loss_fn_fact(_loss_fn_event(view))
+    evidence: list[str] = [Evidence(f"the input and target of {name} had different shapes that broadcast at {share.value:.0%} of "
+                                    f"the {int(count.value)} sampled steps over {share.where}",
+                                    Level(share), Level(count), *facts)]
+    shapes = view.events(EVENT_LOSS_SHAPES)
+    words = ""
+    if shapes:
+        first = shapes[0]
+        words = str(first.data.get("key"))
+        fact = Fact("event", EVENT_LOSS_SHAPES, (first.step, (words,)))
+        evidence.append(Evidence(f"at step {first.step}: {quoted(words)}", fact))
+    fix = fix_text("make the shapes match where the loss is called: loss_fn(output.squeeze(-1), y), or y.view_as(output)"
+                   + (f" (now {words}, so every prediction is compared with every target)" if words else ""))
+    confidence = 0.92 if share.value >= 0.5 else 0.7
+    first_step = int(steps[np.argmax(flags > 0)])
+    return Finding("loss_shape_mismatch", "Loss inputs broadcast silently (shape mismatch)", confidence,
+                   "critical" if share.value >= 0.5 else "warning", evidence, fix, first_step)
+
+
+# ---- labels_misaligned ------------------------------------------------------------------------------------------
+
+
+def _classes(view: RunView) -> tuple[int, Evidence] | None:
+    """How many classes the loss chooses among, with the line saying where that comes from."""
+    event = _loss_fn_event(view)
+    if event is not None:
+        if str(event.data.get("key")) not in CLASS_LOSSES:
+            return None
+        steps, widths = finite_only(*view.series(LOSS_FN_CLASSES))
+        if not len(widths):
+            return None
+        widest = measure(LOSS_FN_CLASSES, steps, widths, "max")
+        name, facts = _loss_fn_fact(event)
+        c = int(widest.value)
+        return c, Evidence(f"{name} chooses among {c} classes (its input's width over {widest.where})", Level(widest), *facts)
+    if not len(view.series("target/majority_share")[0]):
+        return None  # no integer class labels recorded
+    lo_steps, lows = finite_only(*view.series("target/min"))
+    hi_steps, highs = finite_only(*view.series("target/max"))
+    if not len(lows) or not len(highs):
+        return None
+    low, high = measure("target/min", lo_steps, lows, "min"), measure("target/max", hi_steps, highs, "max")
+    if low.value != 0 or high.value < 1:
+        return None
+    c = int(high.value) + 1
+    where = low.where if low.where == high.where else f"{low.where} and {high.where}"
+    return c, Evidence(f"the labels run from {int(low.value)} to {int(high.value)} over {where}: {c} classes",
+                       Level(low), Level(high), refs=(c,))
+
+
+def _overfit_passed(view: RunView) -> bool | None:
+    """The newest overfit-one-batch result of the run: passed, failed, or ``None`` when there is none."""
+    try:
+        record = latest_result(view.run.path, "overfit_batch")
+    except (OSError, AttributeError):
+        return None
+    result = (record or {}).get("result")
+    return bool(result.get("passed")) if isinstance(result, dict) and "passed" in result else None
+
+
+def labels_misaligned(view: RunView) -> Finding | None:
+    """The loss stays at the chance level although the gradients are healthy and the model moves."""
+    found = _classes(view)
+    if found is None or _probabilities(view) is not None:
+        return None
+    c, classes_line = found
+    if c < 2:
+        return None
+    steps, loss = finite_only(*after_quiet(view, *view.loss))
+    if len(loss) < 30:
+        return None
+    chance = math.log(c)
+    recent_steps, recent_loss = tail(steps, loss, 0.5, 20)
+    level = measure(LOSS, recent_steps, recent_loss, "median")
+    overall = measure(LOSS, steps, loss, "median")
+    low, high = CHANCE_BAND
+    if not all(low * chance <= m.value <= high * chance for m in (level, overall)):
+        return None
+    g_steps, g = _window(*finite_only(*view.grad_total), level.first, level.last)
+    if not len(g):
+        return None
+    grad = measure(GRAD_NORM_TOTAL, g_steps, g, "median")
+    if not HEALTHY_GRAD[0] <= grad.value <= HEALTHY_GRAD[1]:
+        return None
+    ratio = update_ratio(view)
+    if ratio is not None and ratio.value < MOVING_RATIO:
+        return None
+    passed = _overfit_passed(view)
+    if passed is False:
+        return None  # the model cannot fit even one batch: a model or optimizer problem, not the labels
+    evidence: list[str] = [
+        Evidence(f"loss median {fmt(level.value)} over {level.where} and {fmt(overall.value)} over {overall.where}: the chance "
+                 f"level, log({c}) = {fmt(chance)}, as if the targets had nothing to do with the inputs",
+                 Level(level), Level(overall), refs=(c, chance)),
+        classes_line,
+    ]
+    moving = [Level(grad)] + ([Level(ratio)] if ratio is not None else [])
+    ratio_text = f", update/weight ratio median {fmt(ratio.value)} over {ratio.where}" if ratio is not None else ""
+    evidence.append(Evidence(f"the gradients are healthy and the weights move: gradient norm median {fmt(grad.value)} over "
+                             f"{grad.where}{ratio_text}", *moving))
+    if passed:
+        evidence.append(Evidence("the overfit-one-batch test passed: the model can memorise a batch, so it is the labels it "
+                                 "cannot fit"))
+    fix = fix_text("check that each target belongs to its input: shuffle or offset inputs and targets together, with one index "
+                   "(idx = torch.randperm(n); x, y = x[idx], y[idx]), and check that the dataset's __getitem__ returns the "
+                   "label of the same sample",
+                   "press o in the monitor (or run tuidiag overfit-batch RUN): a model that memorises one batch can learn, "
+                   "so it is the labels it cannot fit")
+    return Finding("labels_misaligned", "Labels do not match their inputs (loss at chance level)", 0.9 if passed else 0.75,
+                   "warning", evidence, fix, int(steps[0]))
+
+
+# ---- unshuffled_data ----------------------------------------------------------------------------------------------
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) indices of each run of equal consecutive values."""
+    if not len(values):
+        return []
+    starts = np.flatnonzero(np.diff(values) != 0) + 1
+    firsts = np.concatenate([[0], starts])
+    lasts = np.concatenate([starts - 1, [len(values) - 1]])
+    return list(zip(firsts.tolist(), lasts.tolist()))
+
+
+def _run_line(steps: np.ndarray, classes: np.ndarray, runs: list[tuple[int, int]]) -> Evidence:
+    claims, shown = [], []
+    for first, last in runs:
+        low = measure(TARGET_MAJORITY_CLASS, steps[first : last + 1], classes[first : last + 1], "min")
+        high = measure(TARGET_MAJORITY_CLASS, steps[first : last + 1], classes[first : last + 1], "max")
+        claims += [Level(low), Level(high)]
+        shown.append(f"class {fmt(low.value)} over {low.where}")
+    return Evidence("the most frequent class of each batch comes in runs: " + ", ".join(shown), *claims)
+
+
+def _jump_line(view: RunView, steps: np.ndarray, runs: list[tuple[int, int]]) -> tuple[Evidence | None, float]:
+    """The loss where the leading class changes, against the end of the run before (the newest change with both windows);
+    and the share of changes where it jumped."""
+    l_steps, loss = finite_only(*view.loss)
+    jumps, newest = [], None
+    for (a0, a1), (b0, b1) in zip(runs, runs[1:]):
+        before = _window(l_steps, loss, int(steps[max(a0, a1 - 3)]), int(steps[a1]))
+        after = _window(l_steps, loss, int(steps[b0]), int(steps[min(b1, b0 + 3)]))
+        if not len(before[1]) or not len(after[1]):
+            continue
+        was, now = measure(LOSS, *before, "median"), measure(LOSS, *after, "median")
+        jumps.append(now.value > was.value)
+        if now.value > was.value:
+            newest = (was, now)
+    if newest is None:
+        return None, 0.0
+    was, now = newest
+    line = Evidence(f"the loss jumps where the leading class changes: median {fmt(now.value)} over {now.where}, the first "
+                    f"batches of a run, against {fmt(was.value)} over {was.where}, the last of the run before",
+                    Compare(now, was, "above"))
+    return line, float(np.mean(jumps))
+
+
+def _period_line(steps: np.ndarray, classes: np.ndarray, runs: list[tuple[int, int]]) -> Evidence | None:
+    """The first run's class coming back at a fixed period: the same order every epoch."""
+    first_class = classes[runs[0][0]]
+    starts = [first for first, _ in runs if classes[first] == first_class]
+    if len(starts) < 3:
+        return None
+    shown = tuple(int(steps[i]) for i in starts[:5])
+    gaps = np.diff(shown)
+    if np.ptp(gaps) > 0.1 * np.median(gaps):
+        return None
+    every = int(np.median(gaps))
+    levels = [Level(at_step(TARGET_MAJORITY_CLASS, steps, classes, i)) for i in starts[: len(shown)]]
+    at = ", ".join(f"step {s}" for s in shown)
+    return Evidence(f"class {fmt(float(first_class))} leads again every {every} steps (at {at}): the same order every epoch",
+                    Periodic(shown, every), *levels)
+
+
+def unshuffled_data(view: RunView) -> Finding | None:
+    """Batches ordered by class: nearly single-class batches whose class changes in long runs."""
+    s_steps, shares = finite_only(*view.series("target/majority_share"))
+    steps, classes = finite_only(*view.series(TARGET_MAJORITY_CLASS))
+    if len(shares) < 20 or len(classes) < 20:
+        return None
+    level = measure("target/majority_share", s_steps, shares, "median")
+    if level.value < ORDERED_SHARE:
+        return None
+    runs = _runs(classes)
+    long_runs = [(a, b) for a, b in runs if b - a + 1 >= MIN_RUN]
+    in_long = sum(b - a + 1 for a, b in long_runs)
+    if len({classes[a] for a, _ in long_runs}) < 2 or in_long <= len(classes) / 2:
+        return None
+    count = measure("target/majority_share", s_steps, shares, "count")
+    evidence: list[str] = [
+        Evidence(f"the most frequent class is {level.value:.0%} of a typical batch (median over the {int(count.value)} batches "
+                 f"of {level.where}), and which class that is changes only every few batches", Level(level), Level(count)),
+        _run_line(steps, classes, long_runs[:RUNS_SHOWN]),
+    ]
+    jump, jumped = _jump_line(view, steps, runs)
+    period = _period_line(steps, classes, runs)
+    evidence += [line for line in (jump, period) if line is not None]
+    fix = fix_text("shuffle the training data: DataLoader(dataset, shuffle=True) (or a sampler that shuffles), or draw a new "
+                   "permutation (torch.randperm) each epoch where the batches are cut")
+    confidence = 0.9 if jumped >= 0.5 else 0.8
+    title = "Training batches are ordered by class (not shuffled)"
+    return Finding("unshuffled_data", title, confidence, "warning", evidence, fix, int(steps[long_runs[0][0]]))
+
+
+RULES = [grad_not_zeroed, double_softmax, loss_shape_mismatch, labels_misaligned, unshuffled_data]
