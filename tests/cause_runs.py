@@ -19,6 +19,7 @@ import numpy as np
 from benchmarks.suite.synthetic import LAYERS, Series, model_summary, write_run
 from evidence_runs import base_series, loss_shape
 from rank_runs import write_ranks
+import silent_plants
 from tuidiag.recorder.writer import EventRow
 
 N = 400
@@ -197,6 +198,62 @@ def data_loading_bottleneck(s: Series, e: Extra, at: int) -> None:
     _from(s, "time/data_wait", at, 0.008)
 
 
+# ---- the silent bugs (a wrong training loop), from the whole-run plants of ``silent_plants`` ------------------------
+
+
+def _spliced(silent: Callable[[Series, int, Extra], None], s: Series, e: Extra, at: int) -> None:
+    """``silent``'s whole-run plant, kept from step ``at`` on: the healthy values before it, a probe's new series from it."""
+    planted = {name: (steps, values.copy()) for name, (steps, values) in s.items()}
+    silent(planted, N, e)
+    for name, (steps, values) in planted.items():
+        if name in s and np.array_equal(s[name][0], steps):
+            s[name] = (steps, np.where(steps >= at, values, s[name][1]))
+        else:
+            keep = steps >= at
+            s[name] = (steps[keep], values[keep])
+
+
+def grad_not_zeroed(s: Series, e: Extra, at: int) -> None:
+    """zero_grad missing from ``at``: the gradient norms climb (21x over the run) and the probe finds left-over gradients."""
+    _spliced(silent_plants.not_zeroed, s, e, at)
+
+
+def double_softmax(s: Series, e: Extra, at: int) -> None:
+    """A final softmax before CrossEntropyLoss from ``at``: the loss's input rows are distributions, the loss stuck above its floor."""
+    _spliced(silent_plants.probabilities_to_ce, s, e, at)
+
+
+def loss_shape_mismatch(s: Series, e: Extra, at: int) -> None:
+    """MSELoss of a (64, 1) output against (64,) targets from ``at``."""
+    _spliced(silent_plants.broadcast_mse, s, e, at)
+
+
+def labels_misaligned(s: Series, e: Extra, at: int) -> None:
+    """Targets shuffled apart from their inputs from ``at``: the training loss at log(4), the validation loss just above it."""
+    _spliced(silent_plants.chance_loss, s, e, at)
+    v = _steps(s, "val/loss")
+    _from(s, "val/loss", at, np.log(silent_plants.CLASSES) * (1.03 - 0.02 * v / N))
+
+
+def unshuffled_data(s: Series, e: Extra, at: int) -> None:
+    """Batches in class order from ``at``: one class per batch, changing every 33 steps, the loss jumping at each change."""
+    _spliced(silent_plants.sorted_by_class, s, e, at)
+
+
+def class_imbalance(s: Series, e: Extra, at: int) -> None:
+    """Class 0 leads every batch (96% of it) from ``at``."""
+    _spliced(silent_plants.imbalanced_shuffled, s, e, at)
+
+
+def overfitting(s: Series, e: Extra, at: int) -> None:
+    """From ``at`` the training loss keeps falling (15% lower by the end) while the validation loss climbs 60% from its level at ``at``."""
+    steps, loss = s["train/loss"]
+    _set(s, "train/loss", loss * (1 - 0.15 * np.clip((steps - at) / max(N - at, 1), 0, None)))
+    v, val = s["val/loss"]
+    level = val[max(int(np.searchsorted(v, at, side="right")) - 1, 0)]
+    _set(s, "val/loss", np.where(v < at, val, level * (1 + 0.6 * (v - at) / max(N - at, 1))))
+
+
 def healthy(s: Series, e: Extra, at: int) -> None:
     """Nothing planted."""
 
@@ -204,7 +261,8 @@ def healthy(s: Series, e: Extra, at: int) -> None:
 PLANTS: dict[str, Plant] = {f.__name__: f for f in (
     nonfinite_loss, diverged_to_nan, loss_spikes, exploding_gradients, exploding_from_start, grad_jumps, lr_too_high, lr_too_high_flat, dead_relu,
     dead_relu_most, activation_saturation, vanishing_gradients, dead_layer, over_clipping, underfitting, lr_too_low,
-    lr_decayed_too_early, frozen_val_metric, bad_input_data, train_mode_bug, data_loading_bottleneck, healthy)}
+    lr_decayed_too_early, frozen_val_metric, bad_input_data, train_mode_bug, data_loading_bottleneck, grad_not_zeroed, double_softmax,
+    loss_shape_mismatch, labels_misaligned, unshuffled_data, class_imbalance, overfitting, healthy)}
 
 
 def write(root: Path, name: str, plants: list[tuple[str, int]], loss: str = "falling") -> Path:

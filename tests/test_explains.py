@@ -111,6 +111,23 @@ PAIRS: dict[tuple[str, str], Pair] = {
     ("rank_desync", "lr_too_high"): Pair([], [("lr_too_high", 150)], ranks=[("rank_desync", B)]),
     ("rank_desync", "exploding_gradients"): Pair([], [("exploding_gradients", 150)], ranks=[("rank_desync", B)]),
     ("straggler_rank", "data_loading_bottleneck"): Pair([], [], alone=[("data_loading_bottleneck", 0)], ranks=[("straggler_rank", 0)]),
+    ("grad_not_zeroed", "exploding_gradients"): _pair("grad_not_zeroed", "exploding_gradients", 0),
+    ("grad_not_zeroed", "lr_too_high"): _pair("grad_not_zeroed", "lr_too_high", 0),
+    ("grad_not_zeroed", "loss_spikes"): _pair("grad_not_zeroed", "loss_spikes", 0),
+    ("grad_not_zeroed", "over_clipping"): _pair("grad_not_zeroed", "over_clipping", 0),
+    ("grad_not_zeroed", "nonfinite_loss"): _pair("grad_not_zeroed", "nonfinite_loss", 0, 200),
+    ("grad_not_zeroed", "underfitting"): _pair("grad_not_zeroed", "underfitting", 0, 100),
+    ("double_softmax", "underfitting"): _pair("double_softmax", "underfitting", 0, 100),
+    ("double_softmax", "lr_too_low"): _pair("double_softmax", "lr_too_low", 0, 0),
+    ("double_softmax", "vanishing_gradients"): _pair("double_softmax", "vanishing_gradients", 0),
+    ("double_softmax", "activation_saturation"): _pair("double_softmax", "activation_saturation", 0),
+    ("loss_shape_mismatch", "underfitting"): _pair("loss_shape_mismatch", "underfitting", 0, 100),
+    ("loss_shape_mismatch", "lr_too_low"): _pair("loss_shape_mismatch", "lr_too_low", 0, 0),
+    ("labels_misaligned", "underfitting"): Pair([("labels_misaligned", 0)], [], alone=[("underfitting", 100)]),
+    ("labels_misaligned", "overfitting"): _pair("labels_misaligned", "overfitting", 0),
+    ("unshuffled_data", "loss_spikes"): _pair("unshuffled_data", "loss_spikes", 0),
+    ("unshuffled_data", "lr_too_high"): _pair("unshuffled_data", "lr_too_high", 0),
+    ("unshuffled_data", "class_imbalance"): _pair("unshuffled_data", "class_imbalance", 0, 100),
 }
 TABLE = [(cause, symptom) for cause, symptoms in EXPLAINS.items() for symptom in symptoms]
 RANK_ALONE = {"rank_desync": [("rank_desync", B)]}
