@@ -179,3 +179,24 @@ def test_a_nan_gradient_at_the_nan_loss_step_is_no_explosion(tmp_path, n: int) -
     check_diagnosis(run, diagnosis)
     assert diagnosis.top.code == "nonfinite_loss"
     assert "exploding_gradients" not in _codes(diagnosis) + [f.code for f in diagnosis.notes]
+
+
+@pytest.mark.parametrize("shift", [2.0, 3.0, 6.0])
+@pytest.mark.parametrize("at", [150, 250, 333])
+def test_a_step_up_that_stays_is_not_a_recovered_spike(tmp_path, shift: float, at: int) -> None:
+    """The loss jumps to a new level and stays there (a probability fed to the loss from some step on):
+    that is a shift, never 'isolated spikes that recovered'."""
+    import numpy as np
+
+    from benchmarks.suite.synthetic import model_summary, write_run
+    from evidence_runs import base_series
+    from tuidiag.diagnosis import diagnose
+
+    n = 400
+    rng = np.random.default_rng(at)
+    loss = (1.4 - 0.2 * np.arange(n) / n) * np.exp(0.02 * rng.standard_normal(n))
+    loss[at:] *= shift
+    run = write_run(tmp_path / "run", base_series(n, loss, rng), model=model_summary())
+    diagnosis = diagnose(run)
+    check_diagnosis(run, diagnosis)
+    assert "loss_spikes" not in _codes(diagnosis), [f.evidence for f in diagnosis.findings if f.code == "loss_spikes"]

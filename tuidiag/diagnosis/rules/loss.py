@@ -86,7 +86,13 @@ def _spikes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     if not len(spikes):
         return spikes, z[spikes], sigma
     after = np.lib.stride_tricks.sliding_window_view(residual, 10)[spikes + 3]
-    recovered = spikes[np.median(after, axis=1) < 2 * sigma]
+    back = np.median(after, axis=1) < 2 * sigma
+    # a spike stands above the level just before it, and the loss comes back to that level: a step up
+    # that stays is a shift, not a spike (the chunked baseline alone mixes the two levels)
+    level_after = np.median(np.lib.stride_tricks.sliding_window_view(logs, 10)[spikes + 3], axis=1)
+    level_before = np.array([np.median(logs[max(0, i - 10):i]) if i else logs[0] for i in spikes])
+    above = logs[spikes] - level_before > np.log(2.0)
+    recovered = spikes[back & above & (level_after - level_before < 2 * sigma)]
     return recovered, z[recovered], sigma
 
 
