@@ -167,3 +167,19 @@ async def test_the_diagnosis_panel_says_live_only_for_a_running_run() -> None:
         app.open_run(str(DEMO_RUNS / "lr-too-high"))
         assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
         assert app.screen.query_one(DiagnosisPanel).border_title == "Diagnosis (failed run, step 254)"
+
+
+async def test_a_run_detail_before_the_run_screen_is_composed_is_drawn_once_it_is() -> None:
+    """The same race as the overview's, on the run view (seen under load in CI): kept, then drawn on mount."""
+    app = TuidiagApp(DEMO_RUNS)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(pilot, lambda: len(app.summaries) == 5)
+        key = str(DEMO_RUNS / "lr-too-high")
+        app.open_run(key)
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        detail = app.screen.detail
+        await pilot.press("escape")
+        screen = RunScreen(key)
+        screen.show(detail)  # not composed: must not raise
+        await app.push_screen(screen)
+        assert await wait_for(pilot, lambda: "lr-too-high" in str(screen.query_one("#run-title", Static).render()))

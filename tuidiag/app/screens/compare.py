@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.css.query import NoMatches
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
@@ -31,9 +32,18 @@ class CompareScreen(Screen):
         yield Footer()
 
     def show(self, charts: dict[str, Chart]) -> None:
-        """Draw the overlays."""
+        """Draw the overlays (kept for ``on_mount`` while the widgets are not there yet)."""
+        self._charts = charts
         for tab, _ in TABS:
-            self.query_one(f"#cmp-chart-{tab}", MetricChart).show(charts[tab])
+            try:
+                chart = self.query_one(f"#cmp-chart-{tab}", MetricChart)
+            except NoMatches:  # before compose finished, or during teardown: on_mount draws them
+                return
+            chart.show(charts[tab])
+
+    def on_mount(self) -> None:
+        if getattr(self, "_charts", None) is not None:
+            self.show(self._charts)
 
     def action_toggle_log(self) -> None:
         active = self.query_one("#compare-tabs", TabbedContent).active

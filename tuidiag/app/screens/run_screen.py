@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.css.query import NoMatches
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer
 from textual.message import Message
@@ -112,6 +113,8 @@ class RunScreen(Screen):
         self._apply_width(self.app.size.width)
         if self.replay:
             self.set_interval(0.25, self._tick)
+        if self.detail is not None:  # a refresh that came before the widgets did
+            self.show(self.detail)
 
     def on_resize(self) -> None:
         self._apply_width(self.size.width)
@@ -121,8 +124,12 @@ class RunScreen(Screen):
         self.set_class(width < NARROW, "narrow")
 
     def show(self, detail: RunDetail) -> None:
-        """Redraw everything from ``detail``."""
+        """Redraw everything from ``detail`` (kept for ``on_mount`` while the widgets are not there yet)."""
         self.detail = detail
+        try:
+            self.query_one("#run-title", Static)
+        except NoMatches:  # a refresh before compose finished, or during teardown: on_mount draws it
+            return
         self._title(detail)
         self._show_charts(detail)
         self.query_one("#layer-grid", LayerHeatmap).show(detail.layers)
