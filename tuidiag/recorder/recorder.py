@@ -275,6 +275,8 @@ class Recorder:
             self._manifest.finish(status or STATUS_FINISHED, self._writer.last_step, self._stats())
         except Exception as exc:
             self.errors.report("close", exc)
+        finally:
+            self._manifest.release()  # the run directory is free for the next writer
 
     def __enter__(self) -> "Recorder":
         return self
