@@ -129,6 +129,8 @@ class Recorder:
         self.run_dir = self._manifest.run_dir
         self._next_step = self._manifest.resume_step
         self._control = LiveControl(self.run_dir, self.event, self.errors.report) if control and self.rank == 0 else None
+        if self._control is not None and self._manifest.resumed is not None:
+            self._control.expire_leftovers()
         self._writer = ShardWriter(self.run_dir, self.rank, flush_interval, max_queue, self._on_flush, self.errors.report)
         self.errors.sink = self.rejections.sink = self._error_event
         if self._manifest.note:
@@ -221,6 +223,7 @@ class Recorder:
             self._control.check(s)  # did the actions of earlier steps hold?
             self._control.run_pending(s, self._job_runner(), lambda request: self._changes.apply(request, s, self._watch, self.run_dir))
             self._control.expire(s)
+            self._control.armed_progress(s)
         if self._watch is not None and not self._uses_batch:
             self._watch.arm_activations(s + 1)
         return s
@@ -272,6 +275,11 @@ class Recorder:
             if self._watch is not None:
                 self._watch.close()
             self._writer.close()
+        except Exception as exc:
+            self.errors.report("close", exc)
+        if self._control is not None:  # answered before run.json says the run ended: a requester that sees it
+            self._control.close(self._current_step, status or STATUS_FINISHED)  # ended finds every answer there
+        try:
             self._manifest.finish(status or STATUS_FINISHED, self._writer.last_step, self._stats())
         except Exception as exc:
             self.errors.report("close", exc)
@@ -447,6 +455,7 @@ class Recorder:
 
         if self._control is not None:
             self._control.poll()
+            self._control.expire_overdue()
         step = writer.last_step
         if step > self._last_flushed_step:  # nothing new while idle: write nothing
             self._last_flushed_step = step
