@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag.format import STATUS_RUNNING
-from tuidiag.store.manifest import effective_status, jsonable
+from tuidiag.store.manifest import effective_status, jsonable, read_manifest
 
 CONTROL_DIR = "control"
 REQUEST_SUFFIX = ".request.json"
@@ -266,8 +266,6 @@ def await_answer(run_dir: str | os.PathLike[str], request_id: str, wait: float, 
 
 def _run_ended(run_dir: str | os.PathLike[str]) -> str | None:
     """The run's status when its training is no longer live (None while it is, or cannot be told)."""
-    from tuidiag.store.manifest import read_manifest
-
     try:
         status = effective_status(read_manifest(Path(run_dir)))
     except Exception:  # unreadable for a moment (a rename in flight): ask again at the next check
