@@ -46,6 +46,9 @@ REFRESH_BUDGET = 0.04
 (with one busy run every flush is shown at once)."""
 BUSY_WINDOW = 2.0
 """A run with a file event in the last this many seconds counts as busy."""
+READ_WAIT = 0.5
+"""Seconds a refresh waits for the runs' reads: a run still being read then shows as it last was
+(or as ``reading``), the others at once, and it shows when its read ends."""
 
 CSS = """
 #run-title, #overview-title, #compare-title { height: 1; background: $boost; }
@@ -148,7 +151,7 @@ class TuidiagApp(App):
         self.root = root
         self.replay = replay
         self.force_poll = poll
-        self.model = RunsModel(root, clock)
+        self.model = RunsModel(root, clock, on_late=self._read_late)
         self.watcher = RunWatcher(root, lambda dirs: self.post_message(self.FilesChanged(set(dirs))))
         self.watching = False
         self.summaries: list[RunSummary] = []
@@ -216,9 +219,13 @@ class TuidiagApp(App):
     def refresh_runs(self, dirs: set[Path] | None, key: str | None, at: int | None) -> None:
         """Worker: discover runs, read what is new, rebuild the open run's view."""
         new = self.model.discover() if dirs is None or not self.model.knows(dirs) else []
-        summaries = self.model.refresh(None if new or dirs is None else dirs)
-        detail = self.model.detail(key, at) if key else None
+        summaries = self.model.refresh(None if new or dirs is None else dirs, wait=READ_WAIT)
+        detail = self.model.detail(key, at, wait=READ_WAIT) if key else None
         self.post_message(self.RunsRefreshed(summaries, detail))
+
+    def _read_late(self, path: Path) -> None:
+        """A run's read ended after its refresh returned (reading thread): show it now, reading nothing."""
+        self.post_message(self.RunsRefreshed(self.model.summaries(), None))
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def load_detail(self, key: str, at: int | None) -> None:

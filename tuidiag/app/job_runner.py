@@ -50,7 +50,8 @@ def live_where(manifest: dict[str, Any], job: str, steps_per_s: float | None) ->
     steps = JOB_STEPS.get(job, 0)
     expected = f", about {steps / steps_per_s:.0f} s at the run's {steps_per_s:.3g} steps/s" if steps_per_s else ""
     return (f"the live training process (pid {control.get('pid')} on {control.get('host')}, "
-            f"device {control.get('device', '?')}): up to {steps} steps{expected}")
+            f"device {control.get('device', '?')}): up to {steps} steps{expected}; "
+            f"stops waiting after {ctl.REQUEST_WAIT:.0f} s without an answer from the training")
 
 
 def live_progress(run_dir: Path, job: str, since: float) -> str:

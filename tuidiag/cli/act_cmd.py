@@ -24,7 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--scale-lr", type=float, metavar="FACTOR", help="multiply every LR (and those of the scheduler passed to rec.watch)")
     what.add_argument("--clip", type=float, metavar="MAX_NORM", help="clip gradients by global norm from the next step (0: off)")
     what.add_argument("--checkpoint", action="store_true", help="save model and optimizer state now")
-    parser.add_argument("--wait", type=float, default=30.0, metavar="SECONDS", help="how long to wait for the answer, the checking of the next steps included (default 30)")
+    parser.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
+                        help="how long to wait for the answer, the checking of the next steps included (default 30); "
+                             "a change not applied by then is withdrawn")
 
 
 def _request(args: argparse.Namespace) -> tuple[str, dict[str, float]]:

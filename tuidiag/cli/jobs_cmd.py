@@ -46,8 +46,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--live", action="store_true",
                        help="run inside the live training (default when the run is live and accepts requests)")
     where.add_argument("--offline", action="store_true", help="use the factory even when the run is live")
-    parser.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
-                        help="how long a live training may take to pick the request up (default 60)")
+    parser.add_argument("--wait", type=float, default=ctl.REQUEST_WAIT, metavar="SECONDS",
+                        help="stop waiting when a live training says nothing about the job for this long "
+                             f"(default {ctl.REQUEST_WAIT:.0f}; a job not started then is withdrawn)")
 
 
 def add_lr_find_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,10 @@ Used by ``tuidiag lr-find | nan-hunt | overfit-batch | sharpness`` when the run 
 live and its recorder accepts requests (``run.json``'s ``control``), unless
 ``--factory`` or ``--offline`` is given. No code named by the run directory is
 imported: the training process runs the job on its own model and device.
-Ctrl-C (or SIGTERM, as the monitor's cancel key sends) cancels the job.
+Ctrl-C (or SIGTERM, as the monitor's cancel key sends) cancels the job. The CLI
+stops waiting when the training has said nothing about the job for ``--wait``
+seconds ("no answer from the training within 60 s: it may be busy or gone") or
+when the run ends; a job not yet started then is withdrawn and answered ``expired``.
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ def _show(status: dict[str, Any], quiet: bool) -> None:
 
 
 def follow(run_dir: Path, request_id: str, wait: float, quiet: bool) -> dict[str, Any]:
-    """Poll the request's status until it ends; cancel it on Ctrl-C or SIGTERM."""
+    """Poll the request's status until it ends, the run ends, or the training says nothing for ``wait``
+    seconds; cancel it on Ctrl-C or SIGTERM."""
     previous = signal.signal(signal.SIGTERM, _on_term)
     try:
         return ctl.await_answer(run_dir, request_id, wait, on_status=lambda status: _show(status, quiet))
@@ -73,7 +77,7 @@ def follow(run_dir: Path, request_id: str, wait: float, quiet: bool) -> dict[str
 
 def run_live(run: Run, job: str, request_args: dict[str, Any], wait: float) -> tuple[dict[str, Any] | None, str]:
     """Send the request and follow it; ``(result, message)``: the result is None unless it finished."""
-    request_id = ctl.write_request(run.path, job, request_args)
+    request_id = ctl.write_request(run.path, job, request_args, expires_in=wait)
     status = follow(run.path, request_id, wait, quiet=not sys.stderr.isatty())
     if status.get("state") != "done":
         return None, f"{status.get('state')}: {status.get('message', '')}"

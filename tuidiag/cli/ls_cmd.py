@@ -1,7 +1,8 @@
 """``tuidiag ls DIR``: a table of the runs under DIR with status, steps and last loss.
 
 A run whose recorder rejected or lost anything says so next to its status
-(``finished, 1 value rejected``)."""
+(``finished, 1 value rejected``). A run that cannot be read at all is listed as
+``unreadable: <reason>``; the others are listed as always."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tuidiag.cli.common import fail
 from tuidiag.format import LOSS
 from tuidiag.store import Run, find_runs, open_run
 from tuidiag.store.recorder_losses import run_losses
+from tuidiag.store.unreadable import reason_of
 from tuidiag.textsafe import literal
 
 STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "red", "unknown": "yellow"}
@@ -33,11 +35,20 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.path)
     if not root.exists():
         return fail("ls", f"{root} does not exist")
-    runs = [open_run(path) for path in find_runs(root)]
-    if not runs:
+    runs, unreadable = [], []
+    for path in find_runs(root):
+        try:
+            runs.append(open_run(path))
+        except Exception as exc:  # this run only (a run.json nested too deeply, memory a footer asks for)
+            unreadable.append((path, reason_of(exc)))
+    if not runs and not unreadable:
         console.print(literal(f"no runs under {root} (a run is a directory with run.json or metrics/)"))
         return 0
-    console.print(runs_table(runs, root))
+    table = runs_table(runs, root)
+    for path, reason in unreadable:
+        table.add_row(literal(path.name, max_len=40), literal(f"unreadable: {reason}", style="red"), "-", "-", "-",
+                      literal(_relative(path, root)))
+    console.print(table)
     for run_ in runs:
         for warning in run_.warnings:
             console.print(literal(f"warning: {run_.path}: {warning}"), style="yellow")

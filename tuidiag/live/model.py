@@ -1,7 +1,11 @@
 """``RunsModel``: the runs under a root, refreshed incrementally, summarised and detailed.
 
-Called from worker threads only; a lock serialises refreshes so two workers never
-mutate the same ``Run`` at once.
+Called from worker threads only. Each run is read on its own (:mod:`tuidiag.live.read_pool`),
+under its own lock: a run that raises while it is read (a ``run.json`` nested
+too deeply, a shard whose footer claims 10^12 rows) shows as ``unreadable`` with
+the reason, and one whose read is slow shows as ``reading`` (or with its last
+summary) while the others are listed at once. A failed run is read again when its
+files change, or every :data:`RETRY_AFTER` seconds.
 
 Work per refresh is kept to what changed: a run's live diagnosis is recomputed
 at once when events arrived, and when only rows arrived at most as often as a
@@ -11,9 +15,10 @@ when its run got new data.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 from pathlib import Path
 
@@ -22,14 +27,18 @@ from tuidiag.diagnosis.view import VAL_LOSS_NAMES, RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 from tuidiag.live.detail import DetailData, build_detail, detail_data
 from tuidiag.live.downsample import downsample, tail_spark
-from tuidiag.live.snapshot import Chart, RunDetail, RunSummary, summarize
+from tuidiag.live.read_pool import ReadPool, ReadTask
+from tuidiag.live.snapshot import Chart, RunDetail, RunSummary, reading_summary, summarize, unreadable_summary
 from tuidiag.store import Run, find_runs, open_run
+from tuidiag.store.unreadable import reason_of
 
 
 DIAGNOSIS_BUDGET = 0.02
 """Share of one core that re-diagnosing runs which only got new rows may take."""
 DIAGNOSIS_MAX_AGE = 30.0
 """The live diagnosis of a growing run is never older than this (seconds, plus one refresh)."""
+RETRY_AFTER = 10.0
+"""Seconds before a run whose read failed is read again (at once when its files change)."""
 
 
 @dataclass
@@ -43,13 +52,33 @@ class _Diagnosed:
     """CPU seconds it took."""
 
 
+@dataclass
+class _Slot:
+    """One run directory: its reader, its last summary, and why its last read failed."""
+
+    path: Path
+    run: Run | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held while the run is read or its view is built: nothing else touches ``run`` then."""
+    task: ReadTask | None = None
+    queued: float = 0.0
+    """``time.monotonic()`` when ``task`` was queued."""
+    summary: RunSummary | None = None
+    problem: str | None = None
+    """Why the last read raised (``None``: it did not)."""
+    failed_at: float = -math.inf
+
+
 class RunsModel:
     """All runs at or below ``root``."""
 
-    def __init__(self, root: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, root: Path, clock: Callable[[], float] = time.time, on_late: Callable[[Path], None] | None = None) -> None:
         self.root = root
         self.clock = clock
-        self.runs: dict[Path, Run] = {}
+        self.on_late = on_late
+        """Called (on a reading thread) when a run's read ends after the refresh that started it returned."""
+        self._slots: dict[Path, _Slot] = {}
+        self._pool = ReadPool()
         self._diagnoses: dict[Path, _Diagnosed] = {}
         self._growing: dict[Path, float] = {}
         """When each run last had rows newer than its diagnosis (``time.monotonic()``)."""
@@ -57,36 +86,93 @@ class RunsModel:
         self._resolved: dict[Path, Path] = {}
         self._sparks: dict[Path, tuple[object, tuple[float, ...]]] = {}
         self._lock = threading.Lock()
+        """Guards ``_slots`` (not the runs: each slot has its own lock)."""
+
+    @property
+    def runs(self) -> dict[Path, Run]:
+        """The runs read at least once, by path."""
+        with self._lock:
+            return {path: slot.run for path, slot in self._slots.items() if slot.run is not None}
 
     def discover(self) -> list[Path]:
-        """Open runs that appeared since the last call; return their paths."""
+        """Note run directories that appeared since the last call (they are read at the next refresh)."""
+        found = find_runs(self.root)
         with self._lock:
-            found = [p for p in find_runs(self.root) if p not in self.runs]
-            for path in found:
-                self.runs[path] = open_run(path)
-            return found
+            new = [p for p in found if p not in self._slots]
+            for path in new:
+                self._slots[path] = _Slot(path)
+            return new
 
     def knows(self, dirs: set[Path]) -> bool:
-        """True when every one of ``dirs`` is a run already open (no discovery needed)."""
+        """True when every one of ``dirs`` is a run already known (no discovery needed)."""
         with self._lock:
-            known = set(self.runs) | {self._resolve(p) for p in self.runs}
+            paths = list(self._slots)
+        known = set(paths) | {self._resolve(p) for p in paths}
         return all(d in known or d.resolve() in known for d in dirs)
 
-    def refresh(self, dirs: set[Path] | None = None) -> list[RunSummary]:
-        """Read new data of ``dirs`` (default: every run) and return every run's summary."""
-        with self._lock:
-            for path, run in self.runs.items():
-                if dirs is None or path in dirs or self._resolve(path) in dirs:
-                    run.refresh()
-            return [self._summary(path, run) for path, run in sorted(self.runs.items())]
+    def refresh(self, dirs: set[Path] | None = None, wait: float = math.inf) -> list[RunSummary]:
+        """Read new data of ``dirs`` (default: every run) and return every run's summary.
 
-    def detail(self, key: str, at: int | None = None, points: int = 400) -> RunDetail | None:
-        """The run view's data for run ``key`` as of step ``at``."""
+        Waits up to ``wait`` seconds for the reads; a run still being read then is shown
+        with its last summary, or as ``reading``."""
         with self._lock:
-            path = Path(key)
-            run = self.runs.get(path)
-            if run is None:
+            slots = list(self._slots.values())
+        now = time.monotonic()
+        tasks = []
+        for slot in slots:
+            if dirs is not None and slot.path not in dirs and self._resolve(slot.path) not in dirs:
+                continue
+            if slot.task is not None and not slot.task.done():
+                tasks.append(slot.task)  # one read per run at a time
+            elif slot.problem is None or dirs is not None or now - slot.failed_at >= RETRY_AFTER:
+                slot.queued = now
+                slot.task = self._pool.submit(lambda slot=slot, started=now: self._read(slot, started, wait))
+                tasks.append(slot.task)
+        self._pool.wait(tasks, wait)
+        return self.summaries()
+
+    def summaries(self) -> list[RunSummary]:
+        """Every run's summary as last read, without reading anything."""
+        with self._lock:
+            slots = sorted(self._slots.items())
+        now = time.monotonic()
+        return [self._shown(slot, now) for _, slot in slots]
+
+    def _shown(self, slot: _Slot, now: float) -> RunSummary:
+        name = slot.summary.name if slot.summary is not None else slot.path.name
+        if slot.problem is not None:
+            return unreadable_summary(str(slot.path), name, slot.problem)
+        if slot.summary is None:
+            return reading_summary(str(slot.path), name, now - slot.queued)
+        return slot.summary
+
+    def _read(self, slot: _Slot, queued: float, wait: float) -> None:
+        """Open or refresh one run and summarise it; any exception is kept as its reason (reading thread)."""
+        with slot.lock:
+            try:
+                if slot.run is None:
+                    slot.run = open_run(slot.path)
+                else:
+                    slot.run.refresh()
+                slot.summary = self._summary(slot.path, slot.run)
+                slot.problem = None
+            except Exception as exc:  # MemoryError, RecursionError included: this run only
+                slot.problem, slot.failed_at = reason_of(exc), time.monotonic()
+        if self.on_late is not None and time.monotonic() - queued > wait:
+            self.on_late(slot.path)
+
+    def detail(self, key: str, at: int | None = None, points: int = 400, wait: float | None = None) -> RunDetail | None:
+        """The run view's data for run ``key`` as of step ``at``; ``None`` when the run is not
+        read yet, is unreadable, or is still being read after ``wait`` seconds (default: no limit)."""
+        with self._lock:
+            slot = self._slots.get(Path(key))
+        if slot is None or not slot.lock.acquire(timeout=-1 if wait is None else wait):
+            return None
+        try:
+            run = slot.run
+            if run is None or slot.problem is not None:
                 return None
+            path = slot.path
             live = self._diagnosis(path, run)
             diagnosis = live if at is None else diagnose(run, at=at)
             stamp = (run.rows_read, len(run.events), at, points)
@@ -95,6 +181,10 @@ class RunsModel:
             if cached is None or cached[0] != stamp or cached[1] != model:
                 cached = self._details[path] = (stamp, model, detail_data(run, at, points))
             return build_detail(run, self._summary(path, run, live), diagnosis, at, points, live, cached[2])
+        except Exception:  # a run whose data breaks the view: the overview still says what it can
+            return None
+        finally:
+            slot.lock.release()
 
     def _summary(self, path: Path, run: Run, diagnosis: Diagnosis | None = None) -> RunSummary:
         """``summarize`` with the loss sparkline reused while the loss series is unchanged."""
@@ -129,19 +219,25 @@ class RunsModel:
 
     def _rediagnose_after(self, now: float) -> float:
         """Seconds between diagnoses of a growing run: all growing runs' diagnoses within budget."""
-        cost = sum(self._diagnoses[p].cost for p, t in self._growing.items() if now - t < DIAGNOSIS_MAX_AGE and p in self._diagnoses)
+        diagnosed = dict(self._diagnoses)  # copies: other runs are diagnosed on other threads
+        cost = sum(diagnosed[p].cost for p, t in list(self._growing.items()) if now - t < DIAGNOSIS_MAX_AGE and p in diagnosed)
         return min(DIAGNOSIS_MAX_AGE, cost / DIAGNOSIS_BUDGET)
 
     def compare(self, keys: tuple[str, ...], points: int = 300) -> dict[str, Chart]:
         """Loss, validation loss and gradient norm of several runs on shared charts, by step."""
         with self._lock:
-            views = [(run.name, RunView(run)) for key in keys if (run := self.runs.get(Path(key))) is not None]
-            return {
-                "loss": Chart("train loss", _lines(views, LOSS, points), log_default=True),
-                "val": Chart("validation loss", tuple(line for n, v in views if (name := v.first_present(VAL_LOSS_NAMES))
-                                                      for line in _lines([(n, v)], name, points))),
-                "grad": Chart("gradient norm", _lines(views, GRAD_NORM_TOTAL, points), log_default=True),
-            }
+            slots = [slot for key in keys if (slot := self._slots.get(Path(key))) is not None]
+        views = []
+        for slot in slots:
+            with slot.lock:
+                if slot.run is not None and slot.problem is None:
+                    views.append((slot.run.name, RunView(slot.run)))
+        return {
+            "loss": Chart("train loss", _lines(views, LOSS, points), log_default=True),
+            "val": Chart("validation loss", tuple(line for n, v in views if (name := v.first_present(VAL_LOSS_NAMES))
+                                                  for line in _lines([(n, v)], name, points))),
+            "grad": Chart("gradient norm", _lines(views, GRAD_NORM_TOTAL, points), log_default=True),
+        }
 
 
 def _lines(views: list[tuple[str, RunView]], metric: str, points: int) -> tuple[tuple[str, object, object], ...]:

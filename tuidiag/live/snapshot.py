@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 STALLED_AFTER = 120.0
 """A running run with no new data for this many seconds shows as stalled."""
+STATUS_UNREADABLE = "unreadable"
+"""A run whose read raised, or of which nothing could be read (no manifest, no rows, files skipped)."""
+STATUS_READING = "reading"
+"""A run whose first read has not finished yet."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,9 @@ class RunSummary:
     warnings: tuple[str, ...] = ()
     recorder_losses: str = ""
     """What the recorder rejected or lost (``"1 value rejected"``); empty when nothing."""
+    problem: str = ""
+    """What could not be read: the whole run's reason (status ``unreadable``), or the files
+    skipped of a run read in part; empty when everything was read."""
 
 
 @dataclass(frozen=True)
@@ -107,14 +114,36 @@ def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: t
     status = run.status
     if status == "running" and age is not None and age > STALLED_AFTER:
         status = "stalled"
+    if run.warnings and not run.manifest and not run.rows_read and not run.events:
+        status = STATUS_UNREADABLE  # nothing of it could be read
     return RunSummary(
         key=str(run.path), name=run.name, status=status, step=run.last_step,
         steps_per_s=steps_per_second(loss.steps, loss.wall_times), last_loss=loss.last,
         spark=tuple(tail_spark(loss.values)) if spark is None else spark, lr=run.series("lr/group0").last,
         grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code, health_title=top.title,
         health_severity=top.severity, health_confidence=top.confidence, data_age=age,
-        warnings=tuple(run.warnings), recorder_losses=run_losses(run).text(),
+        warnings=tuple(run.warnings), recorder_losses=run_losses(run).text(), problem=_problem(run.warnings),
     )
+
+
+def _problem(warnings: list[str]) -> str:
+    return "; ".join(warnings)
+
+
+def unreadable_summary(key: str, name: str, reason: str) -> RunSummary:
+    """The overview row of a run whose read raised: its reason instead of its data."""
+    return _placeholder(key, name, STATUS_UNREADABLE, reason)
+
+
+def reading_summary(key: str, name: str, seconds: float) -> RunSummary:
+    """The overview row of a run whose first read is still going on after ``seconds``."""
+    return _placeholder(key, name, STATUS_READING, f"still reading after {seconds:.0f} s" if seconds >= 1 else "")
+
+
+def _placeholder(key: str, name: str, status: str, problem: str) -> RunSummary:
+    return RunSummary(key=key, name=name, status=status, step=None, steps_per_s=None, last_loss=None, spark=(),
+                      lr=None, grad_norm=None, health="-", health_title=problem, health_severity="info",
+                      health_confidence=0.0, data_age=None, problem=problem)
 
 
 def steps_per_second(steps: np.ndarray, walls: np.ndarray, window: float = 30.0) -> float | None:

@@ -17,6 +17,11 @@ steps stays *checking* until they tell (:mod:`tuidiag.recorder.action_checks`); 
 A NaN hunt with no capture yet *arms* the run: it waits up to ``steps`` steps
 (default 200) for the recorder's next non-finite capture and hunts on it at once.
 Nothing is hooked while armed; the hunt's hooks exist only during its replay.
+
+Every request gets a final status: one that raises anywhere is ``failed`` with the
+reason (the others queued behind it still run), one past its ``expires`` or
+withdrawn by its requester is not started (``expired``), and whatever is pending or
+armed when the recorder closes is ``expired`` with the step the training ended at.
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ if TYPE_CHECKING:
 PROGRESS_EVERY = 0.5
 """Seconds between status-file updates (and cancel checks) while a job runs."""
 ARM_STEPS = 200
+OVERDUE_GRACE = 5.0
+"""Seconds past a request's deadline before the writer thread answers it while no step comes: a requester
+still waiting withdraws it first, with its own words."""
 
 
 @dataclass
@@ -75,6 +83,7 @@ class LiveControl:
         """Request files already looked at, by (name, inode, mtime): each file is read once."""
         self.executed: set[str] = set()
         """Ids this process took: each runs at most once (also in ``RUN/control/executed.jsonl``)."""
+        self._armed_said = 0.0
 
     # ---- writer thread ---------------------------------------------------------------
     def poll(self) -> None:
@@ -127,18 +136,30 @@ class LiveControl:
         ``action_runner(request)`` applies a live action and says what changed."""
         while self.pending:
             request = self.pending.popleft()
-            if request["job"] in ctl.LIVE_ACTIONS:
-                self._act(request, step, action_runner)
+            if not self._claim(request):
                 continue
-            if request["job"] == "nan_hunt":
-                from tuidiag.jobs.nan_hunt import find_capture
+            try:
+                self._start(request, step, job_runner, action_runner)
+            except Exception as exc:  # malformed arguments and the like: answer, and go on with the next one
+                self._finish(request, "failed", f"{type(exc).__name__}: {exc}")
 
-                capture = find_capture(self.run_dir)
-                if capture is None:
-                    self._arm(request, step)
-                    continue
-                request = {**request, "capture": str(capture)}
-            self._run(request, job_runner, step)
+    def _start(self, request: dict[str, Any], step: int, job_runner: Callable[[dict[str, Any], Any], dict[str, Any]],
+               action_runner: Callable[[dict[str, Any]], Applied]) -> None:
+        if request["job"] in ctl.LIVE_ACTIONS:
+            self._act(request, step, action_runner)
+            return
+        if request["job"] == "nan_hunt":
+            from tuidiag.jobs.nan_hunt import find_capture
+
+            capture = find_capture(self.run_dir)
+            if capture is None and self.armed is not None:
+                self._finish(request, "failed", f"a NaN hunt is already armed (request {self.armed.request['id']})")
+                return
+            if capture is None:
+                self._arm(request, step)
+                return
+            request = {**request, "capture": str(capture)}
+        self._run(request, job_runner, step)
 
     def _run(self, request: dict[str, Any], job_runner: Callable[[dict[str, Any], Any], dict[str, Any]], step: int) -> None:
         """Run one job at ``step``; its result is saved with that step (it counts from there on)."""
@@ -237,6 +258,76 @@ class LiveControl:
         path = save_result(self.run_dir, "nan_hunt", result, run=self.run_dir.name, source="live", step=step)
         self._finish(armed.request, "done", result["summary"], result=str(path.relative_to(self.run_dir)))
 
+    # ---- deadlines: every request ends with a final status ------------------------------
+    def _claim(self, request: dict[str, Any]) -> bool:
+        """Take a queued request up to start it now; False (and it is answered) when it expired or was withdrawn."""
+        if _overdue(request):
+            self._expire(request, "not started before its deadline (the training reached no step in time)")
+            return False
+        if not ctl.take(self.run_dir, request["id"]):
+            self._expire(request, "withdrawn by the requester before the training reached a step")
+            return False
+        return True
+
+    def expire_overdue(self) -> None:
+        """Writer thread, each flush: answer queued requests past their deadline while no step comes
+        (a training busy elsewhere, a requester gone); never raises."""
+        try:
+            for request in list(self.pending):
+                if _overdue(request, OVERDUE_GRACE) and ctl.take(self.run_dir, request["id"]):
+                    self._expire(request, "not started before its deadline (the training reached no step in time)")
+        except Exception as exc:
+            self._report("control", exc)
+
+    def armed_progress(self, step: int) -> None:
+        """Tell the requester of an armed NaN hunt, now and then, how many steps it has waited."""
+        armed = self.armed
+        if armed is None:
+            return
+        now = time.monotonic()
+        if now - self._armed_said < PROGRESS_EVERY:
+            return
+        self._armed_said = now
+        message = f"armed: waiting up to {armed.last - armed.first + 1} steps for a non-finite loss or gradient"
+        try:
+            ctl.write_status(self.run_dir, armed.request["id"], "nan_hunt", "armed", message=message,
+                             done=max(0, step - armed.first + 1), total=armed.last - armed.first + 1)
+        except OSError as exc:
+            self._report("control", exc)
+
+    def expire_leftovers(self) -> None:
+        """A new session of a run: answer what an earlier session took up and never finished (it died)."""
+        try:
+            for path in ctl.control_dir(self.run_dir).glob(f"*{ctl.STATUS_SUFFIX}"):
+                request_id = path.name[: -len(ctl.STATUS_SUFFIX)]
+                status = ctl.read_status(self.run_dir, request_id)
+                if status is not None and status.get("state") not in ctl.FINAL_STATES:
+                    ctl.expire(self.run_dir, request_id, str(status.get("job", "?")),
+                               "the training that took it up ended before answering")
+        except Exception as exc:
+            self._report("control", exc)
+
+    def close(self, step: int, status: str) -> None:
+        """The training ends (``close()`` or exit): every request still pending or armed is answered
+        ``expired`` with the step it ended at; requests that arrived since the last poll too. Never raises."""
+        try:
+            self.poll()
+            why = f"the training ended ({status}) at step {step} before running it"
+            while self.pending:
+                self._expire(self.pending.popleft(), why)
+            armed, self.armed = self.armed, None
+            if armed is not None:
+                self._expire(armed.request, f"the training ended ({status}) at step {step} while the NaN hunt waited "
+                                            f"for a non-finite step (armed for steps {armed.first}-{armed.last})")
+        except Exception as exc:
+            self._report("control", exc)
+
+    def _expire(self, request: dict[str, Any], message: str) -> None:
+        try:
+            ctl.expire(self.run_dir, request["id"], request["job"], message)
+        except OSError as exc:
+            self._report("control", exc)
+
     # ---- status --------------------------------------------------------------------
     def _finish(self, request: dict[str, Any], state: str, message: str, **fields: Any) -> None:
         try:
@@ -267,6 +358,12 @@ class LiveControl:
             return answer[0]
 
         return cancelled
+
+
+def _overdue(request: dict[str, Any], grace: float = 0.0) -> bool:
+    """True when the request's ``expires`` (epoch seconds, set by its requester), plus ``grace``, has passed."""
+    expires = request.get("expires")
+    return isinstance(expires, (int, float)) and not isinstance(expires, bool) and time.time() > expires + grace
 
 
 def job_runner_for(watch: Any, loss_fn: Any, batches: Callable[[], list[Any]]) -> Callable[[dict[str, Any], Any], dict[str, Any]]:

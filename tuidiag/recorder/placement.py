@@ -8,11 +8,15 @@
 - ``"allow"``: continue the run in ``dir`` if there is one, else start one there.
 - ``"must"``: continue the run in ``dir``; raise :class:`ResumeError` if there is none.
 
-A run still being written by another live process is never joined: ``"allow"``
-records into ``dir-N`` instead and ``"must"`` raises. A run last written from
-another host moments ago is waited on until it goes stale or beats again. A fresh directory is
-claimed by creating its ``run.json`` exclusively, so recorders started at the
-same moment get different directories.
+A run directory has one writer. Rank 0 locks it (``RUN/.lock``,
+:mod:`tuidiag.recorder.run_lock`) before it claims or continues a run and holds
+the lock until ``close()`` or its death. A run whose lock another recorder holds,
+in this process or another, or that another live process is writing (status
+``running``, fresh heartbeat, pid alive: a writer that takes no lock) is never
+joined: ``"allow"`` records into ``dir-N`` instead and ``"must"`` raises. A run
+last written from another host moments ago is waited on until it goes stale or
+beats again. A fresh directory is claimed by creating its ``run.json``
+exclusively, so recorders started at the same moment get different directories.
 
 Ranks other than 0 do not choose: they wait (up to :data:`FOLLOW_TIMEOUT`
 seconds) for rank 0's ``run.json`` of the same launch, in ``dir`` or a
@@ -31,6 +35,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tuidiag.format import STATUS_RUNNING
+from tuidiag.recorder import run_lock
+from tuidiag.recorder.run_lock import Busy, RunLock
 from tuidiag.store.discovery import holds_run
 from tuidiag.store.manifest import STALE_AFTER_MIN_SECONDS, claim_manifest, effective_status, read_manifest
 
@@ -73,6 +79,8 @@ class Placement:
     """One line for stderr when the directory is not the one asked for."""
     error: Exception | None = None
     """Why the directory could not be created or claimed (reported as a start error, never raised)."""
+    lock: RunLock | None = None
+    """Rank 0's lock on ``run_dir``, held until the recorder closes (``None``: none could be taken there)."""
 
 
 def check_mode(resume: str) -> str:
@@ -133,20 +141,28 @@ def place(requested: Path, resume: str, manifest_for: Callable[[Path], dict[str,
     if rank != 0:
         return follow(requested, key, follow_timeout)
     if resume != RESUME_NEVER and holds_run(requested):
+        lock = run_lock.take(requested)
+        if isinstance(lock, Busy):
+            return _not_joining(requested, resume, manifest_for, f"another recorder ({lock.describe()}) holds its lock")
         previous = _manifest_or_none(requested) or {}
         if _live(previous) and previous.get("host") != socket.gethostname():
             previous = _await_stale(requested, previous)
         if not _live(previous):
-            return Placement(requested, previous)
-        if resume == RESUME_MUST:
-            raise ResumeError(f"resume='must': {requested} is still being written by another process "
-                              f"(pid {previous.get('pid')} on {previous.get('host')}); not joining it")
-        reason = "is still being written by another process"
-    elif resume == RESUME_MUST:
+            return Placement(requested, previous, lock=lock)
+        if lock is not None:
+            lock.release()
+        return _not_joining(requested, resume, manifest_for,
+                            f"another process (pid {previous.get('pid')} on {previous.get('host')}) is writing it")
+    if resume == RESUME_MUST:
         raise ResumeError(f"resume='must': {requested} holds no run to continue")
-    else:
-        reason = "already holds a run"
-    return _fresh(requested, manifest_for, reason)
+    return _fresh(requested, manifest_for, "already holds a run")
+
+
+def _not_joining(requested: Path, resume: str, manifest_for: Callable[[Path], dict[str, Any]], why: str) -> Placement:
+    """A run another writer is writing: ``"must"`` raises, ``"allow"`` records into a fresh ``dir-N``."""
+    if resume == RESUME_MUST:
+        raise ResumeError(f"resume='must': {requested} is still being written: {why}; not joining it")
+    return _fresh(requested, manifest_for, f"is still being written by another process ({why})")
 
 
 def _fresh(requested: Path, manifest_for: Callable[[Path], dict[str, Any]], reason: str) -> Placement:
@@ -163,12 +179,33 @@ def _fresh(requested: Path, manifest_for: Callable[[Path], dict[str, Any]], reas
         except OSError as exc:
             return Placement(candidate, note=_note(requested, candidate, reason), error=exc)
         try:
-            if not holds_run(candidate) and claim_manifest(candidate, manifest_for(candidate)):
-                return Placement(candidate, note=_note(requested, candidate, reason))
+            claimed, lock = _claim(candidate, manifest_for)
         except OSError as exc:
             return Placement(candidate, note=_note(requested, candidate, reason), error=exc)
+        if claimed:
+            return Placement(candidate, note=_note(requested, candidate, reason), lock=lock)
         candidate = _next_sibling(requested, candidate)
     return Placement(candidate, error=FileExistsError(f"no free directory among {requested}-1 ... {candidate}"))
+
+
+def _claim(candidate: Path, manifest_for: Callable[[Path], dict[str, Any]]) -> tuple[bool, RunLock | None]:
+    """Lock ``candidate`` and start a run in it: ``(True, lock)`` (``lock`` is ``None`` where
+    none can be taken), ``(False, None)`` when it holds a run or another recorder got it first.
+    ``OSError`` (read-only, disk full) is raised."""
+    if holds_run(candidate):
+        return False, None
+    lock = run_lock.take(candidate)
+    if isinstance(lock, Busy):
+        return False, None
+    try:
+        claimed = claim_manifest(candidate, manifest_for(candidate))
+    except OSError:
+        if lock is not None:
+            lock.release()
+        raise
+    if not claimed and lock is not None:
+        lock.release()
+    return claimed, lock if claimed else None
 
 
 def _next_sibling(requested: Path, tried: Path) -> Path:

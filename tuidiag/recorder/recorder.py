@@ -172,6 +172,8 @@ class Recorder:
         if args.control and self.rank == 0:
             try:
                 self._control = LiveControl(self.run_dir, self.event, self.errors.report)
+                if self._manifest.resumed is not None:
+                    self._control.expire_leftovers()  # what a dead earlier session took up and never answered
             except Exception as exc:  # no control channel: jobs cannot reach this training, the recording goes on
                 self.errors.report("control", exc)
 
@@ -274,6 +276,7 @@ class Recorder:
             self._control.check(s)  # did the actions of earlier steps hold?
             self._control.run_pending(s, self._job_runner(), lambda request: self._changes.apply(request, s, self._watch, self.run_dir))
             self._control.expire(s)
+            self._control.armed_progress(s)
         if self._watch is not None and not self._uses_batch:
             self._watch.arm_activations(s + 1)
         return s
@@ -351,9 +354,16 @@ class Recorder:
             if self._watch is not None:
                 self._watch.close()
             self._writer.close()
+        except Exception as exc:
+            self.errors.report("close", exc)
+        if self._control is not None:  # answered before run.json says the run ended: a requester that sees it
+            self._control.close(self._current_step, status or STATUS_FINISHED)  # ended finds every answer there
+        try:
             self._manifest.finish(status or STATUS_FINISHED, self._writer.last_step, self._stats())
         except Exception as exc:
             self.errors.report("close", exc)
+        finally:
+            self._manifest.release()  # the run directory is free for the next writer
 
     def __enter__(self) -> "Recorder":
         return self
@@ -549,6 +559,7 @@ class Recorder:
 
         if self._control is not None:
             self._control.poll()
+            self._control.expire_overdue()
         step = writer.last_step
         if step > self._last_flushed_step:  # nothing new while idle: write nothing
             self._last_flushed_step = step

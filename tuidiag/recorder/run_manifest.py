@@ -86,6 +86,8 @@ class RunManifest:
         except Exception as exc:  # a damaged directory must not stop the training: record beside it
             placement = Placement(requested.parent / f"{requested.name}-{self.data['run_id'][:8]}", error=exc)
         self.run_dir = placement.run_dir
+        self.lock = placement.lock
+        """The run directory's lock (rank 0), held until :meth:`release`."""
         self.note = placement.note
         """One line for stderr when the run went to another directory than asked."""
         self.start_error = self.start_error or placement.error
@@ -183,6 +185,11 @@ class RunManifest:
         """Mark the run finished/failed and write it one last time."""
         self.data.update(status=status, ended=time.time())
         self.heartbeat(last_step, stats)
+
+    def release(self) -> None:
+        """Give up the run directory's lock (after the last write); safe to call twice."""
+        if self.lock is not None:
+            self.lock.release()
 
 
 def merge_config(previous: Any, new: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

@@ -11,7 +11,8 @@ group or others), runs the job at its next step boundary and reports through
 
 ``state`` goes ``accepted`` -> ``running`` (or ``armed`` for a NaN hunt waiting
 for a non-finite step, ``checking`` for a live action applied whose effect the next
-steps must still show) -> one of ``done``, ``failed``, ``cancelled``, ``refused``. A requester cancels by creating ``RUN/control/<id>.cancel``. Every
+steps must still show) -> one of ``done``, ``failed``, ``cancelled``, ``refused``,
+``expired``. A requester cancels by creating ``RUN/control/<id>.cancel``. Every
 file is written under a ``.``-prefixed temporary name and renamed into place, so
 a reader sees a whole file or none. This module does not need torch.
 
@@ -20,6 +21,16 @@ file, equal to the file's name) is bound to its first execution in the training'
 memory and in the append-only ``RUN/control/executed.jsonl``, written before it
 runs; a request whose id is there is refused. Requests are taken only from a
 control directory that the training's user owns and nobody else can write.
+
+Every request is answered (:data:`FINAL_STATES`): a request the training cannot
+read or understand is ``refused``, one whose job raises ``failed``, and one not run
+before its deadline (the request's ``expires``), or still pending when the training
+ends, ``expired``. The training *takes* a request (:func:`take`: an atomic rename)
+when it starts it and a requester that gives up *withdraws* it (an unlink), so
+exactly one of the two happens. A requester stops waiting when the training has
+said nothing about the request for its deadline ("no answer from the training
+within 60 s: it may be busy or gone") or when the run is no longer live; a
+request never taken up it marks ``expired`` itself.
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ from typing import Any
 
 from tuidiag.format import STATUS_RUNNING
 from tuidiag.store.limits import MAX_CONTROL_REQUEST_BYTES, MAX_CONTROL_STATUS_BYTES, loads_bounded, read_json_bounded
-from tuidiag.store.manifest import effective_status, jsonable
+from tuidiag.store.manifest import effective_status, jsonable, read_manifest
 from tuidiag.store.safe_write import append_line, write_text_atomic
 from tuidiag.store.trust import WRITABLE_BY_OTHERS, file_problem, info_problem
 
@@ -48,12 +59,18 @@ CANCEL_SUFFIX = ".cancel"
 LIVE_JOBS = ("lr_find", "nan_hunt", "overfit_batch", "sharpness")
 LIVE_ACTIONS = ("scale_lr", "clip_grad", "checkpoint")
 """Changes to the live training itself (the seeds' Step 5), applied at the next step and logged as ``action`` events."""
-FINAL_STATES = ("done", "failed", "cancelled", "refused")
+FINAL_STATES = ("done", "failed", "cancelled", "refused", "expired")
+TAKEN_SUFFIX = ".taken.json"
+"""A request the training has taken up is renamed ``.<id>.taken.json`` (hidden: never listed again)."""
 EXECUTED_LOG = "executed.jsonl"
 """Append-only log, one JSON line per request id a training took: each id runs at most once."""
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 POLL_SECONDS = 0.2
 """How often a requester reads the status file while it waits."""
+LIVE_CHECK_SECONDS = 1.0
+"""How often a waiting requester reads ``run.json`` to tell whether the training is still live."""
+REQUEST_WAIT = 60.0
+"""Default seconds a requester waits for the training to say anything about its request."""
 
 
 class ControlError(Exception):
@@ -81,8 +98,11 @@ def live_problem(manifest: dict[str, Any]) -> str | None:
     return None
 
 
-def write_request(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any] | None = None) -> str:
-    """Ask the live training of ``run_dir`` to run ``job`` with ``args``; return the request id."""
+def write_request(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any] | None = None,
+                  expires_in: float | None = None) -> str:
+    """Ask the live training of ``run_dir`` to run ``job`` with ``args``; return the request id.
+
+    ``expires_in``: seconds after which the training must no longer start it (it answers ``expired``)."""
     if job not in LIVE_JOBS + LIVE_ACTIONS:
         raise ControlError(f"unknown job {job!r}; one of {', '.join(LIVE_JOBS + LIVE_ACTIONS)}")
     directory = control_dir(run_dir)
@@ -91,6 +111,8 @@ def write_request(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any
         request_id = f"{job}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
         payload = {"id": request_id, "job": job, "args": dict(args or {}), "created": time.time(),
                    "requested_by": {"uid": os.geteuid(), "pid": os.getpid(), "host": socket.gethostname()}}
+        if expires_in is not None and math.isfinite(expires_in):
+            payload["expires"] = payload["created"] + expires_in
         _write_json(directory / f"{request_id}{REQUEST_SUFFIX}", payload)
     except OSError as exc:
         raise ControlError(f"cannot write a control request in {directory}: {exc.strerror or exc}") from exc
@@ -152,6 +174,9 @@ def read_request(path: Path, uid: int) -> dict[str, Any]:
         raise ControlError(f"unreadable request ({exc})") from exc
     if not isinstance(request, dict) or request.get("job") not in LIVE_JOBS + LIVE_ACTIONS or not isinstance(request.get("args", {}), dict):
         raise ControlError("malformed request")
+    expires = request.get("expires")
+    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, (int, float)) or not math.isfinite(expires)):
+        raise ControlError("malformed request: 'expires' is not a time")
     request_id = request_id_of(path)
     if "state" in request or not isinstance(request.get("created"), (int, float)):
         raise ControlError("not a request (a status or result file renamed to a request's name?)")
@@ -213,6 +238,35 @@ def write_status(run_dir: str | os.PathLike[str], request_id: str, job: str, sta
     _write_json(control_dir(run_dir) / f"{request_id}{STATUS_SUFFIX}", payload)
 
 
+def take(run_dir: str | os.PathLike[str], request_id: str) -> bool:
+    """The training starts a request: hide its file (atomically). False when a requester withdrew it first."""
+    directory = control_dir(run_dir)
+    try:
+        os.rename(directory / f"{request_id}{REQUEST_SUFFIX}", directory / f".{request_id}{TAKEN_SUFFIX}")
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def expire(run_dir: str | os.PathLike[str], request_id: str, job: str, message: str) -> dict[str, Any]:
+    """Answer ``expired`` unless the request already has a final status; return its final status."""
+    status = read_status(run_dir, request_id)
+    if status is not None and status.get("state") in FINAL_STATES:
+        return status
+    status = {"id": request_id, "job": job, "state": "expired", "message": message}
+    try:
+        write_status(run_dir, request_id, job, "expired", message=message)
+    except OSError:  # the answer stands for this requester even where it cannot be written
+        pass
+    withdraw(run_dir, request_id)
+    return status
+
+
+def no_answer(seconds: float) -> str:
+    """What a requester says when the training has said nothing for ``seconds``."""
+    return f"no answer from the training within {seconds:.0f} s: it may be busy or gone"
+
+
 def read_status(run_dir: str | os.PathLike[str], request_id: str) -> dict[str, Any] | None:
     """A request's latest status, or None before the training has answered."""
     try:
@@ -234,30 +288,66 @@ def newest_status(run_dir: str | os.PathLike[str], job: str, since: float) -> di
     return read_status(run_dir, newest.name[: -len(STATUS_SUFFIX)])
 
 
-def await_answer(run_dir: str | os.PathLike[str], request_id: str, pickup_wait: float, total_wait: float = math.inf,
+def await_answer(run_dir: str | os.PathLike[str], request_id: str, wait: float, total_wait: float = math.inf,
                  on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Poll a request's status until its final state and return it.
 
-    Gives up with ``{"state": "unanswered", ...}`` when the training has not picked the
-    request up within ``pickup_wait`` seconds (the request is withdrawn) or has not
-    finished within ``total_wait``; ``on_status`` sees every status read on the way.
+    Gives up when the training has said nothing about the request for ``wait`` seconds,
+    when ``total_wait`` seconds have passed, or at once when the run is no longer live
+    (finished, failed, crashed). A request the training has not taken up then is
+    withdrawn and answered ``expired`` here; one it is still running comes back as
+    ``{"state": "unanswered", ...}`` (the training answers it later). ``on_status`` sees
+    every new status read on the way.
     """
-    started = time.monotonic()
+    started = last_news = next_check = time.monotonic()
+    last: dict[str, Any] | None = None
     while True:
         status = read_status(run_dir, request_id)
-        if status is not None:
+        now = time.monotonic()
+        if status is not None and status != last:
+            last, last_news = status, now
             if on_status is not None:
                 on_status(status)
-            if status.get("state") in FINAL_STATES:
-                return status
-        waited = time.monotonic() - started
-        if status is None and waited > pickup_wait:
-            withdraw(run_dir, request_id)
-            return {"state": "unanswered", "message": f"the training did not pick the request up within {pickup_wait:.0f} s "
-                    "(is it still stepping? it looks for requests at each flush and applies them at the next step)"}
-        if waited > total_wait:
-            return {"state": "unanswered", "message": f"the training has not finished it within {total_wait:.0f} s"}
+        if status is not None and status.get("state") in FINAL_STATES:
+            return status
+        if now >= next_check:
+            next_check = now + LIVE_CHECK_SECONDS
+            ended = _run_ended(run_dir)
+            if ended is not None:
+                return _give_up(run_dir, request_id, last, f"the training ended before answering: the run is {ended}", True)
+        if now - last_news > wait:
+            return _give_up(run_dir, request_id, last, no_answer(wait), False)
+        if now - started > total_wait:
+            untouched = last is None or last.get("state") == "accepted"
+            message = no_answer(total_wait) if untouched else f"the training has not finished it within {total_wait:.0f} s"
+            return _give_up(run_dir, request_id, last, message, False)
         time.sleep(POLL_SECONDS)
+
+
+def _run_ended(run_dir: str | os.PathLike[str]) -> str | None:
+    """The run's status when its training is no longer live (None while it is, or cannot be told)."""
+    try:
+        status = effective_status(read_manifest(Path(run_dir)))
+    except Exception:  # unreadable for a moment (a rename in flight): ask again at the next check
+        return None
+    return None if status == STATUS_RUNNING else status
+
+
+def _give_up(run_dir: str | os.PathLike[str], request_id: str, last: dict[str, Any] | None, message: str, ended: bool) -> dict[str, Any]:
+    """Stop waiting: withdraw a request not taken up and answer it ``expired``; one the training took up
+    is ``expired`` too when the training ended, else ``unanswered`` (the training will answer it)."""
+    job = str((last or {}).get("job") or request_id.split("-", 1)[0])
+    try:
+        (control_dir(run_dir) / f"{request_id}{REQUEST_SUFFIX}").unlink()
+        withdrawn = True
+    except FileNotFoundError:
+        withdrawn = False
+    except OSError:
+        withdrawn = ended
+    if withdrawn or ended:
+        return expire(run_dir, request_id, job, message)
+    state = (last or {}).get("state", "taken up")
+    return {"id": request_id, "job": job, "state": "unanswered", "message": f"{message} (the request was {state})"}
 
 
 def send_and_wait(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any], wait: float) -> tuple[bool, str]:
@@ -266,7 +356,7 @@ def send_and_wait(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any
     A live action still ``checking`` (applied, the steps after it not seen yet) when the wait
     ends is not done: the answer says so, and that its event will tell."""
     try:
-        request_id = write_request(run_dir, job, args)
+        request_id = write_request(run_dir, job, args, expires_in=wait)
     except ControlError as exc:
         return False, str(exc)
     seen: list[dict[str, Any]] = []
@@ -290,8 +380,8 @@ def cancel_requested(run_dir: str | os.PathLike[str], request_id: str, uid: int)
 
 def withdraw(run_dir: str | os.PathLike[str], request_id: str) -> None:
     """Remove a request (and its cancel file) that was answered or given up."""
-    for suffix in (REQUEST_SUFFIX, CANCEL_SUFFIX):
+    for name in (f"{request_id}{REQUEST_SUFFIX}", f"{request_id}{CANCEL_SUFFIX}", f".{request_id}{TAKEN_SUFFIX}"):
         try:
-            (control_dir(run_dir) / f"{request_id}{suffix}").unlink(missing_ok=True)
+            (control_dir(run_dir) / name).unlink(missing_ok=True)
         except OSError:
             pass

@@ -9,8 +9,9 @@ from tuidiag.format import EVENTS_DIR, MANIFEST_NAME, METRICS_DIR, ShardName
 
 
 def is_run_dir(path: Path) -> bool:
-    """True when ``path`` holds a manifest or a metrics directory."""
-    return (path / MANIFEST_NAME).is_file() or (path / METRICS_DIR).is_dir()
+    """True when ``path`` holds a manifest (of any file type: a damaged one is shown as such,
+    not hidden) or a metrics directory."""
+    return os.path.lexists(path / MANIFEST_NAME) or (path / METRICS_DIR).is_dir()
 
 
 def holds_run(path: Path) -> bool:

@@ -16,10 +16,13 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Input, Static
 
 from tuidiag.diagnosis.stats import fmt
-from tuidiag.live.snapshot import RunSummary
-from tuidiag.textsafe import literal
+from tuidiag.live.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSummary
+from tuidiag.textsafe import clean, literal
 
-STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "bold red", "stalled": "yellow", "unknown": "dim"}
+STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "bold red", "stalled": "yellow", "unknown": "dim",
+                STATUS_UNREADABLE: "bold red", STATUS_READING: "dim"}
+PROBLEM_WIDTH = 70
+"""Characters of a run's read problem shown in its status cell (the whole text is in the notice on Enter)."""
 HEALTH_STYLE = {"critical": "bold red", "warning": "yellow", "info": "green"}
 SORTS = ("name", "status", "step", "loss", "health")
 COLUMNS = ("", "run", "status", "health", "step", "loss", "trend", "steps/s", "lr", "grad")
@@ -129,7 +132,7 @@ class OverviewScreen(Screen):
         status = s.status + (f" {_age(s.data_age)}" if s.data_age is not None else "")
         spark = SparklineRenderable(list(s.spark), width=12) if len(s.spark) > 1 else Text("")
         health = f"{s.health} {s.health_confidence:.0%}" if s.health != "healthy" else "healthy"
-        status_cell = literal(status, STATUS_STYLE.get(s.status, ""))
+        status_cell = _status_cell(s, status)
         if s.recorder_losses:
             status_cell.append_text(literal(f", {s.recorder_losses}", "yellow"))
         return [
@@ -148,11 +151,20 @@ class OverviewScreen(Screen):
     def action_open(self) -> None:
         key = self._current_key()
         if key is not None:
-            self.post_message(self.RunChosen(key))
+            self._choose(key)
 
     def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
         message.stop()
-        self.post_message(self.RunChosen(str(message.row_key.value)))
+        self._choose(str(message.row_key.value))
+
+    def _choose(self, key: str) -> None:
+        """Open the run, unless nothing of it could be read: then say why."""
+        summary = next((s for s in self.summaries if s.key == key), None)
+        if summary is not None and summary.status in (STATUS_UNREADABLE, STATUS_READING):
+            what = f"unreadable: {summary.problem}" if summary.status == STATUS_UNREADABLE else "still being read"
+            self.notify(f"{clean(summary.name, 80)}: {clean(what, 1000)}", severity="error", timeout=10, markup=False)
+            return
+        self.post_message(self.RunChosen(key))
 
     def action_toggle_select(self) -> None:
         key = self._current_key()
@@ -189,6 +201,18 @@ class OverviewScreen(Screen):
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
         self.notify(f"sorted by {self.sort}")
         self._fill()
+
+
+def _status_cell(s: RunSummary, status: str) -> Text:
+    """The status, and what could not be read: the whole run (``unreadable: reason``) or part of it."""
+    if s.status == STATUS_UNREADABLE:
+        return literal(f"unreadable: {s.problem}", STATUS_STYLE[STATUS_UNREADABLE], PROBLEM_WIDTH)
+    cell = literal(status, STATUS_STYLE.get(s.status, ""))
+    if s.status == STATUS_READING and s.problem:
+        cell.append_text(literal(f" ({s.problem})", "dim"))
+    elif s.problem:
+        cell.append_text(literal(f", unreadable in part: {s.problem}", "yellow", PROBLEM_WIDTH))
+    return cell
 
 
 def _num(value: float | None) -> str:
