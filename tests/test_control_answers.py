@@ -70,6 +70,11 @@ CONTENT = st.one_of(
 IDS = st.text(st.sampled_from("abcXYZ019-_.é"), min_size=1, max_size=40).filter(lambda s: not s.startswith("."))
 
 
+def _valid(request_id: str, job: str, args: dict) -> str:
+    """A well-formed request: its own id (its file's name) and creation time, as ``write_request`` writes them."""
+    return json.dumps({"id": request_id, "job": job, "args": args, "created": time.time()})
+
+
 def _write(run_dir: Path, request_id: str, content: str | bytes, mode: int = 0o600) -> None:
     directory = ctl.control_dir(run_dir)
     directory.mkdir(mode=0o700, exist_ok=True)
@@ -118,7 +123,7 @@ def test_every_request_gets_a_final_status(tmp_path_factory: pytest.TempPathFact
     probe = "~probe"  # a valid request beside it, listed after it: never held up by it
     try:
         _write(run_dir, request_id, content, mode)
-        _write(run_dir, probe, json.dumps({"job": "checkpoint", "args": {}}))
+        _write(run_dir, probe, _valid(probe, "checkpoint", {}))
         training.rec.flush()  # the writer lists the control directory at each flush
         assert _state(run_dir, request_id) is not None  # answered at once: accepted or refused
         training.steps(1)
@@ -135,15 +140,15 @@ def test_every_request_gets_a_final_status(tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.mark.parametrize("content, reason", [
-    ('{"job": "nan_hunt", "args": {"steps": "abc"}}', "invalid literal"),
-    ("[" * 20_000 + "]" * 20_000, "RecursionError"),
-    (json.dumps({"job": "checkpoint", "pad": "x" * 10**6}), "larger than"),
+    (_valid("bad", "nan_hunt", {"steps": "abc"}), "invalid literal"),
+    ("[" * 20_000 + "]" * 20_000, "nests more than 64 levels"),
+    (json.dumps({"job": "checkpoint", "pad": "x" * 10**6}), "over the limit of 65,536 bytes"),
 ], ids=["wrong type", "nested too deeply", "oversized"])
 def test_the_issues_examples_are_answered(tmp_path: Path, content: str, reason: str) -> None:
     training = Training(tmp_path / "run")
     try:
         _write(training.rec.run_dir, "bad", content)
-        _write(training.rec.run_dir, "good", json.dumps({"job": "scale_lr", "args": {"factor": 0.5}}))
+        _write(training.rec.run_dir, "good", _valid("good", "scale_lr", {"factor": 0.5}))
         training.rec.flush()
         training.steps(4)
         status = ctl.read_status(training.rec.run_dir, "bad")
