@@ -78,6 +78,7 @@ def test_an_older_result_counts_while_a_newer_one_is_in_the_future(run: Path) ->
 def test_replay_diagnosis_and_jobs_tab_follow_the_cursor(run: Path) -> None:
     model = RunsModel(run.parent)
     model.discover()
+    model.refresh()  # discovery notes the runs; a refresh reads them
     before, after = model.detail(str(run), at=400), model.detail(str(run), at=600)
     assert before.jobs == () and not any("LR finder" in line for f in before.diagnosis.findings for line in f.evidence)
     assert [job for job, _ in after.jobs] == list(JOB_NAMES)

@@ -321,6 +321,10 @@ WRITE_CALLS = {"write_text", "write_bytes", "write_table", "save", "savefig", "r
 ALLOWED = {
     ("tuidiag/importers/run_writer.py", "rename"): "moves a whole run directory (random temporary name) into place; "
                                                    "rename never follows a link at either name",
+    ("tuidiag/recorder/run_lock.py", "os.open"): "the run's lock file, opened with O_NOFOLLOW (a planted link: no lock, "
+                                                 "the heartbeat checks decide); only its holder label is written",
+    ("tuidiag/store/control.py", "rename"): "the training takes a request by renaming it to a hidden name in the same "
+                                            "directory; rename never follows a link at either name",
 }
 
 

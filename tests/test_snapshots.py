@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import tuidiag
+from tuidiag.live.snapshot import STATUS_READING
 from tests.app_helpers import DEMO_RUNS, fixed_clock, wait_for
 from tuidiag.app.app import TuidiagApp
 
@@ -19,9 +20,12 @@ def _loaded(app: TuidiagApp, detail: bool = False):
     app.animation_level = "none"  # no tab-underline animation caught mid-way
 
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: bool(app.summaries))
+        # every run read (none still "reading" under load), and the run view drawn from its detail
+        assert await wait_for(pilot, lambda: bool(app.summaries) and all(s.status != STATUS_READING for s in app.summaries),
+                              timeout=60)
         if detail:
-            await wait_for(pilot, lambda: getattr(app.screen, "detail", None) is not None)
+            assert await wait_for(pilot, lambda: getattr(app.screen, "detail", None) is not None
+                                  and getattr(app.screen.detail.summary, "status", STATUS_READING) != STATUS_READING, timeout=60)
         await pilot.pause(0.5)
         await pilot.wait_for_scheduled_animations()
 
