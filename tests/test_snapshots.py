@@ -52,8 +52,13 @@ def test_run_view_layers_160x48(snap_compare, demo_root) -> None:
     app = TuidiagApp(demo_root / "vanishing-gradients", clock=fixed_clock)
 
     async def run_before(pilot) -> None:
+        from tuidiag.app.widgets.layers import LayerHeatmap
+
         await _loaded(app, detail=True)(pilot)
         await pilot.press("5")
+        grid = app.screen.query_one(LayerHeatmap)  # drawn for its own width once its tab is shown (load may delay it)
+        assert await wait_for(pilot, lambda: grid._drawn is not None and grid._drawn[1] == max(10, grid.size.width - 2),
+                              timeout=60)
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)
