@@ -183,3 +183,22 @@ async def test_a_run_detail_before_the_run_screen_is_composed_is_drawn_once_it_i
         screen.show(detail)  # not composed: must not raise
         await app.push_screen(screen)
         assert await wait_for(pilot, lambda: "lr-too-high" in str(screen.query_one("#run-title", Static).render()))
+
+
+async def test_a_run_first_listed_as_reading_does_not_read_as_missed_file_events() -> None:
+    """Under load a run is first listed as 'reading' (no step), then read: that is no growth the watcher missed,
+    so the monitor never claims 'file events are not arriving' (seen once in a CI snapshot)."""
+    from tuidiag.live.snapshot import reading_summary
+
+    app = TuidiagApp(DEMO_RUNS)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert await wait_for(pilot, lambda: len(app.summaries) == 5)
+        read = list(app.summaries)
+        app.watching = True
+        app._steps = {}
+        first = [reading_summary(s.key, s.name, 0.6) for s in read]
+        app.post_message(TuidiagApp.RunsRefreshed(first, None))
+        app.post_message(TuidiagApp.RunsRefreshed(read, None))
+        await pilot.pause(0.3)
+        assert app.watching, "a first read after 'reading' was taken for a missed file event"
+        assert not any("file events are not arriving" in str(n.message) for n in app._notifications)

@@ -29,7 +29,7 @@ from tuidiag.live.actions import PastAction, Proposal
 from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.live.model import RunsModel
-from tuidiag.live.snapshot import Chart, RunDetail, RunSummary
+from tuidiag.live.snapshot import STATUS_READING, Chart, RunDetail, RunSummary
 from tuidiag.live.watcher import RunWatcher
 from tuidiag.store.discovery import is_run_dir
 from tuidiag.store.control import live_problem
@@ -247,8 +247,9 @@ class TuidiagApp(App):
 
     def _show_refresh(self, message: RunsRefreshed) -> None:
         self.summaries = message.summaries
-        self._check_watcher({s.key for s in message.summaries if self._steps.get(s.key, s.step) != s.step})
-        self._steps = {s.key: s.step for s in message.summaries}
+        read = [s for s in message.summaries if s.status != STATUS_READING]  # a run still being read has no step yet
+        self._check_watcher({s.key for s in read if self._steps.get(s.key, s.step) != s.step})
+        self._steps = {s.key: s.step for s in read}
         for screen in self.screen_stack:
             if isinstance(screen, OverviewScreen):
                 screen.show(message.summaries, str(self.root))
