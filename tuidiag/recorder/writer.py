@@ -312,32 +312,39 @@ class ShardWriter:
     def _note_drops(self) -> None:
         step = max(self.last_step, 0)
         now = time.time()
-        if self.dropped_rows != self._reported_drops:
-            self.add_rows(step, now, [RECORDER_DROPPED], np.array([float(self.dropped_rows)]))
-            message = f"recorder queue full: {self.dropped_rows - self._reported_drops} rows dropped (training was not blocked)"
-            self._events.append(EventRow(step, now, EVENT_DROPPED, "warning", message, {"total": self.dropped_rows}))
-            self._reported_drops = self.dropped_rows
-        if self.lost_rows != self._reported_lost:
-            self.add_rows(step, now, [RECORDER_LOST], np.array([float(self.lost_rows)]))
-            message = f"{self.lost_rows - self._reported_lost} rows could not be stored and were not written (the others were)"
-            self._events.append(EventRow(step, now, EVENT_LOST, "error", message, {"total": self.lost_rows}))
-            self._reported_lost = self.lost_rows
+        for total, reported, metric, kind, severity, what in (
+            (self.dropped_rows, self._reported_drops, RECORDER_DROPPED, EVENT_DROPPED, "warning",
+             "recorder queue full: {n} rows dropped (training was not blocked)"),
+            (self.lost_rows, self._reported_lost, RECORDER_LOST, EVENT_LOST, "error",
+             "{n} rows could not be stored and were not written (the others were)"),
+        ):
+            if total != reported:
+                self.add_rows(step, now, [metric], np.array([float(total)]))
+                self._events.append(EventRow(step, now, kind, severity, what.format(n=total - reported), {"total": total}))
+        self._reported_drops, self._reported_lost = self.dropped_rows, self.lost_rows
 
     def _metrics_table(self, seq: int) -> pa.Table | None:
         """The buffered rows as one table; should that fail, the parts that convert alone (``None``: none does)."""
+        return self._isolating(self._rows, lambda parts: self._rows_table(parts, seq), "writer.metrics_table",
+                               lambda part: max((len(column) for column in part if hasattr(column, "__len__")), default=1))
+
+    def _isolating(self, parts: list[Any], build: Callable[[list[Any]], pa.Table], where: str,
+                   size: Callable[[Any], int]) -> pa.Table | None:
+        """``build(parts)``; should that fail, keep (in place) the parts that build alone, count the others'
+        ``size`` as lost and build those kept: one bad part never costs another (``None``: none builds)."""
         try:
-            return self._rows_table(self._rows, seq)
+            return build(parts)
         except Exception as exc:
-            self.report_error("writer.metrics_table", exc)
+            self.report_error(where, exc)
         good = []
-        for part in self._rows:
+        for part in parts:
             try:
-                self._rows_table([part], seq)
+                build([part])
                 good.append(part)
             except Exception:
-                self.lost_rows += max((len(column) for column in part if hasattr(column, "__len__")), default=1)
-        self._rows[:] = good
-        return self._rows_table(good, seq) if good else None
+                self.lost_rows += size(part)
+        parts[:] = good
+        return build(good) if good else None
 
     def _rows_table(self, rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], seq: int) -> pa.Table:
         steps, walls, codes, values = (np.concatenate(parts) for parts in zip(*rows))
@@ -356,19 +363,7 @@ class ShardWriter:
 
     def _events_table(self, seq: int) -> pa.Table | None:
         """The buffered events as one table; should that fail, the events that convert alone (``None``: none does)."""
-        try:
-            return self._event_rows_table(self._events, seq)
-        except Exception as exc:
-            self.report_error("writer.events_table", exc)
-        good = []
-        for event in self._events:
-            try:
-                self._event_rows_table([event], seq)
-                good.append(event)
-            except Exception:
-                self.lost_rows += 1
-        self._events[:] = good
-        return self._event_rows_table(good, seq) if good else None
+        return self._isolating(self._events, lambda rows: self._event_rows_table(rows, seq), "writer.events_table", lambda _: 1)
 
     def _event_rows_table(self, rows: list[EventRow], seq: int) -> pa.Table:
         n = len(rows)
