@@ -73,7 +73,7 @@ from pathlib import Path
 root, mode, warmup, window = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.overview import OverviewScreen
-from tuidiag.live import model as model_module
+from tuidiag.viewmodel import model as model_module
 
 work = {"refresh": 0.0, "detail": 0.0, "discover": 0.0}
 calls = {"refresh": 0, "detail": 0, "discover": 0}

@@ -70,8 +70,8 @@ class ModelPath:
     """RunWatcher + RunsModel, no UI: refresh on every watcher callback, on a thread."""
 
     def __init__(self, root: Path) -> None:
-        from tuidiag.live.model import RunsModel
-        from tuidiag.live.watcher import RunWatcher
+        from tuidiag.viewmodel.model import RunsModel
+        from tuidiag.viewmodel.watcher import RunWatcher
 
         self.model = RunsModel(root)
         self.seen: list[tuple[float, int]] = []

@@ -200,7 +200,7 @@ def phase_open(path: Path) -> dict:
 
 
 def phase_model(path: Path) -> dict:
-    from tuidiag.live.model import RunsModel
+    from tuidiag.viewmodel.model import RunsModel
 
     base = _rss_mb()
     model = RunsModel(path)
@@ -251,7 +251,7 @@ def phase_many(root: Path) -> dict:
 
     from tuidiag.diagnosis import diagnose
     from tuidiag.format import METRICS_DIR, METRICS_SCHEMA, ShardName
-    from tuidiag.live.model import RunsModel
+    from tuidiag.viewmodel.model import RunsModel
     from tuidiag.store.shards import list_shards, write_table_atomic
 
     base = _rss_mb()

@@ -123,7 +123,7 @@ async def test_hostile_names_render_literally(tmp_path) -> None:
 
 
 def test_layer_grid_keeps_a_single_spike_visible(tmp_path) -> None:
-    from tuidiag.live.downsample import downsample
+    from tuidiag.viewmodel.downsample import downsample
 
     steps = np.arange(1_000_000)
     values = np.ones(1_000_000)
@@ -188,7 +188,7 @@ async def test_a_run_detail_before_the_run_screen_is_composed_is_drawn_once_it_i
 async def test_a_run_first_listed_as_reading_does_not_read_as_missed_file_events() -> None:
     """Under load a run is first listed as 'reading' (no step), then read: that is no growth the watcher missed,
     so the monitor never claims 'file events are not arriving' (seen once in a CI snapshot)."""
-    from tuidiag.live.snapshot import reading_summary
+    from tuidiag.viewmodel.snapshot import reading_summary
 
     app = TuidiagApp(DEMO_RUNS)
     async with app.run_test(size=(100, 30)) as pilot:

@@ -12,7 +12,7 @@ from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.diagnosis.view import RunView
-from tuidiag.live.ranks import rank_lines
+from tuidiag.viewmodel.ranks import rank_lines
 from tuidiag.store import open_run
 
 N = 120

@@ -26,8 +26,8 @@ from tuidiag.app.widgets.chart import MIN_HEIGHT, MIN_WIDTH, MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.layers import LayerHeatmap
-from tuidiag.live.actions import Proposal
-from tuidiag.live.snapshot import Chart, LayerGrid
+from tuidiag.viewmodel.actions import Proposal
+from tuidiag.viewmodel.snapshot import Chart, LayerGrid
 
 GRID = [(20, 8), (40, 12), (80, 24), (120, 40), (200, 50), (300, 100), (120, 40), (40, 12), (20, 8), (100, 30)]
 """Up from the smallest size to the largest and back down."""

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 
 from tuidiag.app.widgets.chart import draw_chart
-from tuidiag.live.chart_axes import plot_data
-from tuidiag.live.snapshot import Chart
+from tuidiag.viewmodel.chart_axes import plot_data
+from tuidiag.viewmodel.snapshot import Chart
 
 EXAMPLES = int(os.environ.get("TUIDIAG_FUZZ_EXAMPLES", "30"))
 """Drawings per run of the test; TUIDIAG_FUZZ_EXAMPLES=1000 for a longer campaign (the axes get 8x as many)."""

@@ -12,7 +12,7 @@ import pytest
 
 from tuidiag.diagnosis import combine
 from tuidiag.diagnosis.codes import CODES, markdown_table
-from tuidiag.live import actions
+from tuidiag.viewmodel import actions
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "diagnosis-codes.md"

@@ -1,4 +1,4 @@
-"""The control channel is answered, always (``tuidiag.store.control``, ``tuidiag.recorder.control``).
+"""The control channel is answered, always (``tuidiag.store.control_channel``, ``tuidiag.recorder.request_runner``).
 
 A hypothesis test writes requests of every shape into a live recorder's control
 directory (binary garbage, any JSON, unknown jobs, arguments of the wrong types,
@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 import tuidiag
-from tuidiag.live.actions import Proposal
-from tuidiag.store import control as ctl
+from tuidiag.viewmodel.actions import Proposal
+from tuidiag.store import control_channel as ctl
 from tuidiag.store.limits import MAX_CONTROL_REQUEST_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -281,9 +281,9 @@ def test_the_cli_and_the_monitor_stop_waiting_at_their_deadline_and_never_apply_
                              env=env, capture_output=True, text=True, timeout=60)
         assert job.returncode == 2
         assert "the live job did not finish: expired: no answer from the training within 2 s: it may be busy or gone" in job.stderr
-        from tuidiag.app import live_actions
+        from tuidiag.app import action_requests
 
-        applied, text = live_actions.apply(run_dir, Proposal("LR x2", "scale_lr", {"factor": 2.0}), wait=1.0)
+        applied, text = action_requests.apply(run_dir, Proposal("LR x2", "scale_lr", {"factor": 2.0}), wait=1.0)
         assert not applied and text == "no answer from the training within 1 s: it may be busy or gone"
         statuses = [json.loads(p.read_text()) for p in ctl.control_dir(run_dir).glob(f"*{ctl.STATUS_SUFFIX}")]
         assert sorted(s["job"] for s in statuses) == ["lr_find", "scale_lr", "scale_lr"]

@@ -286,7 +286,7 @@ def test_the_red_team_files_in_the_cli_under_a_4_gib_address_space(tmp_path: Pat
 
 
 def test_a_control_request_over_its_limit_is_refused_unread(tmp_path: Path) -> None:
-    from tuidiag.store import control as ctl
+    from tuidiag.store import control_channel as ctl
 
     run_dir = tmp_path / "r"
     with tuidiag.Recorder(run_dir, flush_interval=30.0) as rec:

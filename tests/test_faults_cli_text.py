@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import tuidiag
 from tests.cli_driver import results
-from tuidiag.textsafe import clean, escape_surrogates, escaped
+from tuidiag.text.safe import clean, escape_surrogates, escaped
 
 ROOT = Path(__file__).resolve().parent.parent
 PIECES = [

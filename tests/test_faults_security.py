@@ -19,7 +19,7 @@ import pytest
 import tuidiag
 from tests.conftest import ROOT
 from tuidiag.jobs.factory import search_paths
-from tuidiag.store import control as ctl
+from tuidiag.store import control_channel as ctl
 
 LISTEN = "0A"
 """TCP state LISTEN in /proc/net/tcp."""

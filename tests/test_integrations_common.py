@@ -7,7 +7,7 @@ import enum
 import torch
 
 from tuidiag.integrations.backward_end import BackwardEnd
-from tuidiag.integrations.common import json_safe_dict, split_batch
+from tuidiag.integrations.callback_base import json_safe_dict, split_batch
 
 
 class Color(enum.Enum):

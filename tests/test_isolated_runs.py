@@ -1,4 +1,4 @@
-"""One bad run never hides the others: each run is read on its own (``tuidiag.live.model``).
+"""One bad run never hides the others: each run is read on its own (``tuidiag.viewmodel.model``).
 
 A hypothesis test mixes healthy runs with damaged ones of every kind (``run.json``
 nested too deeply, garbage, a directory or a FIFO; a shard truncated, flipped, or
@@ -30,8 +30,8 @@ import tuidiag
 from tests.app_helpers import fixed_clock, wait_for
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.overview import OverviewScreen
-from tuidiag.live import model as model_module
-from tuidiag.live.model import RunsModel
+from tuidiag.viewmodel import model as model_module
+from tuidiag.viewmodel.model import RunsModel
 from tuidiag.store import decode, reader
 
 HEALTHY_STEPS = 20

@@ -15,7 +15,7 @@ from tuidiag.diagnosis import diagnose
 from tuidiag.diagnosis.combine import combine
 from tuidiag.diagnosis.finding import Diagnosis, Finding
 from tuidiag.diagnosis.job_evidence import FINDER_ONLY, WELL_SUPPORTED, finder_verdict, lr_evidence, nan_evidence
-from tuidiag.live.actions import lr_conflict, propose
+from tuidiag.viewmodel.actions import lr_conflict, propose
 from tuidiag.store.job_results import save_result
 
 DEMO = Path(__file__).resolve().parent.parent / "demo_runs"

@@ -12,7 +12,7 @@ import pytest
 
 from tuidiag.cli.main import main
 from tuidiag.diagnosis import diagnose
-from tuidiag.live.model import RunsModel
+from tuidiag.viewmodel.model import RunsModel
 from tuidiag.store import open_run
 from tuidiag.store.job_results import JOB_NAMES, JOBS_DIR, latest_result, save_result, step_from_run
 

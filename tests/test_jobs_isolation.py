@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from tuidiag.cli.main import main
-from tuidiag.jobs import Control, JobCancelled, isolated
+from tuidiag.jobs import JobHandle, JobCancelled, isolated
 from tuidiag.store import job_results as results
 from tuidiag.jobs.factory import Parts, as_parts, extra_sys_path, load_factory, search_paths
 from tuidiag.jobs.lr_find import LRFindConfig, lr_find
@@ -140,7 +140,7 @@ def test_cancelled_job_restores() -> None:
     parts = _trained()
     before = _state(parts)
     with pytest.raises(JobCancelled):
-        overfit_batch(parts, CPU, OverfitConfig(steps=50), Control(cancelled=lambda: True))
+        overfit_batch(parts, CPU, OverfitConfig(steps=50), JobHandle(cancelled=lambda: True))
     _assert_same(before, _state(parts))
 
 

@@ -166,7 +166,7 @@ def test_a_healthy_model_gets_a_reliable_suggestion() -> None:
 @pytest.mark.parametrize("run_comparison", [None, "same", "other"])
 def test_the_lr_comparisons_are_printed_once_each(run_comparison: str | None) -> None:
     """A live job's run LR is the optimizer's: one comparison line, never the same line twice."""
-    from tuidiag.live.job_render import render_lr_find
+    from tuidiag.text.jobs import render_lr_find
 
     mine = "the optimizer's LR 0.001 is within 3x of the suggested 0.00148"
     other = "the run's last recorded LR 0.002 is within 3x of the suggested 0.00148"

@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tuidiag.cli.main import main
 from tuidiag.jobs import JobError
-from tuidiag.jobs.common import iter_tensors
+from tuidiag.jobs.tensors import iter_tensors
 from tuidiag.jobs.factory import as_parts
 from tuidiag.jobs.nan_hunt import find_capture, load_capture, nan_hunt
 from tuidiag.jobs.nonfinite_rule import OpCall

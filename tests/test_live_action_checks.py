@@ -22,7 +22,7 @@ from torch import nn
 
 import tuidiag
 from tuidiag.format import EVENT_ACTION, GRAD_MAX_NORM
-from tuidiag.store import control as ctl
+from tuidiag.store import control_channel as ctl
 from tuidiag.store import open_run
 
 torch.set_num_threads(1)
@@ -293,7 +293,7 @@ async def test_the_monitor_marks_and_lists_a_failed_action(tmp_path: Path) -> No
     from tuidiag.app.screens.run_screen import RunScreen
     from tuidiag.app.widgets.chart import MetricChart
     from tuidiag.app.widgets.events_panel import EventsPanel
-    from tuidiag.live.actions import Proposal, past_actions
+    from tuidiag.viewmodel.actions import Proposal, past_actions
 
     _train("", "LambdaLR", False, tmp_path / "r", ("scale_lr", {"factor": 0.5}))
     app = TuidiagApp(tmp_path / "r")

@@ -11,7 +11,7 @@ from torch import nn
 
 import tuidiag
 from tuidiag.format import GRAD_MAX_NORM, GRAD_NORM_TOTAL
-from tuidiag.store import control as ctl
+from tuidiag.store import control_channel as ctl
 from tuidiag.store import open_run
 
 
@@ -79,7 +79,7 @@ def _diagnosis(*codes: str):
 
 
 def test_proposals_follow_the_findings_and_the_lr_finder() -> None:
-    from tuidiag.live.actions import propose
+    from tuidiag.viewmodel.actions import propose
 
     high = propose(_diagnosis("lr_too_high"), lr=0.3, suggested=0.01, clipping=False)
     assert [p.action for p in high] == ["scale_lr", "clip_grad", "checkpoint"]

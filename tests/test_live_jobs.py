@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 import tuidiag
-from tuidiag.store import control as ctl
+from tuidiag.store import control_channel as ctl
 from tuidiag.store import open_run
 from tuidiag.store.job_results import list_results, read_result
 
@@ -199,7 +199,7 @@ def test_recent_batches_keep_the_newest_within_count_and_bytes(sizes: list[int],
 
 @pytest.mark.parametrize("at,distinct", [(3, 4), (18, 16)])
 def test_a_live_sweep_says_how_many_distinct_batches_it_saw(tmp_path: Path, at: int, distinct: int) -> None:
-    from tuidiag.jobs.live import MIN_LIVE_BATCHES
+    from tuidiag.jobs.in_training import MIN_LIVE_BATCHES
 
     *_, request_id = _train(tmp_path / "r", at + 1, ("lr_find", {"steps": 30}), at=at)
     status = ctl.read_status(tmp_path / "r", request_id)

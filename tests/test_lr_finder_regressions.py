@@ -18,8 +18,8 @@ from torch import nn
 
 import tuidiag
 from tuidiag.diagnosis import diagnose
-from tuidiag.live.actions import finder_suggestion, lr_conflict, propose
-from tuidiag.store import control as ctl
+from tuidiag.viewmodel.actions import finder_suggestion, lr_conflict, propose
+from tuidiag.store import control_channel as ctl
 from tuidiag.store.job_results import read_result, save_result
 
 DEMO = Path(__file__).resolve().parent.parent / "demo_runs"

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 import tuidiag
-from tuidiag.store import control as ctl
+from tuidiag.store import control_channel as ctl
 from tuidiag.store import open_run
 from tuidiag.store.job_results import list_results
 

@@ -38,7 +38,7 @@ from tuidiag.format import METRICS_SCHEMA
 from tuidiag.recorder.actions import save_checkpoint
 from tuidiag.recorder.capture import save_capture
 from tuidiag.report.build import write_report
-from tuidiag.store import control as ctl
+from tuidiag.store import control_channel as ctl
 from tuidiag.store import safe_write
 from tuidiag.store.job_results import save_result
 from tuidiag.store.manifest import new_manifest, write_manifest
@@ -323,7 +323,7 @@ ALLOWED = {
                                                    "rename never follows a link at either name",
     ("tuidiag/recorder/run_lock.py", "os.open"): "the run's lock file, opened with O_NOFOLLOW (a planted link: no lock, "
                                                  "the heartbeat checks decide); only its holder label is written",
-    ("tuidiag/store/control.py", "rename"): "the training takes a request by renaming it to a hidden name in the same "
+    ("tuidiag/store/control_channel.py", "rename"): "the training takes a request by renaming it to a hidden name in the same "
                                             "directory; rename never follows a link at either name",
 }
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tuidiag
-from tuidiag.live.snapshot import STATUS_READING
+from tuidiag.viewmodel.snapshot import STATUS_READING
 from tests.app_helpers import DEMO_RUNS, fixed_clock, wait_for
 from tuidiag.app.app import TuidiagApp
 

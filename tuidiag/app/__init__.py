@@ -1,1 +1,1 @@
-"""The monitor: a Textual app over ``tuidiag.live`` snapshots. Never imports torch."""
+"""The monitor: a Textual app over ``tuidiag.viewmodel`` snapshots. Never imports torch."""

@@ -22,17 +22,17 @@ from tuidiag.app import job_runner
 from tuidiag.app.commands import RunCommands
 from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
-from tuidiag.app import live_actions
+from tuidiag.app import action_requests
 from tuidiag.app.screens.job_confirm import JobConfirmScreen
 from tuidiag.app.screens.live_action import LiveActionScreen
-from tuidiag.live.actions import PastAction, Proposal
+from tuidiag.viewmodel.actions import PastAction, Proposal
 from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
-from tuidiag.live.model import RunsModel
-from tuidiag.live.snapshot import STATUS_READING, Chart, RunDetail, RunSummary
-from tuidiag.live.watcher import RunWatcher
+from tuidiag.viewmodel.model import RunsModel
+from tuidiag.viewmodel.snapshot import STATUS_READING, Chart, RunDetail, RunSummary
+from tuidiag.viewmodel.watcher import RunWatcher
 from tuidiag.store.discovery import is_run_dir
-from tuidiag.store.control import live_problem
+from tuidiag.store.control_channel import live_problem
 from tuidiag.store.manifest import read_manifest
 
 FAST_POLL = 1.0
@@ -340,7 +340,7 @@ class TuidiagApp(App):
     @work(thread=True, exclusive=True, group="action", exit_on_error=False)
     def offer_actions(self, key: str) -> None:
         """Worker: what can be changed in this run's live training, from its diagnosis."""
-        offer = live_actions.offer(self.model, Path(key))
+        offer = action_requests.offer(self.model, Path(key))
         self.post_message(self.ActionsOffered(key, *offer))
 
     def on_tuidiag_app_actions_offered(self, message: ActionsOffered) -> None:
@@ -353,7 +353,7 @@ class TuidiagApp(App):
     @work(thread=True, exclusive=False, group="action", exit_on_error=False)
     def apply_action(self, key: str, proposal: Proposal) -> None:
         """Worker: send the change and wait for the training's answer."""
-        ok, text = live_actions.apply(Path(key), proposal)
+        ok, text = action_requests.apply(Path(key), proposal)
         self.post_message(self.ActionAnswered(ok, text))
 
     def on_tuidiag_app_action_answered(self, message: ActionAnswered) -> None:

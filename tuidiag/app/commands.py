@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from textual.command import Hit, Hits, Provider
 
-from tuidiag.textsafe import clean
+from tuidiag.text.safe import clean
 
 if TYPE_CHECKING:
     from tuidiag.app.app import TuidiagApp

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag import self_command
-from tuidiag.store import control as ctl
+from tuidiag.store import control_channel as ctl
 
 JOB_COMMANDS = {"lr_find": "lr-find", "nan_hunt": "nan-hunt", "overfit_batch": "overfit-batch", "sharpness": "sharpness"}
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tuidiag.cli.common import RunNotReadable, fail, load_run
-from tuidiag.store import control as ctl
-from tuidiag.textsafe import clean
+from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
+from tuidiag.store import control_channel as ctl
+from tuidiag.text.safe import clean
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,9 +9,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tuidiag.cli.common import RunNotReadable, fail, load_run
+from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 from tuidiag.report.compare import METHOD, Comparison, Metric, compare_runs
-from tuidiag.textsafe import literal
+from tuidiag.text.safe import literal
 
 OUTCOME_STYLE = {"better": "green", "worse": "red", "same": "", "n/a": "dim"}
 

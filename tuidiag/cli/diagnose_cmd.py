@@ -8,10 +8,10 @@ import json
 from rich.console import Console
 from rich.text import Text
 
-from tuidiag.cli.common import RunNotReadable, fail, load_run
+from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 from tuidiag.diagnosis import Diagnosis, diagnose
-from tuidiag.findings_text import finding_text, rank_label
-from tuidiag.textsafe import literal
+from tuidiag.text.findings import finding_text, rank_label
+from tuidiag.text.safe import literal
 
 
 

@@ -11,13 +11,13 @@ import argparse
 from pathlib import Path
 from typing import Callable
 
-from tuidiag.cli.common import fail
+from tuidiag.cli.run_argument import fail
 from tuidiag.importers import (
     ImportSourceError, RunExistsError, SourceRun, WrittenRun, check_target, read_csv_log, read_keras_history,
     read_tensorboard, write_run,
 )
 from tuidiag.importers.run_writer import target_of
-from tuidiag.textsafe import clean
+from tuidiag.text.safe import clean
 
 Reader = Callable[[str, "str | None"], list[SourceRun]]
 

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuidiag.cli import live_jobs
-from tuidiag.store import control as ctl
-from tuidiag.cli.common import RunNotReadable, fail, load_run
+from tuidiag.cli import job_requests
+from tuidiag.store import control_channel as ctl
+from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 from tuidiag.format import LR_PREFIX, MODEL_TRAINING
 from tuidiag.store import Run
-from tuidiag.textsafe import clean
+from tuidiag.text.safe import clean
 
 EPILOG = "exit status: 0 done, 1 negative answer, 2 not run (bad arguments, refused, factory or job error)"
 
@@ -264,15 +264,15 @@ def _describe(spec: JobSpec, plan: Plan) -> str:
 
 
 def _progress(command: str) -> Any:
-    from tuidiag.jobs import Control
+    from tuidiag.jobs import JobHandle
 
     if not sys.stderr.isatty():
-        return Control()
+        return JobHandle()
 
     def show(done: int, total: int) -> None:
         print(f"\r{command}: {done}/{total}", end="", file=sys.stderr, flush=True)
 
-    return Control(progress=show)
+    return JobHandle(progress=show)
 
 
 def _run_job(spec: JobSpec, plan: Plan) -> dict[str, Any]:
@@ -299,7 +299,7 @@ def _print(spec: JobSpec, result: dict[str, Any], as_json: bool) -> None:
 
         print(json.dumps(jsonable(result), indent=2, allow_nan=False))
         return
-    from tuidiag.live.job_render import RENDERERS
+    from tuidiag.text.jobs import RENDERERS
 
     print(RENDERERS[spec.name](result, sys.stdout.isatty()))
 
@@ -310,7 +310,7 @@ def execute(spec: JobSpec, args: argparse.Namespace) -> int:
 
     try:
         plan = _check(spec, args)
-        if live_jobs.wants_live(plan.run, args):
+        if job_requests.wants_live(plan.run, args):
             return _execute_live(spec, plan, args)
         if spec.name == "nan_hunt" and plan.prepared is None:
             from tuidiag.jobs.nan_hunt import no_capture
@@ -336,8 +336,8 @@ def _execute_live(spec: JobSpec, plan: Plan, args: argparse.Namespace) -> int:
     reason = ctl.live_problem(plan.run.manifest)
     if reason is not None:
         raise _Stop(f"--live: {reason}")
-    print(live_jobs.describe(plan.run, spec.describe(plan.config)), file=sys.stderr)
-    result, message = live_jobs.run_live(plan.run, spec.name, live_jobs.job_args(plan.config, args), args.wait)
+    print(job_requests.describe(plan.run, spec.describe(plan.config)), file=sys.stderr)
+    result, message = job_requests.run_live(plan.run, spec.name, job_requests.job_args(plan.config, args), args.wait)
     if result is None:
         raise _Stop(f"the live job did not finish: {message}")
     _print(spec, result, args.json)

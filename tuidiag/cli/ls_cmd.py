@@ -14,12 +14,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tuidiag.cli.common import fail
+from tuidiag.cli.run_argument import fail
 from tuidiag.format import LOSS
 from tuidiag.store import Run, find_runs, open_run
 from tuidiag.store.recorder_losses import run_losses
 from tuidiag.store.unreadable import reason_of
-from tuidiag.textsafe import literal
+from tuidiag.text.safe import literal
 
 STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "red", "unknown": "yellow"}
 

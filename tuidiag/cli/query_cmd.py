@@ -20,8 +20,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tuidiag.cli.common import fail
-from tuidiag.textsafe import clean, escaped, literal
+from tuidiag.cli.run_argument import fail
+from tuidiag.text.safe import clean, escaped, literal
 
 VIEWS = ("runs", "metrics", "events")
 
@@ -110,7 +110,7 @@ def write_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
 
 
 def csv_cell(value: Any) -> Any:
-    """A cell for the CSV writer: NULL as empty, text escaped (:func:`~tuidiag.textsafe.escaped`)."""
+    """A cell for the CSV writer: NULL as empty, text escaped (:func:`~tuidiag.text.safe.escaped`)."""
     if value is None:
         return ""
     return escaped(value) if isinstance(value, str) else value

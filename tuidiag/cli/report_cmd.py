@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tuidiag.cli.common import RunNotReadable, fail, load_run
+from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tuidiag.cli.common import RunNotReadable, fail
+from tuidiag.cli.run_argument import RunNotReadable, fail
 from tuidiag.cli.status_cache import refresh_locked, top_finding
 from tuidiag.format import LOSS, STATUS_RUNNING
 from tuidiag.store.discovery import is_run_dir
 from tuidiag.store.manifest import effective_status, read_manifest
 from tuidiag.store.recorder_losses import manifest_losses
 from tuidiag.store.tail import latest
-from tuidiag.textsafe import clean
+from tuidiag.text.safe import clean
 
 UNICODE = {"sep": " \N{BLACK RIGHT-POINTING SMALL TRIANGLE} ", "wait": "diagnosing\N{HORIZONTAL ELLIPSIS}"}
 ASCII = {"sep": " > ", "wait": "diagnosing..."}

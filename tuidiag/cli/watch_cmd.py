@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tuidiag.cli.common import RunNotReadable, fail, load_run
+from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 
 
 def add_watch_arguments(parser: argparse.ArgumentParser) -> None:

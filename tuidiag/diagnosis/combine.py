@@ -19,7 +19,7 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Change, Evidence, Level, at_step, change_words, direction, measure
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import Move
-from tuidiag.diagnosis.stats import fmt
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 from tuidiag.diagnosis.rules.recording import counts_line

@@ -18,9 +18,9 @@ from typing import Any
 
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import LR_DOWN, LR_UP, Move
-from tuidiag.diagnosis.stats import fmt
+from tuidiag.text.numbers import fmt
 from tuidiag.store.job_results import StepOf, latest_result
-from tuidiag.textsafe import clean
+from tuidiag.text.safe import clean
 
 AGREES = 3.0
 """Current LR this many times off the suggestion counts as the finder's agreement."""

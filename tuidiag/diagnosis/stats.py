@@ -54,13 +54,6 @@ def log_slope(steps: np.ndarray, values: np.ndarray) -> float:
     return float(np.polyfit(steps[mask] / 1000.0, np.log10(values[mask]), 1)[0])
 
 
-def fmt(value: float) -> str:
-    """A number for evidence text: 3 significant digits, scientific when tiny or huge."""
-    if not np.isfinite(value):
-        return str(value)
-    if value == 0 or 1e-3 <= abs(value) < 1e5:
-        return f"{value:.3g}"
-    return f"{value:.2e}"
 
 
 def block_medians(values: np.ndarray, blocks: int) -> np.ndarray:

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS, LR_PREFIX
-from tuidiag.textsafe import clean
+from tuidiag.text.safe import clean
 
 VAL_LOSS = "val/loss"
 TRAIN_ACC = "train/acc"

@@ -21,7 +21,7 @@ Where each value comes from (checked against Lightning 2.6's source):
   the first optimizer's step.
 - Input health, activation health and the data-wait/compute split come from
   the step's first micro-batch (``on_train_batch_start``; see
-  :func:`tuidiag.integrations.common.take_activations`).
+  :func:`tuidiag.integrations.callback_base.take_activations`).
 - Validation metrics: the entries of ``trainer.callback_metrics`` that the
   validation loop set, at ``on_validation_end`` (sanity checks skipped), under
   the names they were logged with (``val_loss``, ``val/loss``, ...).
@@ -48,7 +48,7 @@ import os
 from typing import Any, Mapping
 
 from tuidiag.format import STATUS_FAILED, STATUS_FINISHED
-from tuidiag.integrations.common import (
+from tuidiag.integrations.callback_base import (
     GuardedCallback, base_optimizer, guarded_hook, json_safe_dict, recorder_arguments, split_batch, take_activations,
 )
 

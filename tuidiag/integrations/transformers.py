@@ -53,7 +53,7 @@ import os
 from typing import Any, Mapping
 
 from tuidiag.format import LOSS, STATUS_FINISHED
-from tuidiag.integrations.common import (
+from tuidiag.integrations.callback_base import (
     GuardedCallback, base_optimizer, base_scheduler, guarded_hook, json_safe_dict, recorder_arguments,
 )
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from tuidiag.integrations.backward_end import BackwardEnd
-from tuidiag.integrations.common import split_batch, take_activations
+from tuidiag.integrations.callback_base import split_batch, take_activations
 
 
 def sync_gradients() -> bool:

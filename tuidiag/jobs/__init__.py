@@ -2,7 +2,7 @@
 
 A job needs the training's model, optimizer, loss and data. In a live training
 the recorder runs it on its own parts when asked through ``RUN/control``
-(:mod:`tuidiag.jobs.live`, :mod:`tuidiag.recorder.control`). For a finished or
+(:mod:`tuidiag.jobs.in_training`, :mod:`tuidiag.recorder.request_runner`). For a finished or
 crashed run it gets them from the **factory** the run names
 (``Recorder(..., factory="train:build")``, stored in ``run.json`` as ``factory``).
 
@@ -36,12 +36,13 @@ CUDA, numpy, ``random``) exactly when it ends, also when it fails
 so the same functions can run inside a live training process.
 """
 
-from tuidiag.jobs.common import Control, JobCancelled, JobError, choose_device
+from tuidiag.jobs.job_handle import JobCancelled, JobError, JobHandle
+from tuidiag.jobs.tensors import choose_device
 from tuidiag.jobs.factory import FactoryError, Parts, load_factory
 from tuidiag.jobs.isolation import isolated
 
 __all__ = [
-    "Control",
+    "JobHandle",
     "FactoryError",
     "JobCancelled",
     "JobError",

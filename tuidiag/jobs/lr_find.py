@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from tuidiag.jobs.common import BatchSource, Control, JobError, first_lr, set_lr, to_device
+from tuidiag.jobs.job_handle import JobError, JobHandle
+from tuidiag.jobs.tensors import BatchSource, first_lr, set_lr, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
 from tuidiag.jobs.trainability import optimizer_blocker
@@ -101,7 +102,7 @@ class Smoother:
         return self.avg / (1.0 - self.beta**self.count)
 
 
-def sweep(parts: Parts, device: torch.device, cfg: LRFindConfig, control: Control) -> Sweep:
+def sweep(parts: Parts, device: torch.device, cfg: LRFindConfig, control: JobHandle) -> Sweep:
     """Train with the exponentially growing LR; stop on divergence, NaN or the end of the data."""
     source, smoother, best = BatchSource(parts.batches), Smoother(cfg.smooth), math.inf
     out = Sweep([], [], [], "completed")
@@ -240,12 +241,12 @@ def assess(result: Sweep, cfg: LRFindConfig, optimizer_lr: float | None = None) 
 
 
 def lr_find(
-    parts: Parts, device: torch.device, cfg: LRFindConfig | None = None, control: Control | None = None
+    parts: Parts, device: torch.device, cfg: LRFindConfig | None = None, control: JobHandle | None = None
 ) -> dict[str, Any]:
     """Run the range test on ``parts`` (already on ``device``); return the result as JSON-ready data."""
     cfg = cfg or LRFindConfig()
     cfg.check()
-    control = control or Control()
+    control = control or JobHandle()
     optimizer_lr = first_lr(parts.optimizer)
     with isolated(parts.model, parts.optimizer):
         blocked = optimizer_blocker(parts, device)

@@ -26,7 +26,8 @@ from typing import Any
 import torch
 
 from tuidiag.format import CAPTURES_DIR
-from tuidiag.jobs.common import JobError, all_finite, as_xy, named_stats, to_device
+from tuidiag.jobs.job_handle import JobError
+from tuidiag.jobs.tensors import all_finite, as_xy, named_stats, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
 from tuidiag.jobs.nan_trace import ForwardCulprit, Hit, Tracer, nonfinite_buffers, nonfinite_parameters

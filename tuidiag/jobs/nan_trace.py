@@ -36,7 +36,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
-from tuidiag.jobs.common import all_finite, float_tensors, iter_tensors, named_stats, tensor_stats
+from tuidiag.jobs.tensors import all_finite, float_tensors, iter_tensors, named_stats, tensor_stats
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.nonfinite_rule import KINDS, KindCache, OpCall
 

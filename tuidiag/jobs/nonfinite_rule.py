@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from tuidiag.jobs.common import iter_tensors
+from tuidiag.jobs.tensors import iter_tensors
 
 KINDS = ("nan", "inf")
 """The kinds of non-finite value, in the order reports name them."""

@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from tuidiag.jobs.common import BatchSource, Control, JobError, first_lr, set_lr, to_device
+from tuidiag.jobs.job_handle import JobError, JobHandle
+from tuidiag.jobs.tensors import BatchSource, first_lr, set_lr, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
 from tuidiag.jobs.trainability import Blocker, frozen_parameters, optimizer_params, training_blocker
@@ -66,7 +67,7 @@ def _blocker(parts: Parts, batch: tuple[Any, Any], cfg: OverfitConfig) -> Blocke
     return training_blocker(parts, batch, optimizer_params(parts.optimizer), "in the run's optimizer")
 
 
-def train_on_batch(parts: Parts, batch: tuple[Any, Any], cfg: OverfitConfig, control: Control) -> tuple[list[float], str]:
+def train_on_batch(parts: Parts, batch: tuple[Any, Any], cfg: OverfitConfig, control: JobHandle) -> tuple[list[float], str]:
     """Train on ``batch`` until the loss reaches the target, turns non-finite, or the steps run out."""
     x, y = batch
     optimizer = _optimizer(parts, cfg)
@@ -88,7 +89,7 @@ def train_on_batch(parts: Parts, batch: tuple[Any, Any], cfg: OverfitConfig, con
 
 
 def overfit_batch(
-    parts: Parts, device: torch.device, cfg: OverfitConfig | None = None, control: Control | None = None
+    parts: Parts, device: torch.device, cfg: OverfitConfig | None = None, control: JobHandle | None = None
 ) -> dict[str, Any]:
     """Run the test on the first batch of ``parts.batches``; the model must already be on ``device``."""
     cfg = cfg or OverfitConfig()
@@ -100,7 +101,7 @@ def overfit_batch(
     with isolated(parts.model, parts.optimizer):
         used_lr = cfg.lr if cfg.optimizer == "adam" or cfg.lr is not None else first_lr(parts.optimizer)
         blocked = _blocker(parts, batch, cfg)
-        losses, reason = train_on_batch(parts, batch, cfg, control or Control()) if blocked is None else ([], NOT_TRAINABLE)
+        losses, reason = train_on_batch(parts, batch, cfg, control or JobHandle()) if blocked is None else ([], NOT_TRAINABLE)
     result = report(losses, reason, used_lr, cfg, device, blocked)
     result["frozen_parameters"] = frozen_parameters(parts.model)
     return result

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from tuidiag.jobs.common import BatchSource, Control, JobError, to_device
+from tuidiag.jobs.job_handle import JobError, JobHandle
+from tuidiag.jobs.tensors import BatchSource, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
 from tuidiag.jobs.trainability import Blocker, training_blocker
@@ -70,7 +71,7 @@ def put_back(params: list[torch.nn.Parameter], originals: list[torch.Tensor]) ->
         p.copy_(original)
 
 
-def measure(parts: Parts, batches: list[tuple[Any, Any]], cfg: SharpnessConfig, control: Control) -> tuple[float, list[float]]:
+def measure(parts: Parts, batches: list[tuple[Any, Any]], cfg: SharpnessConfig, control: JobHandle) -> tuple[float, list[float]]:
     """Base loss and the loss of each perturbed sample (weights put back after each)."""
     parts.model.eval()
     base = mean_loss(parts, batches)
@@ -90,7 +91,7 @@ def measure(parts: Parts, batches: list[tuple[Any, Any]], cfg: SharpnessConfig, 
 
 
 def sharpness(
-    parts: Parts, device: torch.device, cfg: SharpnessConfig | None = None, control: Control | None = None
+    parts: Parts, device: torch.device, cfg: SharpnessConfig | None = None, control: JobHandle | None = None
 ) -> dict[str, Any]:
     """Run the test on the first ``cfg.batches`` batches; the model must already be on ``device``."""
     cfg = cfg or SharpnessConfig()
@@ -102,7 +103,7 @@ def sharpness(
         blocked = training_blocker(parts, batches[0], list(parts.model.parameters()))
         if blocked is not None:
             return untrainable(blocked, len(batches), cfg, device)
-        base, losses = measure(parts, batches, cfg, control or Control())
+        base, losses = measure(parts, batches, cfg, control or JobHandle())
     if not math.isfinite(base):
         raise JobError(f"the base loss is not finite ({base}); run tuidiag nan-hunt first")
     return report(base, losses, len(batches), cfg, device)

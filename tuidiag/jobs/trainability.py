@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tuidiag.jobs.common import BatchSource, as_xy, iter_tensors, to_device
+from tuidiag.jobs.tensors import BatchSource, as_xy, iter_tensors, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import collect_rng, cuda_rng_in_use, restore_rng
 

@@ -38,7 +38,7 @@ from tuidiag.format import (
     STATUS_FINISHED,
 )
 from tuidiag.recorder.actions import LiveChanges
-from tuidiag.recorder.control import LiveControl
+from tuidiag.recorder.request_runner import RequestRunner
 from tuidiag.recorder.errors import ErrorReporter, Rejections, guarded
 from tuidiag.recorder.layouts import LayoutCache
 from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
@@ -139,7 +139,7 @@ class Recorder:
         self._layouts = LayoutCache(self)
         self._changes = LiveChanges(self.world_size)
         self.loss_fn: Any = None
-        self._control: LiveControl | None = None
+        self._control: RequestRunner | None = None
         self.run_dir = args.run_dir
         config_value, config_notes = config_json(config)
         try:
@@ -171,7 +171,7 @@ class Recorder:
                                          event_data(resumed.data(args.resume))[0]))
         if args.control and self.rank == 0:
             try:
-                self._control = LiveControl(self.run_dir, self.event, self.errors.report)
+                self._control = RequestRunner(self.run_dir, self.event, self.errors.report)
                 if self._manifest.resumed is not None:
                     self._control.expire_leftovers()  # what a dead earlier session took up and never answered
             except Exception as exc:  # no control channel: jobs cannot reach this training, the recording goes on
@@ -546,7 +546,7 @@ class Recorder:
             self.errors.report("optimizer_hook", exc)
 
     def _job_runner(self) -> Any:
-        from tuidiag.recorder.control import job_runner_for
+        from tuidiag.recorder.request_runner import job_runner_for
 
         return job_runner_for(self._watch, self.loss_fn, self._recent_batches.batches)
 

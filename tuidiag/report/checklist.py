@@ -12,7 +12,8 @@ from typing import Callable
 
 import numpy as np
 
-from tuidiag.diagnosis.stats import fmt, median
+from tuidiag.diagnosis.stats import median
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import VAL_LOSS_NAMES, RunView
 from tuidiag.format import LOSS, UPDATE_RATIO_PREFIX
 from tuidiag.report.series import layer_grad_medians, orders_apart, start_count

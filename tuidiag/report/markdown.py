@@ -11,7 +11,7 @@ import time
 
 from tuidiag import __version__
 from tuidiag.diagnosis import Diagnosis, Finding
-from tuidiag.findings_text import RANK_LABELS
+from tuidiag.text.findings import RANK_LABELS
 from tuidiag.report.checklist import FAIL, NOT_ANSWERABLE, PASS, Check
 from tuidiag.report.mdtext import code, image, md, table
 from tuidiag.report.plots import PlotResult

@@ -3,7 +3,7 @@
 Run names, parameter names, config values and messages are written by other
 programs. Everything taken from a run passes through :func:`md` before it is put
 into the report: control characters and terminal escapes are removed
-(:func:`tuidiag.textsafe.clean`) and every character Markdown could read as
+(:func:`tuidiag.text.safe.clean`) and every character Markdown could read as
 syntax is backslash-escaped, so the text renders exactly as it was recorded.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from tuidiag.textsafe import clean
+from tuidiag.text.safe import clean
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]<>|~#&$!])")
 """Characters with a meaning in CommonMark, GFM tables, strikethrough, math or HTML."""

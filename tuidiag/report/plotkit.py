@@ -15,7 +15,7 @@ import numpy as np
 
 from tuidiag.report.series import nonfinite_steps, spans_decades
 from tuidiag.store.safe_write import write_atomic
-from tuidiag.textsafe import clean
+from tuidiag.text.safe import clean
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

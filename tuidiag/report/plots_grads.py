@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tuidiag.diagnosis.stats import fmt, median
+from tuidiag.diagnosis.stats import median
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.report import plotkit as kit
 from tuidiag.report.series import (

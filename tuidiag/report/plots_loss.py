@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tuidiag.diagnosis.stats import fmt
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import TRAIN_ACC_NAMES, VAL_ACC_NAMES, VAL_LOSS_NAMES, RunView, natural_key
 from tuidiag.report import plotkit as kit
 from tuidiag.report.series import finite_part, moving_average, smoothing_window, spans_decades

@@ -23,7 +23,7 @@ from tuidiag.store.discovery import find_runs
 from tuidiag.store.manifest import effective_status, jsonable, read_manifest
 from tuidiag.store.seqset import SeqSet
 from tuidiag.store.shards import list_shards
-from tuidiag.textsafe import escape_surrogates
+from tuidiag.text.safe import escape_surrogates
 
 COLUMNS = {
     METRICS_DIR: ("step BIGINT", "wall_time DOUBLE", "metric VARCHAR", "value DOUBLE", "rank INTEGER", "seq BIGINT"),

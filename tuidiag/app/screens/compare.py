@@ -9,7 +9,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from tuidiag.app.widgets.chart import MetricChart
-from tuidiag.live.snapshot import Chart
+from tuidiag.viewmodel.snapshot import Chart
 
 TABS = (("loss", "Train loss"), ("val", "Validation loss"), ("grad", "Grad norm"))
 

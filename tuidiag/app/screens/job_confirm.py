@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tuidiag.textsafe import literal
+from tuidiag.text.safe import literal
 
 
 JOB_TITLES = {"lr_find": "the LR finder", "nan_hunt": "the NaN hunt", "overfit_batch": "the overfit-one-batch test",

@@ -9,8 +9,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tuidiag.live.actions import PastAction, Proposal
-from tuidiag.textsafe import literal
+from tuidiag.viewmodel.actions import PastAction, Proposal
+from tuidiag.text.safe import literal
 
 
 class LiveActionScreen(ModalScreen[Proposal | None]):

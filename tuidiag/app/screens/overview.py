@@ -15,9 +15,9 @@ from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Input, Static
 
-from tuidiag.diagnosis.stats import fmt
-from tuidiag.live.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSummary
-from tuidiag.textsafe import clean, literal
+from tuidiag.text.numbers import fmt
+from tuidiag.viewmodel.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSummary
+from tuidiag.text.safe import clean, literal
 
 STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "bold red", "stalled": "yellow", "unknown": "dim",
                 STATUS_UNREADABLE: "bold red", STATUS_READING: "dim"}

@@ -17,10 +17,10 @@ from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.layers import LayerHeatmap
-from tuidiag.live.jobs_view import jobs_text
-from tuidiag.live.ranks import DEFAULT, chart_for_mode, rank_modes
-from tuidiag.live.snapshot import RunDetail
-from tuidiag.textsafe import literal
+from tuidiag.viewmodel.jobs_view import jobs_text
+from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
+from tuidiag.viewmodel.snapshot import RunDetail
+from tuidiag.text.safe import literal
 
 CHART_TABS = (("loss", "Loss", "1"), ("grad", "Grad norm", "2"), ("lr", "LR", "3"), ("update", "Update ratio", "4"))
 SPEEDS = (1, 2, 5, 10, 25, 100)

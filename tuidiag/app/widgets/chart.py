@@ -4,7 +4,7 @@ Every drawing starts from a fresh plotext figure built from the chart alone
 (:func:`draw_chart`): plotext changes a figure's state while it builds it (its
 log scale is applied to the stored data in place), so a figure is never built
 twice. The log transform, the axis ranges and the ticks are computed on copies
-by :mod:`tuidiag.live.chart_axes`, and plotext only draws numbers in [0, 1].
+by :mod:`tuidiag.viewmodel.chart_axes`, and plotext only draws numbers in [0, 1].
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
 from tuidiag.app.widgets.guard import failure_text
-from tuidiag.live.chart_axes import ACTION, FAILED_ACTION, MARKER, NONFINITE, RESUME, PlotData, plot_data
-from tuidiag.live.snapshot import Chart
-from tuidiag.textsafe import clean
+from tuidiag.viewmodel.chart_axes import ACTION, FAILED_ACTION, MARKER, NONFINITE, RESUME, PlotData, plot_data
+from tuidiag.viewmodel.snapshot import Chart
+from tuidiag.text.safe import clean
 
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "yellow", "white", "gray")
 VLINE_COLORS = {NONFINITE: "red", ACTION: "green", RESUME: "blue+", MARKER: "yellow"}

@@ -8,8 +8,8 @@ from textual.widgets import Static
 
 from tuidiag.app.widgets.guard import guarded
 from tuidiag.diagnosis import Diagnosis
-from tuidiag.findings_text import finding_text, rank_label
-from tuidiag.textsafe import clean, literal
+from tuidiag.text.findings import finding_text, rank_label
+from tuidiag.text.safe import clean, literal
 
 SKIPPED_SHOWN = 5
 """Files or rules the diagnosis skipped that the panel names (the count is always shown)."""

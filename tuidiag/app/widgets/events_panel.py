@@ -10,7 +10,7 @@ from textual.widgets import DataTable
 
 from tuidiag.app.widgets.guard import guarded
 from tuidiag.store import Event
-from tuidiag.textsafe import literal
+from tuidiag.text.safe import literal
 
 SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": ""}
 

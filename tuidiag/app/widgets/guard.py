@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from rich.text import Text
 
-from tuidiag.textsafe import clean
+from tuidiag.text.safe import clean
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -12,8 +12,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tuidiag.app.widgets.guard import guarded
-from tuidiag.live.snapshot import LayerGrid
-from tuidiag.textsafe import clean
+from tuidiag.viewmodel.snapshot import LayerGrid
+from tuidiag.text.safe import clean
 
 LEVELS = [(-6, "#1f3b8f", "."), (-4, "#2f6fd0", ":"), (-2, "#2aa198", "-"), (0, "#3fb950", "="), (1, "#d29922", "+"), (2, "#f85149", "#")]
 """(upper bound of log10 norm, colour, glyph), checked in order; beyond the last: the last."""

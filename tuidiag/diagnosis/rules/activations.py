@@ -7,7 +7,7 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Evidence, Level, Measure, measure
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import INIT_SMALLER, LR_DOWN, fix_text
-from tuidiag.diagnosis.rules.common import listing, lr_change
+from tuidiag.diagnosis.rules.measures import listing, lr_change
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import ACT_DEAD_PREFIX, ACT_SATURATED_PREFIX
 

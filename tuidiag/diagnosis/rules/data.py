@@ -6,7 +6,8 @@ import numpy as np
 
 from tuidiag.diagnosis.evidence import Evidence, Level, Measure, Occurrences, measure
 from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.stats import finite, fmt
+from tuidiag.diagnosis.stats import finite
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import TARGET_MAJORITY_CLASS
 

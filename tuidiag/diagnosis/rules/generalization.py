@@ -7,8 +7,9 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Level, at_step, change_words, direction, measure, quoted
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import CAPACITY_UP, LR_UP, REG_DOWN, REG_UP, fix_text
-from tuidiag.diagnosis.rules.common import drop_of, first_vs_last, start_measure, tail
-from tuidiag.diagnosis.stats import fmt, median, robust_sigma
+from tuidiag.diagnosis.rules.measures import drop_of, first_vs_last, start_measure, tail
+from tuidiag.diagnosis.stats import median, robust_sigma
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import LOSS, UPDATE_RATIO_PREFIX
 

@@ -7,8 +7,9 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Fact, Level, Measure, measure, quoted
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import CLIP_LOOSER, CLIP_TIGHTER, INIT_SMALLER, LR_DOWN, fix_text
-from tuidiag.diagnosis.rules.common import HUGE_GRAD, after_quiet, listing, lr_change, recent, start_level, start_measure, tail
-from tuidiag.diagnosis.stats import fmt, median
+from tuidiag.diagnosis.rules.measures import HUGE_GRAD, after_quiet, listing, lr_change, recent, start_level, start_measure, tail
+from tuidiag.diagnosis.stats import median
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import ACT_DEAD_PREFIX, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL
 

@@ -7,9 +7,10 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Compare, Evidence, Fact, Level, Occurrences, Periodic, at_step, measure, quoted
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, WARMUP_UP, fix_text
-from tuidiag.diagnosis.rules.common import after_quiet, lr_change
+from tuidiag.diagnosis.rules.measures import after_quiet, lr_change
 from tuidiag.diagnosis.rules.precursors import before_nonfinite
-from tuidiag.diagnosis.stats import fmt, local_baseline, robust_sigma
+from tuidiag.diagnosis.stats import local_baseline, robust_sigma
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 

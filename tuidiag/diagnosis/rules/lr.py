@@ -9,7 +9,7 @@ from tuidiag.diagnosis.evidence import (
 )
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, LR_UP, MIN_LR_UP, WARMUP_UP, fix_text
-from tuidiag.diagnosis.rules.common import (
+from tuidiag.diagnosis.rules.measures import (
     HUGE_GRAD, after_quiet, drop_of, finite_only, first_vs_last, huge_from_start, lr_change, lr_collapse_step, start_measure, tail,
     update_ratio,
 )
@@ -17,7 +17,8 @@ from tuidiag.diagnosis.rules.overshoot import (
     FAR_OVERSHOOT, RATIO_HIGH, RATIO_OVERSHOOT, RISE, RISE_MIN, died_after, far_overshoot, first_updates_rise, ratio_onset, rise_words, sustained_rise,
 )
 from tuidiag.diagnosis.rules.precursors import before_nonfinite, first_nonfinite
-from tuidiag.diagnosis.stats import block_medians, fmt, median, thin
+from tuidiag.diagnosis.stats import block_medians, median, thin
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from tuidiag.diagnosis.evidence import Change, Evidence, Level, Measure, at_step, measure, quoted, stat_of
 from tuidiag.diagnosis.rules.activations import DEAD_LIMIT
-from tuidiag.diagnosis.rules.common import after_quiet, finite_only
-from tuidiag.diagnosis.stats import fmt
+from tuidiag.diagnosis.rules.measures import after_quiet, finite_only
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import ACT_DEAD_PREFIX, LOSS, UPDATE_RATIO_PREFIX
 

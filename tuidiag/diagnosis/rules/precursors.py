@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tuidiag.diagnosis.evidence import Evidence, Level, Measure, measure
-from tuidiag.diagnosis.stats import fmt
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 

@@ -21,7 +21,7 @@ from tuidiag.diagnosis.rank_stats import (
     replicated,
     straggler,
 )
-from tuidiag.diagnosis.stats import fmt
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, INPUT_PREFIX, LOSS, TIME_DATA_WAIT, TIME_STEP, WEIGHT_NORM_PREFIX
 

@@ -7,8 +7,8 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Fact, Product, at_step, change_words, measure, quoted
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import CAPACITY_DOWN, REG_UP, fix_text
-from tuidiag.diagnosis.rules.common import drop_of, first_vs_last
-from tuidiag.diagnosis.stats import fmt
+from tuidiag.diagnosis.rules.measures import drop_of, first_vs_last
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import VAL_ACC_NAMES, RunView
 from tuidiag.format import LOSS
 

@@ -18,8 +18,8 @@ from tuidiag.diagnosis.evidence import (
 )
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import fix_text
-from tuidiag.diagnosis.rules.common import after_quiet, finite_only, first_vs_last, tail, update_ratio
-from tuidiag.diagnosis.stats import fmt
+from tuidiag.diagnosis.rules.measures import after_quiet, finite_only, first_vs_last, tail, update_ratio
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import (
     EVENT_LOSS_FN, EVENT_LOSS_SHAPES, GRAD_NORM_TOTAL, GRAD_STALE_NORM, LOSS, LOSS_FN_BROADCAST, LOSS_FN_CLASSES,

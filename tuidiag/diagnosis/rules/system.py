@@ -5,8 +5,8 @@ from __future__ import annotations
 from tuidiag.diagnosis.evidence import Compare, Evidence, Fact, Level, Measure, measure
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import BATCH_UP, WORKERS_UP, fix_text
-from tuidiag.diagnosis.rules.common import tail
-from tuidiag.diagnosis.stats import fmt
+from tuidiag.diagnosis.rules.measures import tail
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tuidiag.store import Run, open_run
 from tuidiag.store.discovery import is_run_dir
-from tuidiag.textsafe import clean
+from tuidiag.text.safe import clean
 
 
 class RunNotReadable(Exception):

@@ -14,8 +14,8 @@ import numpy as np
 from tuidiag.diagnosis.rank_stats import aligned
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
-from tuidiag.live.downsample import downsample
-from tuidiag.live.snapshot import Chart
+from tuidiag.viewmodel.downsample import downsample
+from tuidiag.viewmodel.snapshot import Chart
 
 RANK_METRICS = {"loss": LOSS, "grad": GRAD_NORM_TOTAL}
 """Charts that have rank modes, and the metric each shows."""

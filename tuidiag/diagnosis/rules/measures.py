@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tuidiag.diagnosis.evidence import Change, Measure, direction, measure, quoted, stat_of
-from tuidiag.diagnosis.stats import fmt, median
+from tuidiag.diagnosis.stats import median
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import UPDATE_RATIO_PREFIX
 

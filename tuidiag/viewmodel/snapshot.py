@@ -14,12 +14,12 @@ import numpy as np
 
 from tuidiag.diagnosis import Diagnosis
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
-from tuidiag.live.downsample import tail_spark
+from tuidiag.viewmodel.downsample import tail_spark
 from tuidiag.store import Event, Run
 from tuidiag.store.recorder_losses import run_losses
 
 if TYPE_CHECKING:
-    from tuidiag.live.ranks import RankLines
+    from tuidiag.viewmodel.ranks import RankLines
 
 STALLED_AFTER = 120.0
 """A running run with no new data for this many seconds shows as stalled."""

@@ -1,47 +1,14 @@
-"""What every job shares: device choice, moving batches, cycling data, tensor statistics, control."""
+"""Torch helpers every job uses: device choice, moving and cycling batches, tensor statistics, LR access."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 
-
-class JobError(Exception):
-    """A job cannot run with the arguments or parts it was given (a message a user can act on)."""
-
-
-class JobCancelled(Exception):
-    """The job was cancelled through its :class:`Control`; state is restored as after any failure."""
-
-
-def _never() -> bool:
-    return False
-
-
-def _ignore(done: int, total: int) -> None:
-    return None
-
-
-@dataclass
-class Control:
-    """How a caller follows and stops a job: the seam for the monitor's progress and cancel key.
-
-    ``progress(done, total)`` is called after each unit of work; a job checks
-    ``cancelled()`` at the same points and raises :class:`JobCancelled` when it returns True.
-    """
-
-    progress: Callable[[int, int], None] = field(default=_ignore)
-    cancelled: Callable[[], bool] = field(default=_never)
-
-    def tick(self, done: int, total: int) -> None:
-        """Report progress, then stop the job if it was cancelled."""
-        self.progress(done, total)
-        if self.cancelled():
-            raise JobCancelled(f"cancelled after {done} of {total}")
+from tuidiag.jobs.job_handle import JobError
 
 
 def choose_device(requested: str | None = None) -> torch.device:

@@ -2,7 +2,7 @@
 
 Pure functions of the findings, the current LR and the newest LR-finder result; the
 app shows the proposals, the user picks one, and it goes to the training as a
-control request (:mod:`tuidiag.store.control`, applied by :mod:`tuidiag.recorder.actions`).
+control request (:mod:`tuidiag.store.control_channel`, applied by :mod:`tuidiag.recorder.actions`).
 The actions already applied, and whether the steps after them showed them, come from
 the run's ``action`` events (:func:`past_actions`).
 Where the evidence on the LR conflicts, no LR change is offered and the app says why.

@@ -1,7 +1,7 @@
 """Findings as Rich text in the seeds' ranked-hypothesis format, shared by the CLI and the monitor.
 
 "Most likely (80%): LR too high", the evidence lines, then "Fix: ...". All text is
-literal (``tuidiag.textsafe``): evidence quotes names that come from run files.
+literal (``tuidiag.text.safe``): evidence quotes names that come from run files.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from tuidiag.diagnosis import Finding
-from tuidiag.textsafe import literal
+from tuidiag.text.safe import literal
 
 RANK_LABELS = ("Most likely", "Alternative", "Also consider")
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold green"}

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuidiag.diagnosis.stats import fmt
-from tuidiag.live.snapshot import Chart
+from tuidiag.text.numbers import fmt
+from tuidiag.viewmodel.snapshot import Chart
 
 NONFINITE, ACTION, FAILED_ACTION, RESUME, MARKER = "nonfinite", "action", "failed_action", "resume", "marker"
 """Kinds of vertical line: the first non-finite step, a live action, the cursor or chosen step."""

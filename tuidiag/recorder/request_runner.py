@@ -1,11 +1,11 @@
-"""The recorder's side of control requests (:mod:`tuidiag.store.control`): jobs in the live training.
+"""The recorder's side of control requests (:mod:`tuidiag.store.control_channel`): jobs in the live training.
 
-The writer thread lists ``RUN/control`` once per flush (:meth:`LiveControl.poll`)
+The writer thread lists ``RUN/control`` once per flush (:meth:`RequestRunner.poll`)
 and queues requests whose file the training's own user owns; others are refused
 with a status and an event. A request id runs at most once: it is bound to its
-first execution in :attr:`LiveControl.executed` and in ``RUN/control/executed.jsonl``
+first execution in :attr:`RequestRunner.executed` and in ``RUN/control/executed.jsonl``
 before it runs, and a file carrying an id seen before is removed with an event. The training thread runs queued jobs at the end of
-``rec.step()`` (:meth:`LiveControl.run_pending`): after backward, before the
+``rec.step()`` (:meth:`RequestRunner.run_pending`): after backward, before the
 optimizer step, with the recorder's own hooks paused, on the live model,
 optimizer, loss and the recent batches. Every job restores model, optimizer and
 RNG, gradients included, so the step that follows is the one that would have run.
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from tuidiag.format import EVENT_ACTION
-from tuidiag.store import control as ctl
+from tuidiag.store import control_channel as ctl
 from tuidiag.store.job_results import save_result
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class Checking:
     applied: Applied
 
 
-class LiveControl:
+class RequestRunner:
     """Polls control requests and runs them in the training thread for one recorder."""
 
     def __init__(self, run_dir: Path, event: Callable[..., None], report: Callable[[str, BaseException], None]) -> None:
@@ -163,12 +163,12 @@ class LiveControl:
 
     def _run(self, request: dict[str, Any], job_runner: Callable[[dict[str, Any], Any], dict[str, Any]], step: int) -> None:
         """Run one job at ``step``; its result is saved with that step (it counts from there on)."""
-        from tuidiag.jobs import Control, JobCancelled, JobError
+        from tuidiag.jobs import JobHandle, JobCancelled, JobError
 
         job = request["job"]
         ctl.write_status(self.run_dir, request["id"], job, "running", done=0, total=0)
         try:
-            result = job_runner(request, Control(self._progress(request), self._cancelled(request)))
+            result = job_runner(request, JobHandle(self._progress(request), self._cancelled(request)))
         except JobCancelled as exc:
             self._finish(request, "cancelled", str(exc))
         except JobError as exc:
@@ -252,7 +252,7 @@ class LiveControl:
         if step < armed.last:
             return
         self.armed = None
-        from tuidiag.jobs.live import nothing_found
+        from tuidiag.jobs.in_training import nothing_found
 
         result = nothing_found(armed.last - armed.first + 1, armed.first, armed.last)
         path = save_result(self.run_dir, "nan_hunt", result, run=self.run_dir.name, source="live", step=step)
@@ -372,7 +372,7 @@ def job_runner_for(watch: Any, loss_fn: Any, batches: Callable[[], list[Any]]) -
     def run(request: dict[str, Any], control: Any) -> dict[str, Any]:
         from tuidiag.jobs import JobError
         from tuidiag.jobs.factory import Parts
-        from tuidiag.jobs.live import hunt_capture, run_request
+        from tuidiag.jobs.in_training import hunt_capture, run_request
 
         if watch is None or watch.optimizer is None:
             raise JobError("jobs need rec.watch(model, optimizer, loss_fn=criterion) in the training")

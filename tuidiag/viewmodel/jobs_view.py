@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.text import Text
 
-from tuidiag.live.job_render import RENDERERS
+from tuidiag.text.jobs import RENDERERS
 from tuidiag.store.job_results import JOB_NAMES, StepOf, latest_result
-from tuidiag.textsafe import clean
+from tuidiag.text.safe import clean
 
 
 def job_texts(run_dir: Path, at: int | None = None, step_of: StepOf | None = None) -> tuple[tuple[str, str], ...]:

@@ -7,14 +7,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tuidiag.diagnosis import Diagnosis
-from tuidiag.diagnosis.stats import fmt, median
+from tuidiag.diagnosis.stats import median
+from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
 from tuidiag.format import EVENT_ACTION, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
-from tuidiag.live.actions import past_actions
-from tuidiag.live.downsample import downsample
-from tuidiag.live.jobs_view import job_texts
-from tuidiag.live.ranks import RankLines, rank_lines
-from tuidiag.live.snapshot import Chart, LayerGrid, RunDetail, RunSummary
+from tuidiag.viewmodel.actions import past_actions
+from tuidiag.viewmodel.downsample import downsample
+from tuidiag.viewmodel.jobs_view import job_texts
+from tuidiag.viewmodel.ranks import RankLines, rank_lines
+from tuidiag.viewmodel.snapshot import Chart, LayerGrid, RunDetail, RunSummary
 from tuidiag.store import Event, Run
 from tuidiag.store.job_results import step_from_run
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag.store import Run
-from tuidiag.store import control as ctl
+from tuidiag.store import control_channel as ctl
 from tuidiag.store.job_results import read_result
 
 def wants_live(run: Run, args: argparse.Namespace) -> bool:

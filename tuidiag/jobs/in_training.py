@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from tuidiag.jobs.common import Control, JobError
+from tuidiag.jobs.job_handle import JobError, JobHandle
 from tuidiag.jobs.factory import Parts
 
 
@@ -35,7 +35,7 @@ MIN_LIVE_BATCHES = 8
 over a hundred steps are memorised, and one lucky batch moves the suggestion."""
 
 
-def _lr_find(parts: Parts, args: dict[str, Any], device: torch.device, control: Control) -> dict[str, Any]:
+def _lr_find(parts: Parts, args: dict[str, Any], device: torch.device, control: JobHandle) -> dict[str, Any]:
     from tuidiag.jobs.lr_find import LRFindConfig, lr_find, mark_unreliable
     from tuidiag.recorder.recent_batches import FOR_JOBS, MAX_BYTES
 
@@ -48,13 +48,13 @@ def _lr_find(parts: Parts, args: dict[str, Any], device: torch.device, control: 
     return result
 
 
-def _overfit(parts: Parts, args: dict[str, Any], device: torch.device, control: Control) -> dict[str, Any]:
+def _overfit(parts: Parts, args: dict[str, Any], device: torch.device, control: JobHandle) -> dict[str, Any]:
     from tuidiag.jobs.overfit import OverfitConfig, overfit_batch
 
     return overfit_batch(parts, device, _config(OverfitConfig, args), control)
 
 
-def _sharpness(parts: Parts, args: dict[str, Any], device: torch.device, control: Control) -> dict[str, Any]:
+def _sharpness(parts: Parts, args: dict[str, Any], device: torch.device, control: JobHandle) -> dict[str, Any]:
     from tuidiag.jobs.sharpness import SharpnessConfig, sharpness
 
     return sharpness(parts, device, _config(SharpnessConfig, args), control)
@@ -63,7 +63,7 @@ def _sharpness(parts: Parts, args: dict[str, Any], device: torch.device, control
 RUNNERS = {"lr_find": _lr_find, "overfit_batch": _overfit, "sharpness": _sharpness}
 
 
-def run_request(job: str, args: dict[str, Any], parts: Parts, device: torch.device, control: Control) -> dict[str, Any]:
+def run_request(job: str, args: dict[str, Any], parts: Parts, device: torch.device, control: JobHandle) -> dict[str, Any]:
     """Run ``job`` (not the NaN hunt: see :func:`hunt_capture`) on the live ``parts``."""
     if job not in RUNNERS:
         raise JobError(f"{job!r} cannot run from a request; one of {', '.join(RUNNERS)}")

@@ -1,6 +1,6 @@
 """``RunsModel``: the runs under a root, refreshed incrementally, summarised and detailed.
 
-Called from worker threads only. Each run is read on its own (:mod:`tuidiag.live.read_pool`),
+Called from worker threads only. Each run is read on its own (:mod:`tuidiag.viewmodel.read_pool`),
 under its own lock: a run that raises while it is read (a ``run.json`` nested
 too deeply, a shard whose footer claims 10^12 rows) shows as ``unreadable`` with
 the reason, and one whose read is slow shows as ``reading`` (or with its last
@@ -25,10 +25,10 @@ from pathlib import Path
 from tuidiag.diagnosis import Diagnosis, diagnose
 from tuidiag.diagnosis.view import VAL_LOSS_NAMES, RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
-from tuidiag.live.detail import DetailData, build_detail, detail_data
-from tuidiag.live.downsample import downsample, tail_spark
-from tuidiag.live.read_pool import ReadPool, ReadTask
-from tuidiag.live.snapshot import Chart, RunDetail, RunSummary, reading_summary, summarize, unreadable_summary
+from tuidiag.viewmodel.detail import DetailData, build_detail, detail_data
+from tuidiag.viewmodel.downsample import downsample, tail_spark
+from tuidiag.viewmodel.read_pool import ReadPool, ReadTask
+from tuidiag.viewmodel.snapshot import Chart, RunDetail, RunSummary, reading_summary, summarize, unreadable_summary
 from tuidiag.store import Run, find_runs, open_run
 from tuidiag.store.unreadable import reason_of
 

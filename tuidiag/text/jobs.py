@@ -1,7 +1,7 @@
 """Plain-text reports of job results for the terminal, with plotext charts.
 
 Text that comes from the run or the user's code (module names, source lines)
-passes through :func:`tuidiag.textsafe.clean`. Charts are colourless unless
+passes through :func:`tuidiag.text.safe.clean`. Charts are colourless unless
 ``color`` is set (the CLI sets it on a terminal).
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import plotext as plt
 
-from tuidiag.textsafe import clean
+from tuidiag.text.safe import clean
 
 
 def _fmt(value: Any) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tuidiag.live.actions import PastAction, Proposal, finder_suggestion, lr_conflict, past_actions, propose
-from tuidiag.store import control as ctl
+from tuidiag.viewmodel.actions import PastAction, Proposal, finder_suggestion, lr_conflict, past_actions, propose
+from tuidiag.store import control_channel as ctl
 from tuidiag.store.manifest import read_manifest
 
 ANSWER_WAIT = 30.0
