@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 FORMAT_VERSION = 1
 """Bumped on any change a reader of the previous version could misread."""
@@ -31,42 +33,64 @@ STATUS_FAILED = "failed"
 STATUS_CRASHED = "crashed"
 
 
-def _schema(fields: list[pa.Field], table: str) -> pa.Schema:
+def _schema(fields: list["pa.Field"], table: str) -> "pa.Schema":
     """Attach the format version and table kind to a schema's metadata."""
+    import pyarrow as pa
+
     meta = {FORMAT_VERSION_KEY: str(FORMAT_VERSION).encode(), TABLE_KIND_KEY: table.encode()}
     return pa.schema(fields, metadata=meta)
 
 
-METRICS_SCHEMA = _schema(
-    [
-        pa.field("step", pa.int64(), nullable=False),
-        pa.field("wall_time", pa.float64(), nullable=False),
-        pa.field("metric", pa.dictionary(pa.int32(), pa.string()), nullable=False),
-        pa.field("value", pa.float64(), nullable=True),
-        pa.field("rank", pa.int32(), nullable=False),
-        pa.field("seq", pa.int64(), nullable=False),
-    ],
-    "metrics",
-)
-"""Long-form metric rows. ``seq`` is the flush that produced the row; it
-survives compaction so a tailing reader neither misses nor double-counts."""
+def _metrics_schema() -> "pa.Schema":
+    """Long-form metric rows. ``seq`` is the flush that produced the row; it
+    survives compaction so a tailing reader neither misses nor double-counts."""
+    import pyarrow as pa
 
-EVENTS_SCHEMA = _schema(
-    [
-        pa.field("step", pa.int64(), nullable=False),
-        pa.field("wall_time", pa.float64(), nullable=False),
-        pa.field("kind", pa.dictionary(pa.int32(), pa.string()), nullable=False),
-        pa.field("severity", pa.dictionary(pa.int32(), pa.string()), nullable=False),
-        pa.field("message", pa.string(), nullable=False),
-        pa.field("data", pa.string(), nullable=True),
-        pa.field("rank", pa.int32(), nullable=False),
-        pa.field("seq", pa.int64(), nullable=False),
-    ],
-    "events",
-)
-"""One row per event; ``data`` holds a JSON object with event-specific details."""
+    return _schema(
+        [
+            pa.field("step", pa.int64(), nullable=False),
+            pa.field("wall_time", pa.float64(), nullable=False),
+            pa.field("metric", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+            pa.field("value", pa.float64(), nullable=True),
+            pa.field("rank", pa.int32(), nullable=False),
+            pa.field("seq", pa.int64(), nullable=False),
+        ],
+        "metrics",
+    )
 
-SCHEMAS = {METRICS_DIR: METRICS_SCHEMA, EVENTS_DIR: EVENTS_SCHEMA}
+
+def _events_schema() -> "pa.Schema":
+    """One row per event; ``data`` holds a JSON object with event-specific details."""
+    import pyarrow as pa
+
+    return _schema(
+        [
+            pa.field("step", pa.int64(), nullable=False),
+            pa.field("wall_time", pa.float64(), nullable=False),
+            pa.field("kind", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+            pa.field("severity", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+            pa.field("message", pa.string(), nullable=False),
+            pa.field("data", pa.string(), nullable=True),
+            pa.field("rank", pa.int32(), nullable=False),
+            pa.field("seq", pa.int64(), nullable=False),
+        ],
+        "events",
+    )
+
+
+_LAZY_SCHEMAS = {"METRICS_SCHEMA": _metrics_schema, "EVENTS_SCHEMA": _events_schema}
+"""``METRICS_SCHEMA`` and ``EVENTS_SCHEMA`` are built on first use (PEP 562), so that the names and
+constants here import without pyarrow: ``tuidiag status`` reads ``run.json`` only and starts in milliseconds."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_SCHEMAS:
+        value = globals()[name] = _LAZY_SCHEMAS[name]()
+        return value
+    if name == "SCHEMAS":
+        value = globals()["SCHEMAS"] = {METRICS_DIR: __getattr__("METRICS_SCHEMA"), EVENTS_DIR: __getattr__("EVENTS_SCHEMA")}
+        return value
+    raise AttributeError(f"module 'tuidiag.format' has no attribute {name!r}")
 
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1

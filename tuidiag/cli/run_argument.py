@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tuidiag.store import Run, open_run
 from tuidiag.store.discovery import is_run_dir
 from tuidiag.text.safe import clean
+
+if TYPE_CHECKING:
+    from tuidiag.store import Run
 
 
 class RunNotReadable(Exception):
@@ -16,6 +19,8 @@ class RunNotReadable(Exception):
 
 def load_run(path: str | Path) -> Run:
     """Open the run at ``path``; raise :class:`RunNotReadable` with a message a user can act on."""
+    from tuidiag.store import open_run  # here: ``tuidiag status`` uses this module without the reader's pyarrow
+
     path = Path(path)
     if not path.exists():
         raise RunNotReadable(f"{path} does not exist")

@@ -3,8 +3,8 @@
 A diagnosis reads the whole run; on a large run that takes seconds. The cache
 (``$TUIDIAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/tuidiag``, else ``~/.cache/tuidiag``)
 keeps the last top finding with the run's *signature* (the newest flush of each
-rank and table). When the signature changed: a small run is re-diagnosed inline;
-a large one in a detached ``tuidiag status --refresh-cache`` process (tuidiag's own
+rank and table). A small run never diagnosed before is diagnosed inline. When the
+signature changed, the run is re-diagnosed in a detached ``tuidiag status --refresh-cache`` process (tuidiag's own
 code, isolated from the working directory: :mod:`tuidiag.self_command`; one at a
 time, guarded by a lock file, at most every ``max(MIN_INTERVAL, COST_FACTOR x its
 cost)`` seconds), while the status line shows the previous finding marked stale.
@@ -24,10 +24,11 @@ from tuidiag import self_command
 from tuidiag.format import EVENTS_DIR, METRICS_DIR
 from tuidiag.store.safe_write import create_new, write_text_atomic
 from tuidiag.store.limits import MAX_STATUS_CACHE_BYTES, read_json_bounded
-from tuidiag.store.shards import list_shards
+from tuidiag.store.discovery import list_shards
 
 INLINE_BYTES = 4 * 1024 * 1024
-"""Runs whose metric shards total less than this are diagnosed inline (a fraction of a second)."""
+"""Runs whose metric shards total less than this are diagnosed inline (a fraction of a second) the first time;
+afterwards in the background, so a status bar polling a live run every second costs milliseconds per call."""
 MIN_INTERVAL = 10.0
 COST_FACTOR = 10.0
 LOCK_STALE = 600.0
@@ -108,7 +109,7 @@ def top_finding(run_dir: Path, inline: bool = False) -> tuple[dict[str, Any] | N
     cached = load(run_dir)
     if cached is not None and cached.get("signature") == sig:
         return cached.get("top"), True
-    if inline or size < INLINE_BYTES:
+    if inline or (cached is None and size < INLINE_BYTES):
         return refresh(run_dir)["top"], True
     if cached is None or time.time() - float(cached.get("computed", 0)) > max(
         MIN_INTERVAL, COST_FACTOR * float(cached.get("cost", 0))

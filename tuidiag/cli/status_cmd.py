@@ -1,9 +1,11 @@
 """``tuidiag status RUN``: one line for a tmux status bar: step, loss, top finding, staleness.
 
-``myrun ▸ step 12,345 loss 0.4312 ▸ lr_too_high 80% ▸ 3s ago``. It reads ``run.json``,
-the newest loss row from the end of the newest shard and a cached top finding
-(:mod:`tuidiag.cli.status_cache`), never the whole run, so it can run every few
-seconds. A finding computed before the newest data is marked with ``*``. A run
+``myrun ▸ step 12,345 loss 0.4312 ▸ lr_too_high 80% ▸ 3s ago``. It reads ``run.json``
+(whose ``summary`` holds the newest loss: :mod:`tuidiag.store.tail_summary`; a run
+without one has it read from the end of the newest shard) and a cached top finding
+(:mod:`tuidiag.cli.status_cache`), never the whole run and, on a run with a summary,
+without importing pyarrow or numpy, so it can run every second. A finding computed
+before the newest data is marked with ``*``. A run
 whose recorder rejected or lost anything says so after the loss
 (``1 value rejected``, from ``run.json``'s stats).
 """
@@ -23,7 +25,7 @@ from tuidiag.format import LOSS, STATUS_RUNNING
 from tuidiag.store.discovery import is_run_dir
 from tuidiag.store.manifest import effective_status, read_manifest
 from tuidiag.store.recorder_losses import manifest_losses
-from tuidiag.store.tail import latest
+from tuidiag.store.tail_summary import newest
 from tuidiag.text.safe import clean
 
 UNICODE = {"sep": " \N{BLACK RIGHT-POINTING SMALL TRIANGLE} ", "wait": "diagnosing\N{HORIZONTAL ELLIPSIS}"}
@@ -93,7 +95,7 @@ def status_line(
 ) -> str:
     """The one line: name, step and loss, recorder losses, top finding (``None``: left out), age or end state."""
     now = time.time() if now is None else now
-    loss = latest(path, LOSS)
+    loss = newest(path, manifest, LOSS)
     name = _text(manifest.get("name") or path.name, tmux, 40)
     parts = [f"{name}{symbols['sep']}{_progress(manifest, loss)}"]
     if losses := manifest_losses(manifest).text():

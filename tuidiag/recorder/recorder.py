@@ -159,7 +159,9 @@ class Recorder:
                                      args.factory, args.resume, args.start_step)
         self.run_dir = self._manifest.run_dir
         self._next_step = self._manifest.resume_step
-        self._writer = ShardWriter(self.run_dir, self.rank, args.flush_interval, args.max_queue, self._on_flush, self.errors.report)
+        self._writer = ShardWriter(self.run_dir, self.rank, args.flush_interval, args.max_queue, self._on_flush, self.errors.report,
+                                   on_written=self._on_written)
+        self._writer.tail.seed(self._manifest.data)
         self.errors.sink = self.rejections.sink = self._error_event
         if self._manifest.note:
             print(self._manifest.note, file=sys.stderr)
@@ -554,7 +556,7 @@ class Recorder:
         self._writer.submit(EventRow(self._implicit_step(), time.time(), kind, "error", message, data))
 
     def _on_flush(self, writer: ShardWriter) -> None:
-        """Writer thread, each flush: system stats, error count, heartbeat."""
+        """Writer thread, each flush before its shards are written: system stats, error count."""
         from tuidiag.recorder.system import system_rows
 
         if self._control is not None:
@@ -574,7 +576,10 @@ class Recorder:
             self._written_rejections = rejected
             earlier = self._manifest.earlier_stats.get("rejected_values", 0)  # the counters count the whole run
             writer.add_rows(max(step, 0), time.time(), [RECORDER_REJECTED], np.array([float(rejected + earlier)]))
-        self._manifest.heartbeat(writer.last_step, self._stats())
+
+    def _on_written(self, writer: ShardWriter) -> None:
+        """Writer thread, each flush once its shards are on disk: the heartbeat, with the summary of the newest rows."""
+        self._manifest.heartbeat(writer.last_step, self._stats(), writer.tail.to_json())
 
     def _stats(self) -> dict[str, int]:
         writer = self._writer

@@ -17,6 +17,7 @@ from tuidiag.format import STATUS_RUNNING
 from tuidiag.recorder.arguments import STEP_LIMIT
 from tuidiag.recorder.placement import Placement, ResumeError, UnusablePathError, launch_key, place, usable_dir
 from tuidiag.store.manifest import effective_status, jsonable, new_manifest, write_manifest
+from tuidiag.store.tail_summary import SUMMARY_KEY, read_summary
 
 MAX_CONFIG_CHANGES = 100
 """Changed config keys listed in a ``resumed`` event; more are counted, not listed."""
@@ -145,6 +146,8 @@ class RunManifest:
         if earlier:  # a session that recorded beside the path asked for: still true of the run
             self.data["degraded"] = list(dict.fromkeys(earlier + self.data.get("degraded", [])))[:10]
         self.data["session"]["start_step"] = from_step
+        if read_summary(previous) is not None:  # the newest values on disk stand until this session writes newer ones
+            self.data[SUMMARY_KEY] = previous[SUMMARY_KEY]
         stats = previous.get("stats")
         self.earlier_stats = {k: v for k, v in (stats if isinstance(stats, dict) else {}).items()
                               if isinstance(v, int) and not isinstance(v, bool) and v > 0}
@@ -172,13 +175,15 @@ class RunManifest:
         """Say that this training accepts control requests (jobs run in the live process)."""
         self.data["control"] = {"pid": pid, "uid": uid, "host": host, "loss_fn": has_loss, "device": device}
 
-    def heartbeat(self, last_step: int, stats: dict[str, int]) -> None:
-        """Write the manifest with a fresh heartbeat (rank 0 only)."""
+    def heartbeat(self, last_step: int, stats: dict[str, int], summary: dict[str, Any] | None = None) -> None:
+        """Write the manifest with a fresh heartbeat (rank 0 only), and ``summary`` (the newest rows on disk) if given."""
         if not self.writes:
             return
         last_step = max(last_step, self.floor_step)
         stats = {key: self.earlier_stats.get(key, 0) + value for key, value in stats.items()}  # the whole run's counts
         self.data.update(heartbeat=time.time(), last_step=last_step if last_step >= 0 else None, stats=stats)
+        if summary is not None:
+            self.data[SUMMARY_KEY] = summary
         write_manifest(self.run_dir, self.data)
 
     def finish(self, status: str, last_step: int, stats: dict[str, int]) -> None:

@@ -42,6 +42,7 @@ from tuidiag.format import (
 from tuidiag.recorder import arrow_build
 from tuidiag.recorder.values import storable_name
 from tuidiag.store.shards import COMPACT_MIN_FILES, compact, list_shards, plan_compaction, write_table_atomic
+from tuidiag.store.tail_summary import TailKeeper
 
 MAX_BUFFERED_ROWS = 2_000_000
 """Rows kept in memory while the disk refuses writes; the oldest go beyond this."""
@@ -103,8 +104,13 @@ class ShardWriter:
         on_flush: Callable[["ShardWriter"], None] | None = None,
         report_error: Callable[[str, BaseException], None] | None = None,
         compact_min_files: int = COMPACT_MIN_FILES,
+        on_written: Callable[["ShardWriter"], None] | None = None,
     ) -> None:
         self.run_dir = run_dir
+        self.on_written = on_written
+        """Called at the end of each flush, once its shards are on disk (the heartbeat)."""
+        self.tail = TailKeeper()
+        """The newest values of the rows on disk, for ``run.json``'s ``summary``."""
         self.compact_min_files = compact_min_files
         self.rank = rank
         self.flush_interval = flush_interval
@@ -263,8 +269,12 @@ class ShardWriter:
         if self.on_flush is not None:
             self._guard(self.on_flush, self)
         self._note_drops()
-        if not self._rows and not self._events:
-            return
+        if self._rows or self._events:
+            self._guard(self._write_shards)
+        if self.on_written is not None:
+            self._guard(self.on_written, self)
+
+    def _write_shards(self) -> None:
         seq, wrote = self._seq, False
         name = ShardName(self.rank, seq, seq).filename
         try:
@@ -274,6 +284,7 @@ class ShardWriter:
                 write_table_atomic(self.run_dir / METRICS_DIR / name, metrics, root=self.run_dir)
                 wrote = True
                 self.rows_written += metrics.num_rows
+                self._guard(self.tail.add, self._rows, self._names, seq)
             self._rows.clear()
             events = self._events_table(seq) if self._events else None
             if events is not None:

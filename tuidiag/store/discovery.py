@@ -1,4 +1,6 @@
-"""Finding run directories under a root, recursively, without following symlink loops."""
+"""Finding run directories under a root, recursively, without following symlink loops, and the shards in them.
+
+No pyarrow here: ``tuidiag status`` lists shards without importing it."""
 
 from __future__ import annotations
 
@@ -54,3 +56,18 @@ def find_runs(root: str | Path, max_depth: int = 6) -> list[Path]:
             dirnames.clear()
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
     return sorted(runs)
+
+
+def list_shards(directory: Path) -> list[tuple[ShardName, Path]]:
+    """All well-named shards in ``directory``, sorted by rank and sequence range."""
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    shards = []
+    for name in names:
+        parsed = ShardName.parse(name)
+        if parsed is not None:
+            shards.append((parsed, directory / name))
+    shards.sort()
+    return shards

@@ -22,8 +22,6 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import numpy as np
-
 KiB, MiB = 1 << 10, 1 << 20
 
 MAX_JSON_DEPTH = 64
@@ -127,6 +125,9 @@ _ESCAPE = re.compile(r"\\.", re.DOTALL)
 _STRING = re.compile(r'"[^"]*(?:"|\Z)')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _CHUNK = 1 << 20
+_SMALL = 1 << 16
+"""Brackets counted in plain Python; more go through numpy."""
+_OPENING = frozenset(b"[{")
 
 
 def json_depth(text: str, stop_after: int | None = None) -> int:
@@ -141,6 +142,13 @@ def json_depth(text: str, stop_after: int | None = None) -> int:
         return min(stop_after, text.count("[") + text.count("{"))
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", _ESCAPE.sub("", text))).encode("ascii")
     depth = deepest = 0
+    if len(brackets) <= _SMALL:  # a run.json: no numpy import (``tuidiag status`` starts without it)
+        for code in brackets:
+            depth += 1 if code in _OPENING else -1
+            deepest = max(deepest, depth)
+        return deepest
+    import numpy as np
+
     for start in range(0, len(brackets), _CHUNK):
         codes = np.frombuffer(brackets, np.uint8, count=min(_CHUNK, len(brackets) - start), offset=start)
         steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1).astype(np.int64)

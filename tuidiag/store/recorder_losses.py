@@ -9,10 +9,9 @@ to that step count. ``tuidiag ls``, ``tuidiag status``, the monitor and
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from tuidiag.format import RECORDER_DROPPED, RECORDER_ERRORS, RECORDER_LOST, RECORDER_REJECTED
 
@@ -81,6 +80,8 @@ def run_losses(run: Any, at: int | None = None) -> RecorderLosses:
 
 
 def _last(series: Any, at: int | None) -> int:
+    import numpy as np  # here only: ``tuidiag status`` reads the counts from run.json without numpy
+
     steps, values = series.steps, series.values
     if at is not None and len(steps):
         values = values[: int(np.searchsorted(steps, at, side="right"))]
@@ -92,4 +93,4 @@ def _count(value: Any) -> int:
         number = float(value)
     except (TypeError, ValueError):
         return 0
-    return int(number) if np.isfinite(number) and number > 0 else 0
+    return int(number) if math.isfinite(number) and number > 0 else 0

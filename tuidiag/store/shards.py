@@ -9,7 +9,6 @@ tailing reader de-duplicate exactly (see :mod:`tuidiag.store.reader`).
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pyarrow.parquet as pq
 from tuidiag.format import SHARD_SUFFIX, TEMP_PREFIX, ShardName
 from tuidiag.store.safe_write import write_atomic
 from tuidiag.store.decode import check_footer, check_regular_file, open_parquet
+from tuidiag.store.discovery import list_shards  # noqa: F401  (listed without pyarrow there; the writer imports it from here)
 
 COMPRESSION = "zstd"
 COMPACT_MIN_FILES = 32
@@ -32,21 +32,6 @@ def write_table_atomic(path: Path, table: pa.Table, fsync: bool = False, root: P
     (:func:`tuidiag.store.safe_write.write_atomic`; no directory below ``root`` may be a symlink)."""
     write_atomic(path, lambda handle: pq.write_table(table, handle, compression=COMPRESSION, use_dictionary=True),
                  fsync=fsync, root=root)
-
-
-def list_shards(directory: Path) -> list[tuple[ShardName, Path]]:
-    """All well-named shards in ``directory``, sorted by rank and sequence range."""
-    try:
-        names = os.listdir(directory)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    shards = []
-    for name in names:
-        parsed = ShardName.parse(name)
-        if parsed is not None:
-            shards.append((parsed, directory / name))
-    shards.sort()
-    return shards
 
 
 def plan_compaction(

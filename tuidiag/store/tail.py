@@ -9,7 +9,6 @@ until the metric shows up.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,19 +17,11 @@ import pyarrow as pa
 from tuidiag.format import METRICS_DIR
 from tuidiag.store.decode import ShardError, check_footer, check_regular_file, open_parquet, texts, to_numpy
 from tuidiag.store.shards import list_shards
+from tuidiag.store.tail_summary import Latest
 
 MAX_SHARDS = 16
 """Shards looked at, newest first, before giving up on a metric that is rarely written."""
 _COLUMNS = ["step", "wall_time", "metric", "value"]
-
-
-@dataclass(frozen=True)
-class Latest:
-    """The newest row of a metric: its step, value and wall time."""
-
-    step: int
-    value: float
-    wall_time: float
 
 
 def latest(run_dir: str | Path, metric: str, rank: int | None = None) -> Latest | None:

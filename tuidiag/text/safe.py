@@ -9,8 +9,10 @@ removes escape sequences and control characters, and are wrapped in a Rich
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.text import Text
 
 _ESCAPES = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL or ST
@@ -56,4 +58,6 @@ def escaped(text: str) -> str:
 
 def literal(value: object, style: str = "", max_len: int = 500) -> Text:
     """A Rich ``Text`` that shows ``value`` exactly, whatever brackets it contains."""
+    from rich.text import Text  # here: ``tuidiag status`` cleans text without importing Rich
+
     return Text(clean(value, max_len), style=style)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from tsdownsample import MinMaxLTTBDownsampler
 
+from tuidiag.store.tail_summary import tail_spark  # noqa: F401  (defined beside the summary the recorder keeps)
+
 _DOWNSAMPLER = MinMaxLTTBDownsampler()
 
 
@@ -26,20 +28,3 @@ def downsample(steps: np.ndarray, values: np.ndarray, points: int) -> tuple[np.n
         x, values = x[order], values[order]
     idx = _DOWNSAMPLER.downsample(x, values.astype(np.float64, copy=False), n_out=points)
     return x[idx], values[idx]
-
-
-def tail_spark(values: np.ndarray, points: int = 40) -> list[float]:
-    """The last stretch of a series as at most ``points`` bucket means, for a sparkline."""
-    want = points * 25
-    size = want
-    while True:  # look at the end only: the overview calls this for every run on every refresh
-        window = values[-size:] if 0 < size < len(values) else values
-        good = window[np.isfinite(window)]
-        if len(good) >= want or len(window) == len(values):
-            break
-        size *= 4
-    if not len(good):
-        return []
-    tail = good[-points * 25 :]
-    buckets = np.array_split(tail, min(points, len(tail)))
-    return [float(b.mean()) for b in buckets]

@@ -17,6 +17,7 @@ from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 from tuidiag.viewmodel.downsample import tail_spark
 from tuidiag.store import Event, Run
 from tuidiag.store.recorder_losses import run_losses
+from tuidiag.store.tail_summary import steps_per_second
 
 if TYPE_CHECKING:
     from tuidiag.viewmodel.ranks import RankLines
@@ -144,13 +145,3 @@ def _placeholder(key: str, name: str, status: str, problem: str) -> RunSummary:
     return RunSummary(key=key, name=name, status=status, step=None, steps_per_s=None, last_loss=None, spark=(),
                       lr=None, grad_norm=None, health="-", health_title=problem, health_severity="info",
                       health_confidence=0.0, data_age=None, problem=problem)
-
-
-def steps_per_second(steps: np.ndarray, walls: np.ndarray, window: float = 30.0) -> float | None:
-    """Training speed over the newest ``window`` seconds of recorded steps."""
-    if len(steps) < 2:
-        return None
-    start = int(np.searchsorted(walls, walls[-1] - window))
-    start = min(start, len(steps) - 2)
-    elapsed = float(walls[-1] - walls[start])
-    return float(steps[-1] - steps[start]) / elapsed if elapsed > 0 else None
