@@ -81,12 +81,18 @@ def refresh(run_dir: Path) -> dict[str, Any]:
     sig, _ = signature(run_dir)  # taken first: data arriving meanwhile makes the entry stale, not wrong
     start = time.perf_counter()
     diagnosis = diagnose(run_dir)
+    return store(run_dir, sig, diagnosis, time.perf_counter() - start)
+
+
+def store(run_dir: Path, sig: str, diagnosis: Any, cost: float) -> dict[str, Any]:
+    """Cache ``diagnosis`` (a :class:`~tuidiag.diagnosis.Diagnosis` of the run's files as of signature ``sig``,
+    which took ``cost`` seconds); returns the cache entry. The monitor stores the diagnoses it computes here too."""
     top = diagnosis.top
     entry = {
         "path": str(run_dir.resolve()),
         "signature": sig,
         "computed": time.time(),
-        "cost": time.perf_counter() - start,
+        "cost": cost,
         "step": diagnosis.step,
         "top": {"code": top.code, "title": top.title, "confidence": top.confidence, "severity": top.severity},
     }
@@ -95,6 +101,18 @@ def refresh(run_dir: Path) -> dict[str, Any]:
     except OSError:
         pass  # an unwritable cache only costs speed: the next call diagnoses again
     return entry
+
+
+def due(cached: dict[str, Any] | None) -> bool:
+    """True when a stale entry may be refreshed in the background now: none yet, or the last is older than
+    ``max(MIN_INTERVAL, COST_FACTOR x its cost)`` seconds."""
+    if cached is None:
+        return True
+    try:
+        computed, cost = float(cached.get("computed", 0)), float(cached.get("cost", 0))
+    except (TypeError, ValueError):
+        return True
+    return time.time() - computed > max(MIN_INTERVAL, COST_FACTOR * cost)
 
 
 def _write(path: Path, entry: dict[str, Any]) -> None:
@@ -111,9 +129,7 @@ def top_finding(run_dir: Path, inline: bool = False) -> tuple[dict[str, Any] | N
         return cached.get("top"), True
     if inline or (cached is None and size < INLINE_BYTES):
         return refresh(run_dir)["top"], True
-    if cached is None or time.time() - float(cached.get("computed", 0)) > max(
-        MIN_INTERVAL, COST_FACTOR * float(cached.get("cost", 0))
-    ):
+    if due(cached):
         start_background(run_dir)
     return (cached or {}).get("top"), False
 

@@ -168,7 +168,7 @@ class TailKeeper:
         return {
             "version": SUMMARY_VERSION, "seq": self.seq, "rows": self.rows,
             "last": {name: [row.step, _json_number(row.value), row.wall_time] for name, row in self._last.items()},
-            "spark": [round(v, 12) for v in tail_spark(values)],
+            "spark": tail_spark(values),
             "steps_per_s": pace if pace is not None and math.isfinite(pace) else None,
         }
 

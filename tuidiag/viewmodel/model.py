@@ -19,8 +19,8 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
 from pathlib import Path
+from typing import Any, Callable
 
 from tuidiag.diagnosis import Diagnosis, diagnose
 from tuidiag.diagnosis.view import VAL_LOSS_NAMES, RunView
@@ -28,8 +28,12 @@ from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 from tuidiag.viewmodel.detail import DetailData, build_detail, detail_data
 from tuidiag.viewmodel.downsample import downsample, tail_spark
 from tuidiag.viewmodel.read_pool import ReadPool, ReadTask
-from tuidiag.viewmodel.snapshot import Chart, RunDetail, RunSummary, reading_summary, summarize, unreadable_summary
+from tuidiag.viewmodel.snapshot import PENDING, Chart, Health, RunDetail, RunSummary, reading_summary, summarize, summarize_tail, unreadable_summary
+from tuidiag.cli import status_cache
+from tuidiag.format import STATUS_RUNNING
 from tuidiag.store import Run, find_runs, open_run
+from tuidiag.store.manifest import effective_status, read_manifest
+from tuidiag.store.tail_summary import TailSummary, current_summary
 from tuidiag.store.unreadable import reason_of
 
 
@@ -39,6 +43,11 @@ DIAGNOSIS_MAX_AGE = 30.0
 """The live diagnosis of a growing run is never older than this (seconds, plus one refresh)."""
 RETRY_AFTER = 10.0
 """Seconds before a run whose read failed is read again (at once when its files change)."""
+SMALL_RUN_ROWS = 2_000_000
+"""Runs with at most this many rows are diagnosed in the monitor (read whole, and tailed while they run);
+larger ones in a separate process, whose finding the diagnosis cache hands back."""
+ANNOUNCE_AFTER = 0.25
+"""Seconds over which diagnoses that finish after their refresh are announced to the app together."""
 
 
 @dataclass
@@ -67,6 +76,14 @@ class _Slot:
     problem: str | None = None
     """Why the last read raised (``None``: it did not)."""
     failed_at: float = -math.inf
+    manifest: dict[str, Any] = field(default_factory=dict)
+    tail: TailSummary | None = None
+    """The recorder's summary of the newest rows, when ``run.json`` has a current one: the overview row comes
+    from it and the manifest alone (``None``: a run of an older writer, read whole as before)."""
+    health: Health = PENDING
+    diagnosed: tuple[int, int] | None = None
+    """(``tail.seq``, ``tail.rows``) that ``health`` covers."""
+    diagnosing: ReadTask | None = None
 
 
 class RunsModel:
@@ -87,6 +104,9 @@ class RunsModel:
         self._sparks: dict[Path, tuple[object, tuple[float, ...]]] = {}
         self._lock = threading.Lock()
         """Guards ``_slots`` (not the runs: each slot has its own lock)."""
+        self._diagnosis_pool = ReadPool(workers=1)
+        """Diagnoses run one at a time, after the reads: they never delay a run's row."""
+        self._announcing: threading.Timer | None = None
 
     @property
     def runs(self) -> dict[Path, Run]:
@@ -147,19 +167,104 @@ class RunsModel:
         return slot.summary
 
     def _read(self, slot: _Slot, queued: float, wait: float) -> None:
-        """Open or refresh one run and summarise it; any exception is kept as its reason (reading thread)."""
+        """Summarise one run; any exception is kept as its reason (reading thread).
+
+        A run whose ``run.json`` holds a current summary of its newest rows is summarised from
+        ``run.json`` alone and diagnosed afterwards (:meth:`_diagnose_later`); any other is read
+        whole, and diagnosed, as before."""
         with slot.lock:
             try:
-                if slot.run is None:
-                    slot.run = open_run(slot.path)
+                slot.tail = self._current_tail(slot)
+                if slot.tail is not None:
+                    slot.summary = summarize_tail(slot.path, slot.manifest, slot.tail, slot.health, self.clock())
                 else:
-                    slot.run.refresh()
-                slot.summary = self._summary(slot.path, slot.run)
+                    self._open(slot)
+                    slot.summary = self._summary(slot.path, slot.run)
                 slot.problem = None
             except Exception as exc:  # MemoryError, RecursionError included: this run only
                 slot.problem, slot.failed_at = reason_of(exc), time.monotonic()
+        if slot.tail is not None and slot.problem is None:
+            self._diagnose_later(slot)
         if self.on_late is not None and time.monotonic() - queued > wait:
             self.on_late(slot.path)
+
+    def _open(self, slot: _Slot) -> Run:
+        """The slot's run read whole, opened now or refreshed (slot lock held)."""
+        if slot.run is None:
+            slot.run = open_run(slot.path)
+        else:
+            slot.run.refresh()
+        return slot.run
+
+    @staticmethod
+    def _current_tail(slot: _Slot) -> TailSummary | None:
+        """The summary in the run's ``run.json`` if it covers the shards on disk (slot lock held)."""
+        try:
+            manifest = read_manifest(slot.path)
+        except (OSError, ValueError, RecursionError):  # read whole instead: the reader says what is wrong
+            return None
+        tail = current_summary(slot.path, manifest)
+        if tail is not None:
+            slot.manifest = manifest
+        return tail
+
+    def _diagnose_later(self, slot: _Slot) -> None:
+        """Queue the diagnosis of a run summarised from ``run.json``, unless it covers the newest rows already."""
+        tail = slot.tail
+        if tail is None or slot.diagnosed == (tail.seq, tail.rows) or (slot.diagnosing is not None and not slot.diagnosing.done()):
+            return
+        slot.diagnosing = self._diagnosis_pool.submit(lambda: self._diagnose(slot))
+
+    def _diagnose(self, slot: _Slot) -> None:
+        """The health of a run summarised from ``run.json`` (diagnosis thread): from the diagnosis cache
+        when it covers the run's files; else diagnosed here when the run is small (read whole, then tailed
+        while it runs), and in a ``tuidiag status --refresh-cache`` process when it is large, so this
+        process never holds a large run in memory. The result is cached for the status line and the next start."""
+        with slot.lock:
+            tail = slot.tail
+            if tail is None or slot.problem is not None:
+                return
+            try:
+                signature, _ = status_cache.signature(slot.path)
+                cached = status_cache.load(slot.path)
+                if slot.run is None and cached is not None and cached.get("signature") == signature:
+                    slot.health, slot.diagnosed = _cached_health(cached), (tail.seq, tail.rows)
+                elif slot.run is None and tail.rows > SMALL_RUN_ROWS:
+                    if cached is not None:
+                        slot.health = _cached_health(cached)
+                    if status_cache.due(cached):
+                        status_cache.start_background(slot.path)
+                else:
+                    run = self._open(slot)
+                    diagnosis = self._diagnosis(slot.path, run)
+                    top = diagnosis.top
+                    slot.health = Health(top.code, top.title, top.severity, top.confidence)
+                    if self._diagnoses[slot.path].rows == run.rows_read:  # not one the CPU budget kept from before
+                        slot.diagnosed = (tail.seq, tail.rows)
+                        status_cache.store(slot.path, signature, diagnosis, self._diagnoses[slot.path].cost)
+                    if effective_status(slot.manifest) != STATUS_RUNNING:
+                        slot.run = None  # a finished run is not tailed: its rows need not stay in memory
+                slot.summary = summarize_tail(slot.path, slot.manifest, tail, slot.health, self.clock())
+            except Exception:  # a diagnosis that fails leaves the row as it was; the run view says why
+                slot.diagnosed = (tail.seq, tail.rows)
+        self._announce()
+
+    def _announce(self) -> None:
+        """Tell the app that summaries changed after their refresh returned: at most once per :data:`ANNOUNCE_AFTER`."""
+        if self.on_late is None:
+            return
+        with self._lock:
+            if self._announcing is not None:
+                return
+            self._announcing = threading.Timer(ANNOUNCE_AFTER, self._announce_now)
+            self._announcing.daemon = True
+            self._announcing.start()
+
+    def _announce_now(self) -> None:
+        with self._lock:
+            self._announcing = None
+        if self.on_late is not None:
+            self.on_late(self.root)
 
     def detail(self, key: str, at: int | None = None, points: int = 400, wait: float | None = None) -> RunDetail | None:
         """The run view's data for run ``key`` as of step ``at``; ``None`` when the run is not
@@ -169,9 +274,9 @@ class RunsModel:
         if slot is None or not slot.lock.acquire(timeout=-1 if wait is None else wait):
             return None
         try:
-            run = slot.run
-            if run is None or slot.problem is not None:
+            if slot.problem is not None or (slot.run is None and slot.summary is None):
                 return None
+            run = self._open(slot) if slot.tail is not None or slot.run is None else slot.run
             path = slot.path
             live = self._diagnosis(path, run)
             diagnosis = live if at is None else diagnose(run, at=at)
@@ -230,8 +335,9 @@ class RunsModel:
         views = []
         for slot in slots:
             with slot.lock:
-                if slot.run is not None and slot.problem is None:
-                    views.append((slot.run.name, RunView(slot.run)))
+                if slot.problem is None and (slot.run is not None or slot.summary is not None):
+                    run = self._open(slot) if slot.tail is not None or slot.run is None else slot.run
+                    views.append((run.name, RunView(run)))
         return {
             "loss": Chart("train loss", _lines(views, LOSS, points), log_default=True),
             "val": Chart("validation loss", tuple(line for n, v in views if (name := v.first_present(VAL_LOSS_NAMES))
@@ -247,3 +353,13 @@ def _lines(views: list[tuple[str, RunView]], metric: str, points: int) -> tuple[
         if len(steps):
             lines.append((name, *downsample(steps, values, points)))
     return tuple(lines)
+
+
+def _cached_health(entry: dict[str, Any]) -> Health:
+    """The badge of a diagnosis cache entry (``PENDING`` when its top finding is malformed)."""
+    top = entry.get("top")
+    if not isinstance(top, dict) or not isinstance(top.get("code"), str):
+        return PENDING
+    confidence = top.get("confidence")
+    return Health(top["code"], str(top.get("title", "")), str(top.get("severity", "info")),
+                  float(confidence) if isinstance(confidence, (int, float)) and math.isfinite(confidence) else 0.0)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,8 +17,9 @@ from tuidiag.diagnosis import Diagnosis
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 from tuidiag.viewmodel.downsample import tail_spark
 from tuidiag.store import Event, Run
-from tuidiag.store.recorder_losses import run_losses
-from tuidiag.store.tail_summary import steps_per_second
+from tuidiag.store.manifest import effective_status
+from tuidiag.store.recorder_losses import manifest_losses, run_losses
+from tuidiag.store.tail_summary import LR_FIRST, TailSummary, steps_per_second
 
 if TYPE_CHECKING:
     from tuidiag.viewmodel.ranks import RankLines
@@ -124,6 +126,41 @@ def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: t
         grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code, health_title=top.title,
         health_severity=top.severity, health_confidence=top.confidence, data_age=age,
         warnings=tuple(run.warnings), recorder_losses=run_losses(run).text(), problem=_problem(run.warnings),
+    )
+
+
+@dataclass(frozen=True)
+class Health:
+    """A run's top finding as the overview shows it (from a diagnosis, or the diagnosis cache)."""
+
+    code: str
+    title: str
+    severity: str
+    confidence: float
+
+
+PENDING = Health("-", "diagnosing", "info", 0.0)
+"""The badge of a run whose diagnosis has not been computed yet."""
+
+
+def summarize_tail(path: Path, manifest: dict[str, Any], tail: TailSummary, health: Health, now: float | None = None) -> RunSummary:
+    """The overview row of a run from its ``run.json`` alone (its manifest and the recorder's summary of the
+    newest rows): no shard is read, whatever the run's length."""
+    now = time.time() if now is None else now
+    loss, lr, grad = (tail.last.get(name) for name in (LOSS, LR_FIRST, GRAD_NORM_TOTAL))
+    age = now - loss.wall_time if loss is not None else None
+    status = effective_status(manifest, now)
+    if status == "running" and age is not None and age > STALLED_AFTER:
+        status = "stalled"
+    step = manifest.get("last_step")
+    name = manifest.get("name")
+    return RunSummary(
+        key=str(path), name=name if isinstance(name, str) and name else path.name, status=status,
+        step=step if isinstance(step, int) and not isinstance(step, bool) else None, steps_per_s=tail.steps_per_s,
+        last_loss=loss.value if loss else None, spark=tail.spark, lr=lr.value if lr else None,
+        grad_norm=grad.value if grad else None, health=health.code, health_title=health.title,
+        health_severity=health.severity, health_confidence=health.confidence, data_age=age,
+        recorder_losses=manifest_losses(manifest).text(),
     )
 
 
