@@ -11,7 +11,7 @@ import pyarrow as pa
 
 import tuidiag
 from tests.conftest import ROOT
-from tuidiag.recorder import arrow_build
+from tuidiag.store import arrow_build
 
 
 def test_builders_match_pyarrow() -> None:

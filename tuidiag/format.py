@@ -24,6 +24,12 @@ MANIFEST_NAME = "run.json"
 METRICS_DIR = "metrics"
 EVENTS_DIR = "events"
 CAPTURES_DIR = "captures"
+SUMMARIES_DIR = "summaries"
+"""Min/max envelopes of each metrics shard, one file per shard under the shard's name (format.md section 4b)."""
+SUMMARY_VERSION_KEY = b"tuidiag.summary_version"
+SUMMARY_FORMAT_VERSION = 1
+"""Version of the ``summaries`` table, apart from ``FORMAT_VERSION``: a reader skips a summaries file of a
+higher version (and reads its shard instead); nothing a format-1 reader reads changed when summaries came."""
 SHARD_SUFFIX = ".parquet"
 TEMP_PREFIX = "."
 
@@ -78,7 +84,25 @@ def _events_schema() -> "pa.Schema":
     )
 
 
-_LAZY_SCHEMAS = {"METRICS_SCHEMA": _metrics_schema, "EVENTS_SCHEMA": _events_schema}
+def _summaries_schema() -> "pa.Schema":
+    """One row per (metric, level, bucket) of one metrics shard: see :mod:`tuidiag.store.envelope`."""
+    import pyarrow as pa
+
+    schema = _schema(
+        [
+            pa.field("metric", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+            pa.field("shift", pa.int32(), nullable=False),
+            *(pa.field(name, pa.int64(), nullable=False) for name in ("bucket", "count", "bad")),
+            *(pa.field(name, pa.float64(), nullable=False) for name in ("lo", "hi", "total", "lo_pos")),
+            *(pa.field(name, pa.int64(), nullable=False) for name in ("first_step", "first_bad", "last_step")),
+            pa.field("last_value", pa.float64(), nullable=False),
+        ],
+        "summaries",
+    )
+    return schema.with_metadata({**schema.metadata, SUMMARY_VERSION_KEY: str(SUMMARY_FORMAT_VERSION).encode()})
+
+
+_LAZY_SCHEMAS = {"METRICS_SCHEMA": _metrics_schema, "EVENTS_SCHEMA": _events_schema, "SUMMARIES_SCHEMA": _summaries_schema}
 """``METRICS_SCHEMA`` and ``EVENTS_SCHEMA`` are built on first use (PEP 562), so that the names and
 constants here import without pyarrow: ``tuidiag status`` reads ``run.json`` only and starts in milliseconds."""
 

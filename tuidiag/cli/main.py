@@ -22,6 +22,7 @@ SUBCOMMANDS: list[Subcommand] = [
     ("import", "import TensorBoard, Keras history or CSV logs as runs", "import_cmd", "add_arguments", "run"),
     ("query", "SQL (DuckDB) over every run's shards: views runs, metrics, events", "query_cmd", "add_arguments", "run"),
     ("status", "one line for a tmux status bar: step, loss, top finding, staleness", "status_cmd", "add_arguments", "run"),
+    ("compact", "merge a finished run's small shards and write the summaries the monitor reads", "compact_cmd", "add_arguments", "run"),
     ("demo", "write demo runs from real small CPU trainings", "demo_cmd", "add_arguments", "run"),
     ("lr-find", "LR range test in the live training or on the run's factory: suggested LR with a chart", "jobs_cmd", "add_lr_find_arguments", "lr_find"),
     ("nan-hunt", "replay the captured NaN step and name the module and op that produced it", "jobs_cmd", "add_nan_hunt_arguments", "nan_hunt"),

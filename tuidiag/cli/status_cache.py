@@ -12,9 +12,7 @@ cost)`` seconds), while the status line shows the previous finding marked stale.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 
 from tuidiag import self_command
 from tuidiag.format import EVENTS_DIR, METRICS_DIR
+from tuidiag.store.cache_dir import cache_root, run_key
 from tuidiag.store.safe_write import create_new, write_text_atomic
 from tuidiag.store.limits import MAX_STATUS_CACHE_BYTES, read_json_bounded
 from tuidiag.store.discovery import list_shards
@@ -37,16 +36,11 @@ LOCK_STALE = 600.0
 
 def cache_dir() -> Path:
     """Where cached findings live."""
-    explicit = os.environ.get("TUIDIAG_CACHE_DIR")
-    if explicit:
-        return Path(explicit) / "status"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tuidiag" / "status"
+    return cache_root() / "status"
 
 
 def _entry(run_dir: Path) -> Path:
-    digest = hashlib.sha1(os.fsencode(run_dir.resolve())).hexdigest()[:20]  # any bytes, UTF-8 or not
-    return cache_dir() / f"{digest}.json"
+    return cache_dir() / f"{run_key(run_dir)}.json"
 
 
 def signature(run_dir: Path) -> tuple[str, int]:

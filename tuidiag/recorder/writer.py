@@ -39,7 +39,7 @@ from tuidiag.format import (
     RECORDER_LOST,
     ShardName,
 )
-from tuidiag.recorder import arrow_build
+from tuidiag.store import arrow_build
 from tuidiag.recorder.values import storable_name
 from tuidiag.store.shards import COMPACT_MIN_FILES, compact, list_shards, plan_compaction, write_table_atomic
 from tuidiag.store.tail_summary import TailKeeper

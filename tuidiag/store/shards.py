@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tuidiag.format import SHARD_SUFFIX, TEMP_PREFIX, ShardName
+from tuidiag.format import SHARD_SUFFIX, TABLE_KIND_KEY, TEMP_PREFIX, ShardName
 from tuidiag.store.safe_write import write_atomic
 from tuidiag.store.decode import check_footer, check_regular_file, open_parquet
 from tuidiag.store.discovery import list_shards  # noqa: F401  (listed without pyarrow there; the writer imports it from here)
@@ -82,9 +82,19 @@ def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Sch
     merged = merged.replace_schema_metadata(schema.metadata)
     first, last = group[0][0], group[-1][0]
     name = ShardName(first.rank, first.first, last.last)
+    metrics = (schema.metadata or {}).get(TABLE_KIND_KEY) == b"metrics"
+    if metrics:  # its summary first: a reader that lists the merged shard finds it
+        from tuidiag.store.summary_files import summary_path, write_summary
+
+        try:
+            write_summary(directory.parent, name.filename, merged, root=root)
+        except (OSError, ValueError, pa.ArrowException):  # a summary only saves readers time: merge without it
+            pass
     write_table_atomic(directory / name.filename, merged, root=root)
     for _, path in group:
         path.unlink(missing_ok=True)
+        if metrics:
+            summary_path(directory.parent, path.name).unlink(missing_ok=True)
     return name
 
 

@@ -1,0 +1,99 @@
+"""Summaries on disk: written at compaction and by ``tuidiag compact``, exact, and ignored when they cannot be trusted."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tuidiag
+from tests.app_helpers import DEMO_RUNS
+from tuidiag.cli.main import main
+from tuidiag.format import METRICS_DIR, SUMMARIES_DIR
+from tuidiag.recorder.writer import Layout, MetricBatch, ShardWriter
+from tuidiag.format import METRICS_SCHEMA  # type: ignore[attr-defined]
+from tuidiag.store.decode import ShardError, read_shard
+from tuidiag.store.discovery import list_shards
+from tuidiag.store.envelope import from_rows, merge
+from tuidiag.store.summary_files import pyramids_of, read_levels, shard_rows, summary_path, write_summary
+
+FIELDS = ("bucket", "count", "bad", "lo", "hi", "lo_pos", "first_step", "first_bad", "last_step", "last_value")
+rows = st.lists(st.tuples(st.integers(0, 3000), st.sampled_from(["a", "b"]), st.one_of(st.floats(-5, 5), st.just(np.nan))),
+                min_size=1, max_size=40)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flushes=st.lists(rows, min_size=1, max_size=10))
+def test_summaries_of_compacted_shards_merge_into_the_levels_of_all_rows(tmp_path_factory: pytest.TempPathFactory,
+                                                                         flushes: list[list[tuple[int, str, float]]]) -> None:
+    """Whatever is written and compacted, the summaries (for shards that have one) and the rows (for the
+    others), merged in write order, give each metric the levels of all its rows."""
+    run_dir = tmp_path_factory.mktemp("sum") / "run"
+    writer = ShardWriter(run_dir, rank=0, flush_interval=3600, compact_min_files=3)
+    layouts = {"a": Layout(["a"]), "b": Layout(["b"])}
+    for batch in flushes:
+        for step, name, value in batch:
+            writer.submit(MetricBatch(step, 0.0, layouts[name], np.array([value])))
+        writer.flush()
+    writer.close()
+    parts: dict[str, list] = {}
+    for shard, path in list_shards(run_dir / METRICS_DIR):  # in seq order: write order
+        try:
+            levels = {name: by_shift[8] for name, by_shift in read_levels(summary_path(run_dir, path.name), shard_rows(path)).items()}
+            assert shard.first < shard.last  # only merged shards have one
+        except FileNotFoundError:
+            table = read_shard(path, METRICS_SCHEMA)
+            levels = {name: p.levels[8] for name, p in pyramids_of(table).items()}
+        for name, level in levels.items():
+            parts.setdefault(name, []).append(level)
+    run = tuidiag.open_run(run_dir)
+    assert sorted(parts) == run.metric_names
+    for name, found in parts.items():
+        series = run.series(name)
+        whole, merged = from_rows(series.steps, series.values), merge(found)
+        for field in FIELDS:
+            assert np.array_equal(getattr(merged, field), getattr(whole, field), equal_nan=True), field
+
+
+@pytest.mark.parametrize("forge", ["garbage", "metrics shard", "another shard's", "empty"])
+def test_a_summary_that_cannot_be_trusted_is_refused(tmp_path: Path, forge: str) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(DEMO_RUNS / "healthy", run_dir)
+    assert main(["compact", str(run_dir)]) == 0
+    (shard,) = [p for _, p in list_shards(run_dir / METRICS_DIR)]
+    target = summary_path(run_dir, shard.name)
+    assert read_levels(target, shard_rows(shard))["train/loss"]
+    if forge == "garbage":
+        target.write_bytes(b"PAR1" + bytes(range(256)) * 4 + b"PAR1")
+    elif forge == "metrics shard":
+        shutil.copy(shard, target)
+    elif forge == "another shard's":
+        shutil.copy(summary_path(run_dir, shard.name), tmp_path / "kept")
+        write_summary(run_dir, shard.name, read_shard(shard, METRICS_SCHEMA).slice(0, 10))
+    else:
+        target.write_bytes(b"")
+    with pytest.raises(ShardError):
+        read_levels(target, shard_rows(shard))
+
+
+def test_compact_writes_what_older_runs_lack_and_leaves_live_runs_unmerged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = tmp_path / "old"
+    shutil.copytree(DEMO_RUNS / "lr-too-high", old)
+    assert not (old / SUMMARIES_DIR).exists()
+    assert main(["compact", str(old)]) == 0 and main(["compact", str(old)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("wrote 1 summaries") and out[1].endswith("wrote 0 summaries")
+    writer = ShardWriter(tmp_path / "live", rank=0, flush_interval=3600)
+    for step in range(3):
+        writer.submit(MetricBatch(step, 0.0, Layout(["a"]), np.array([1.0])))
+        writer.flush()
+    manifest = {"status": "running", "heartbeat": 4e9, "name": "live"}
+    (tmp_path / "live" / "run.json").write_text(__import__("json").dumps(manifest))
+    assert main(["compact", str(tmp_path / "live")]) == 0
+    assert capsys.readouterr().out.strip().endswith("wrote 3 summaries (live run: shards not merged)")
+    assert len(list_shards(tmp_path / "live" / METRICS_DIR)) == 3
+    writer.close()

@@ -1,0 +1,58 @@
+"""``tuidiag compact RUN``: merge a finished run's small shards and write the envelope summaries its shards lack.
+
+Runs recorded before summaries existed (or whose writer died before closing) open
+without them: the monitor computes the envelopes from the rows on first open and
+keeps them in its cache. This command writes them into the run instead
+(``summaries/``, :mod:`tuidiag.store.summary_files`), so every reader of the run
+opens it at the cost of its summaries. A live run's shards are not merged (its
+writer does that); their summaries are written all the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tuidiag.cli.run_argument import fail
+from tuidiag.format import EVENTS_DIR, METRICS_DIR, STATUS_RUNNING, SUMMARIES_DIR
+from tuidiag.store.discovery import is_run_dir, list_shards
+from tuidiag.store.manifest import effective_status, read_manifest
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the ``compact`` arguments."""
+    parser.add_argument("run", help="a run directory")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Merge, write summaries, remove summaries of shards that are gone; print what was done (exit 2: not a run)."""
+    path = Path(args.run)
+    if not path.is_dir() or not is_run_dir(path):
+        return fail("compact", f"{path} is not a tuidiag run (no run.json or metrics/ inside)")
+    from tuidiag.format import EVENTS_SCHEMA, METRICS_SCHEMA  # type: ignore[attr-defined]
+    from tuidiag.store.shards import compact, plan_compaction
+    from tuidiag.store.summary_files import build_missing
+
+    try:
+        live = effective_status(read_manifest(path)) == STATUS_RUNNING
+    except (OSError, ValueError):
+        live = False
+    merged = 0
+    try:
+        if not live:
+            for table_dir, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
+                for rank in sorted({shard.rank for shard, _ in list_shards(path / table_dir)}):
+                    while group := plan_compaction(list_shards(path / table_dir), rank, 2):
+                        if compact(path / table_dir, group, schema, root=path) is None:
+                            break
+                        merged += len(group)
+        written = build_missing(path)
+        shards = {p.name for _, p in list_shards(path / METRICS_DIR)}
+        stale = [p for _, p in list_shards(path / SUMMARIES_DIR) if p.name not in shards]
+        for orphan in stale if not live else []:
+            orphan.unlink(missing_ok=True)
+    except OSError as exc:
+        return fail("compact", f"cannot write into {path}: {exc}")
+    note = " (live run: shards not merged)" if live else ""
+    print(f"{path}: merged {merged} shards; wrote {written} summaries{note}")
+    return 0

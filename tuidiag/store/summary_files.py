@@ -1,0 +1,165 @@
+"""Envelopes on disk: ``summaries/<shard name>`` holds the min/max levels of ``metrics/<shard name>``.
+
+The recorder writes one for every shard it compacts (:func:`write_summary`, called by
+:func:`tuidiag.store.shards.compact`), before the merged shard is renamed into place;
+``tuidiag compact RUN`` writes them for the shards of older runs (:func:`build_missing`).
+A reader that finds a valid summary for a shard reads it instead of the shard's rows:
+a few hundred rows per metric however long the shard. A summary that is missing,
+unreadable, of a newer version or not of this shard (its row count differs from the
+shard's footer) is ignored and the shard is read: summaries only ever save time.
+
+For shards without one (runs of older writers), the monitor keeps the levels it
+computed in the cache directory (:func:`cached_path`), never in the run directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tuidiag.format import METRICS_DIR, SUMMARIES_DIR, SUMMARY_FORMAT_VERSION, SUMMARY_VERSION_KEY, TABLE_KIND_KEY
+from tuidiag.format import SUMMARIES_SCHEMA  # type: ignore[attr-defined]  (built on first use)
+from tuidiag.store import arrow_build
+from tuidiag.store.cache_dir import cache_root, run_key
+from tuidiag.store.decode import ShardError, check_footer, check_regular_file, metric_columns, open_parquet, read_shard, texts, to_numpy
+from tuidiag.store.envelope import BASE_SHIFT, Level, Pyramid, from_rows
+
+SHARD_ROWS_KEY = b"tuidiag.shard_rows"
+"""Rows of the shard a summary was computed from: a summary whose shard holds another count is not its own."""
+_LEVEL_COLUMNS = ("bucket", "count", "bad", "lo", "hi", "total", "lo_pos", "first_step", "first_bad", "last_step", "last_value")
+
+
+def pyramids_of(table: pa.Table) -> dict[str, Pyramid]:
+    """Each metric's pyramid over the rows of a metrics table (rows in write order)."""
+    codes, names, steps, values, _ = metric_columns(table)
+    if not len(codes):
+        return {}
+    order = np.argsort(codes, kind="stable")
+    codes = codes[order]
+    starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
+    ends = np.append(starts[1:], len(codes))
+    return {names[codes[a]]: Pyramid.of(from_rows(steps[order[a:b]], values[order[a:b]])) for a, b in zip(starts, ends)}
+
+
+def summary_table(pyramids: dict[str, Pyramid], shard_rows: int) -> pa.Table:
+    """The summaries table of a shard: levels coarsest first, then by metric, then by bucket."""
+    names = sorted(pyramids)
+    parts: list[tuple[int, int, Level]] = [(-shift, code, pyramids[name].levels[shift])
+                                           for code, name in enumerate(names) for shift in pyramids[name].levels]
+    parts.sort(key=lambda part: part[:2])
+    lengths = [len(level) for _, _, level in parts]
+    columns = {"metric": arrow_build.dictionary(np.repeat([c for _, c, _ in parts], lengths), names),
+               "shift": arrow_build.numeric(np.repeat([-s for s, _, _ in parts], lengths), pa.int32())}
+    for field in SUMMARIES_SCHEMA:
+        if field.name in _LEVEL_COLUMNS:
+            data = np.concatenate([getattr(level, field.name) for _, _, level in parts]) if parts else np.empty(0)
+            columns[field.name] = arrow_build.numeric(data, field.type)
+    schema = SUMMARIES_SCHEMA.with_metadata({**SUMMARIES_SCHEMA.metadata, SHARD_ROWS_KEY: str(shard_rows).encode()})
+    return pa.Table.from_arrays([columns[f.name] for f in SUMMARIES_SCHEMA], schema=schema)
+
+
+def summary_path(run_dir: Path, shard_filename: str) -> Path:
+    """Where the summary of ``metrics/<shard_filename>`` lives."""
+    return run_dir / SUMMARIES_DIR / shard_filename
+
+
+def write_summary(run_dir: Path, shard_filename: str, table: pa.Table, root: Path | None = None) -> None:
+    """Write the summary of the metrics shard ``shard_filename`` whose rows are ``table`` (atomically)."""
+    from tuidiag.store.shards import write_table_atomic
+
+    (run_dir / SUMMARIES_DIR).mkdir(exist_ok=True)
+    write_table_atomic(summary_path(run_dir, shard_filename), summary_table(pyramids_of(table), table.num_rows), root=root)
+
+
+def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT) -> dict[str, dict[int, Level]]:
+    """The levels of at least ``min_shift`` in the summary at ``path``, by metric and shift.
+
+    Raises :class:`ShardError` when it is not a valid summary of a shard of ``shard_rows`` rows
+    (``None``: not checked), ``FileNotFoundError`` when there is none.
+    """
+    table = read_shard(path, SUMMARIES_SCHEMA)  # validated; cast to the schema, whose metadata replaces the file's
+    with open_parquet(path, pre_buffer=False) as handle:
+        meta = handle.schema_arrow.metadata or {}
+    if meta.get(TABLE_KIND_KEY) != b"summaries" or _int(meta.get(SUMMARY_VERSION_KEY)) != SUMMARY_FORMAT_VERSION:
+        raise ShardError("not a summaries table of this version")
+    if shard_rows is not None and _int(meta.get(SHARD_ROWS_KEY)) != shard_rows:
+        raise ShardError("a summary of another shard (row counts differ)")
+    shifts = to_numpy(table.column("shift"))
+    keep = np.flatnonzero(shifts >= min_shift)
+    metric = table.column("metric").combine_chunks()
+    metric = metric.chunk(0) if isinstance(metric, pa.ChunkedArray) else metric
+    names = texts(metric.dictionary)
+    codes = to_numpy(metric.indices)[keep] if len(keep) else np.empty(0, np.int64)
+    shifts = shifts[keep]
+    arrays = {c: to_numpy(table.column(c))[keep] for c in _LEVEL_COLUMNS}
+    result: dict[str, dict[int, Level]] = {}
+    if not len(keep):
+        return result
+    key_change = np.flatnonzero((codes[1:] != codes[:-1]) | (shifts[1:] != shifts[:-1])) + 1
+    for a, b in zip(np.concatenate(([0], key_change)), np.append(key_change, len(keep))):
+        code, shift = int(codes[a]), int(shifts[a])
+        if not 0 <= code < len(names) or not 0 <= shift <= 62:
+            raise ShardError("a summary row names no metric or an impossible level")
+        level = Level(shift, *(np.ascontiguousarray(arrays[c][a:b]) for c in _LEVEL_COLUMNS))
+        if np.any(np.diff(level.bucket) <= 0) or np.any(level.count < 0) or np.any(level.bad < 0):
+            raise ShardError("a summary's buckets are out of order or its counts negative")
+        result.setdefault(str(names[code]), {})[shift] = level
+    return result
+
+
+def shard_rows(path: Path) -> int:
+    """The row count a shard's footer states (after :func:`check_footer`)."""
+    size = check_regular_file(path)
+    with open_parquet(path, pre_buffer=False) as handle:
+        return check_footer(handle.metadata, size)
+
+
+def cached_path(run_dir: Path, shard: Path) -> Path | None:
+    """Where the monitor keeps the levels it computed for ``shard`` of a run without summaries (``None``: the
+    shard is gone). The name holds the shard's size and modification time: a replaced file is never matched."""
+    try:
+        info = shard.stat()
+    except OSError:
+        return None
+    return cache_root() / SUMMARIES_DIR / run_key(run_dir) / f"{shard.name}.{info.st_size}-{info.st_mtime_ns}"
+
+
+def write_cached(path: Path, pyramids: dict[str, Pyramid], rows: int) -> None:
+    """Keep computed levels in the cache (an unwritable cache only costs time)."""
+    from tuidiag.store.shards import write_table_atomic
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_table_atomic(path, summary_table(pyramids, rows))
+    except OSError:
+        pass
+
+
+def build_missing(run_dir: Path) -> int:
+    """Write the summary of every metrics shard of ``run_dir`` that has none (or an invalid one); returns how many."""
+    from tuidiag.format import METRICS_SCHEMA  # type: ignore[attr-defined]
+    from tuidiag.store.discovery import list_shards
+
+    written = 0
+    for _, path in list_shards(run_dir / METRICS_DIR):
+        try:
+            read_levels(summary_path(run_dir, path.name), shard_rows(path), min_shift=62)
+            continue
+        except (FileNotFoundError, ShardError):
+            pass
+        try:
+            table = read_shard(path, METRICS_SCHEMA, ["step", "wall_time", "metric", "value"])
+        except (FileNotFoundError, ShardError):
+            continue  # unreadable or compacted away: its rows are read (or skipped) as before
+        write_summary(run_dir, path.name, table, root=run_dir)
+        written += 1
+    return written
+
+
+def _int(raw: bytes | None) -> int | None:
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
