@@ -80,14 +80,24 @@ def _values(steps, total: int, rng):
     return out
 
 
-def write_run(path: Path, steps: int, steps_per_shard: int, seed: int = 0, start: float = 1.7e9) -> None:
-    """Write a finished run of ``steps`` steps x 20 metrics, in shards of ``steps_per_shard`` steps."""
+def write_run(path: Path, steps: int, steps_per_shard: int, seed: int = 0, start: float = 1.7e9, summaries: bool = True) -> None:
+    """Write a finished run of ``steps`` steps x 20 metrics, in shards of ``steps_per_shard`` steps.
+
+    ``summaries``: as the recorder leaves a run (a summary file beside each compacted shard and the
+    summary of the newest rows in ``run.json``); without, as a writer before them did."""
     import numpy as np
     import pyarrow as pa
 
     from tuidiag.format import EVENTS_DIR, EVENTS_SCHEMA, METRICS_DIR, METRICS_SCHEMA, ShardName
     from tuidiag.store.manifest import new_manifest, write_manifest
     from tuidiag.store.shards import write_table_atomic
+
+    keeper = None
+    if summaries:
+        from tuidiag.store.summary_files import write_summary
+        from tuidiag.store.tail_summary import TailKeeper
+
+        keeper = TailKeeper()
 
     rng = np.random.default_rng(seed)
     (path / METRICS_DIR).mkdir(parents=True, exist_ok=True)
@@ -114,6 +124,10 @@ def write_run(path: Path, steps: int, steps_per_shard: int, seed: int = 0, start
             schema=METRICS_SCHEMA,
         )
         name = ShardName(0, int(seq[0]), int(seq[-1]))
+        if keeper is not None:
+            write_summary(path, name.filename, table)
+            keeper.add([(np.repeat(st, m), np.repeat(walls, m), np.tile(codes_row, len(st)), vals.reshape(-1))],
+                       {n: i for i, n in enumerate(METRICS)}, int(seq[-1]))
         write_table_atomic(path / METRICS_DIR / name.filename, table)
     ev_steps = [steps // 3, 2 * steps // 3]
     ev = pa.Table.from_arrays(
@@ -142,12 +156,14 @@ def write_run(path: Path, steps: int, steps_per_shard: int, seed: int = 0, start
     end = start + steps / STEPS_PER_S
     manifest.update(status="finished", created=start, heartbeat=end, ended=end, last_step=steps - 1,
                     stats={"rows_written": steps * m, "dropped_rows": 0, "errors": 0})
+    if keeper is not None:
+        manifest["summary"] = keeper.to_json()
     write_manifest(path, manifest)
 
 
 def ensure_data(data: Path, steps: int, runs: int, run_steps: int) -> tuple[Path, Path]:
-    big = data / f"big-{steps}" / "run"
-    many = data / f"many-{runs}x{run_steps}"
+    big = data / f"big-{steps}-v2" / "run"  # v2: with summaries, as the recorder now leaves a run
+    many = data / f"many-{runs}x{run_steps}-v2"
     if not (big / "run.json").exists():
         t = time.perf_counter()
         write_run(big, steps, steps_per_shard=50_000)
@@ -267,11 +283,12 @@ def phase_many(root: Path) -> dict:
         model.refresh(None)
         idle.append(time.perf_counter() - t)
     # one run grows by one flush: the app refreshes only that run's directory
-    run_dir = sorted(model.runs)[0]
+    first = min(summaries, key=lambda s: s.key)
+    run_dir = Path(first.key)
     import pyarrow as pa
     shards = list_shards(run_dir / METRICS_DIR)
     last = max(s.last for s, _ in shards)
-    step0 = model.runs[run_dir].last_step + 1
+    step0 = first.step + 1
     st = np.arange(step0, step0 + STEPS_PER_FLUSH, dtype=np.int64)
     m = len(METRICS)
     table = pa.Table.from_arrays(
@@ -287,8 +304,11 @@ def phase_many(root: Path) -> dict:
         grew = time.perf_counter() - t
     finally:
         extra.unlink()
+    from tuidiag.store import open_run
+
     diag = []
-    for run in list(model.runs.values())[:20]:
+    for summary in summaries[:20]:
+        run = open_run(summary.key)
         t = time.perf_counter()
         diagnose(run)
         diag.append(time.perf_counter() - t)
@@ -305,8 +325,11 @@ PHASES = {"raw": phase_raw, "open": phase_open, "model": phase_model, "app": pha
 
 
 def measure(phase: str, path: Path, src: Path | None = None) -> dict:
+    import tempfile
+
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(src or REPO), env.get("PYTHONPATH", "")])
+    env["TUIDIAG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tuidiag-bench-cache-")  # cold: nothing computed by an earlier phase
     proc = subprocess.run([sys.executable, str(HERE), "--phase", phase, str(path)], env=env,
                           capture_output=True, text=True, timeout=600, cwd=str(src or REPO))
     if proc.returncode != 0:

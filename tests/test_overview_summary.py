@@ -74,7 +74,7 @@ def test_overview_reads_no_shard_and_takes_health_from_the_cache(tmp_path: Path,
         _write(root / f"run{i}", [(1.0 / (s + 1), True, s % 7 == 0) for s in range(40)], "finished")
     first = RunsModel(root)
     first.discover()
-    assert [s.health for s in first.refresh()] == ["-"] * 3  # drawn before any diagnosis
+    assert {s.health for s in first.refresh()} <= {"-", "healthy"}  # listed at once; the diagnoses follow on their thread
     deadline = time.monotonic() + 30
     while any(s.health == "-" for s in first.summaries()) and time.monotonic() < deadline:
         time.sleep(0.05)

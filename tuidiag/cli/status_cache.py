@@ -72,15 +72,19 @@ def refresh(run_dir: Path) -> dict[str, Any]:
     """Diagnose ``run_dir`` now and cache its top finding; returns the cache entry."""
     from tuidiag.diagnosis import diagnose
 
+    from tuidiag.store import open_run
+
     sig, _ = signature(run_dir)  # taken first: data arriving meanwhile makes the entry stale, not wrong
     start = time.perf_counter()
-    diagnosis = diagnose(run_dir)
-    return store(run_dir, sig, diagnosis, time.perf_counter() - start)
+    run = open_run(run_dir)
+    diagnosis = diagnose(run)
+    return store(run_dir, sig, diagnosis, time.perf_counter() - start, run.warnings)
 
 
-def store(run_dir: Path, sig: str, diagnosis: Any, cost: float) -> dict[str, Any]:
+def store(run_dir: Path, sig: str, diagnosis: Any, cost: float, warnings: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """Cache ``diagnosis`` (a :class:`~tuidiag.diagnosis.Diagnosis` of the run's files as of signature ``sig``,
-    which took ``cost`` seconds); returns the cache entry. The monitor stores the diagnoses it computes here too."""
+    which took ``cost`` seconds; ``warnings``: what the read could not read); returns the cache entry.
+    The monitor stores the diagnoses it computes here too."""
     top = diagnosis.top
     entry = {
         "path": str(run_dir.resolve()),
@@ -89,7 +93,11 @@ def store(run_dir: Path, sig: str, diagnosis: Any, cost: float) -> dict[str, Any
         "cost": cost,
         "step": diagnosis.step,
         "top": {"code": top.code, "title": top.title, "confidence": top.confidence, "severity": top.severity},
+        "warnings": [str(w)[:500] for w in warnings[:20]],
     }
+    whole = diagnosis.to_json()
+    if len(json.dumps(whole, default=str)) < MAX_STATUS_CACHE_BYTES // 2:  # the run view shows it; too large: top only
+        entry["diagnosis"] = whole
     try:
         _write(_entry(run_dir), entry)
     except OSError:
@@ -159,3 +167,30 @@ def refresh_locked(run_dir: Path) -> None:
         refresh(run_dir)
     finally:
         _lock(run_dir).unlink(missing_ok=True)
+
+
+def diagnosis_of(entry: dict[str, Any]) -> Any:
+    """The :class:`~tuidiag.diagnosis.Diagnosis` kept in a cache entry, or ``None`` (none kept, or malformed).
+    Findings whose code this version does not know are left out."""
+    from tuidiag.diagnosis.finding import Diagnosis, Finding
+
+    whole = entry.get("diagnosis")
+    if not isinstance(whole, dict):
+        return None
+
+    def findings(key: str) -> list[Finding]:
+        found = []
+        for item in whole.get(key) or []:
+            try:
+                found.append(Finding(str(item["code"]), str(item["title"]), float(item["confidence"]), str(item["severity"]),
+                                     [str(e) for e in item["evidence"]], str(item["fix"]),
+                                     item["first_step"] if isinstance(item.get("first_step"), int) else None,
+                                     [str(r) for r in item.get("related") or []]))
+            except (KeyError, TypeError, ValueError):
+                continue
+        return found
+
+    step = whole.get("step")
+    result = Diagnosis(str(whole.get("run", "")), step if isinstance(step, int) else None, findings("findings"), findings("notes"),
+                       [str(s) for s in whole.get("skipped") or []])
+    return result if result.findings else None

@@ -70,13 +70,16 @@ class Level:
 
     def take(self, index: np.ndarray | slice) -> "Level":
         """The buckets at ``index`` (a mask, indices or a slice)."""
-        return Level(self.shift, *(getattr(self, f.name)[index] for f in fields(self) if f.name != "shift"))
+        return Level(self.shift, *(getattr(self, name)[index] for name in _ARRAYS))
 
     def between(self, lo_step: int, hi_step: int) -> "Level":
         """The buckets that hold any step in ``[lo_step, hi_step]``."""
         a = int(np.searchsorted(self.bucket, lo_step >> self.shift, side="left"))
         b = int(np.searchsorted(self.bucket, hi_step >> self.shift, side="right"))
         return self.take(slice(a, b))
+
+
+_ARRAYS = tuple(f.name for f in fields(Level) if f.name != "shift")
 
 
 def empty(shift: int) -> Level:
@@ -167,7 +170,7 @@ def _combine(level: Level, order: np.ndarray, groups: np.ndarray, shift: int) ->
 
 
 def _concat(parts: list[Level]) -> Level:
-    return Level(parts[0].shift, *(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(Level) if f.name != "shift"))
+    return Level(parts[0].shift, *(np.concatenate([getattr(p, name) for p in parts]) for name in _ARRAYS))
 
 
 @dataclass
@@ -188,6 +191,8 @@ class Pyramid:
         level's buckets from the first one ``new`` touches are merged, and each coarser level recomputed from there."""
         if not len(new):
             return
+        if new.shift > min(self.levels):
+            self.trim(new.shift)
         shift = min(self.levels)
         if new.shift != shift:
             new = coarsen(new, shift)
@@ -203,6 +208,15 @@ class Pyramid:
                 tail = coarsen(finer.take(slice(int(np.searchsorted(finer.bucket, touched << SHIFT_STEP)), None)), s)
             self.levels[s] = _concat([level.take(slice(0, cut)), tail])
         self._grow(max(self.levels))
+
+    def trim(self, floor: int) -> None:
+        """Keep the levels from ``floor`` up only (computed from the finest when ``floor`` was not stored)."""
+        finest = min(self.levels)
+        if finest >= floor:
+            return
+        base = self.levels[floor] if floor in self.levels else coarsen(self.levels[finest], floor)
+        self.levels = {floor: base}
+        self._grow(floor)
 
     def _grow(self, top: int) -> None:
         """Add coarser levels until one bucket holds every step."""

@@ -134,6 +134,14 @@ class Run:
         """Read whatever is new (manifest, shards, events); return the number of new rows."""
         self._read_manifest()
         before = self.rows_read
+        self._refresh_metrics()
+        self._refresh_events()
+        if self.rows_read - before > _RELEASE_AFTER_ROWS:
+            pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages otherwise
+        return self.rows_read - before
+
+    def _refresh_metrics(self) -> None:
+        """Read the metrics shards not read yet into the series buffers."""
         unread = self._unread(METRICS_DIR)
         expected = rows_in(unread) if len(unread) > 1 else 0
         read_now = 0
@@ -152,15 +160,15 @@ class Run:
                 buffer = self._metrics.setdefault((shard.rank, name), MetricBuffer())
                 buffer.extend(chunks, shared, buffer.n + int(sum(len(c.steps) for c in chunks) * scale))
             del shared
+
+    def _refresh_events(self) -> None:
+        """Read the events shards not read yet; note where later sessions began."""
         for shard, path in self._unread(EVENTS_DIR):
             table = self._load(shard, path, EVENTS_SCHEMA, EVENTS_DIR)
             if table is not None:
                 self.events.extend(table_events(table))
                 self.events.sort(key=lambda e: (e.step, e.wall_time))
         self._boundaries = tuple(sorted({(e.wall_time, _from_step(e)) for e in self.events if e.kind == EVENT_RESUMED}))
-        if self.rows_read - before > _RELEASE_AFTER_ROWS:
-            pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages otherwise
-        return self.rows_read - before
 
     def to_pandas(self) -> Any:
         """All metric rows in long form: columns ``step, wall_time, metric, value, rank``."""

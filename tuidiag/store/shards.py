@@ -25,13 +25,16 @@ COMPACT_MIN_FILES = 32
 """Compact once this many small shards of one rank have piled up."""
 COMPACT_SMALL_BYTES = 4 * 1024 * 1024
 """Shards smaller than this are candidates for compaction."""
+ROW_GROUP_ROWS = 65_536
+"""Rows per row group: rows are in flush order, so each group's step statistics bound a narrow range of steps
+and a reader of a few steps (a zoomed chart, the newest loss) decodes one group, not the whole shard."""
 
 
 def write_table_atomic(path: Path, table: pa.Table, fsync: bool = False, root: Path | None = None) -> None:
     """Write ``table`` to ``path`` through a temporary file and an atomic rename
     (:func:`tuidiag.store.safe_write.write_atomic`; no directory below ``root`` may be a symlink)."""
-    write_atomic(path, lambda handle: pq.write_table(table, handle, compression=COMPRESSION, use_dictionary=True),
-                 fsync=fsync, root=root)
+    write_atomic(path, lambda handle: pq.write_table(table, handle, compression=COMPRESSION, use_dictionary=True,
+                                                     row_group_size=ROW_GROUP_ROWS), fsync=fsync, root=root)
 
 
 def plan_compaction(

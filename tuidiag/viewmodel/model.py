@@ -33,7 +33,9 @@ from tuidiag.cli import status_cache
 from tuidiag.format import STATUS_RUNNING
 from tuidiag.store import Run, find_runs, open_run
 from tuidiag.store.manifest import effective_status, read_manifest
+from tuidiag.store.envelope_run import EnvelopeRun, open_envelopes
 from tuidiag.store.tail_summary import TailSummary, current_summary
+from tuidiag.viewmodel.envelope_view import Window, envelope_detail_data
 from tuidiag.store.unreadable import reason_of
 
 
@@ -81,9 +83,13 @@ class _Slot:
     """The recorder's summary of the newest rows, when ``run.json`` has a current one: the overview row comes
     from it and the manifest alone (``None``: a run of an older writer, read whole as before)."""
     health: Health = PENDING
+    warnings: tuple[str, ...] = ()
+    """What the last whole read of the run (for its diagnosis, here or in the cache's process) could not read."""
     diagnosed: tuple[int, int] | None = None
     """(``tail.seq``, ``tail.rows``) that ``health`` covers."""
     diagnosing: ReadTask | None = None
+    envelopes: EnvelopeRun | None = None
+    """The run's envelopes, while its view is drawn from them (:meth:`RunsModel.detail`)."""
 
 
 class RunsModel:
@@ -176,7 +182,7 @@ class RunsModel:
             try:
                 slot.tail = self._current_tail(slot)
                 if slot.tail is not None:
-                    slot.summary = summarize_tail(slot.path, slot.manifest, slot.tail, slot.health, self.clock())
+                    slot.summary = summarize_tail(slot.path, slot.manifest, slot.tail, slot.health, self.clock(), slot.warnings)
                 else:
                     self._open(slot)
                     slot.summary = self._summary(slot.path, slot.run)
@@ -229,9 +235,10 @@ class RunsModel:
                 cached = status_cache.load(slot.path)
                 if slot.run is None and cached is not None and cached.get("signature") == signature:
                     slot.health, slot.diagnosed = _cached_health(cached), (tail.seq, tail.rows)
+                    slot.warnings = _cached_warnings(cached)
                 elif slot.run is None and tail.rows > SMALL_RUN_ROWS:
                     if cached is not None:
-                        slot.health = _cached_health(cached)
+                        slot.health, slot.warnings = _cached_health(cached), _cached_warnings(cached)
                     if status_cache.due(cached):
                         status_cache.start_background(slot.path)
                 else:
@@ -239,12 +246,13 @@ class RunsModel:
                     diagnosis = self._diagnosis(slot.path, run)
                     top = diagnosis.top
                     slot.health = Health(top.code, top.title, top.severity, top.confidence)
+                    slot.warnings = tuple(run.warnings)
                     if self._diagnoses[slot.path].rows == run.rows_read:  # not one the CPU budget kept from before
                         slot.diagnosed = (tail.seq, tail.rows)
-                        status_cache.store(slot.path, signature, diagnosis, self._diagnoses[slot.path].cost)
+                        status_cache.store(slot.path, signature, diagnosis, self._diagnoses[slot.path].cost, run.warnings)
                     if effective_status(slot.manifest) != STATUS_RUNNING:
                         slot.run = None  # a finished run is not tailed: its rows need not stay in memory
-                slot.summary = summarize_tail(slot.path, slot.manifest, tail, slot.health, self.clock())
+                slot.summary = summarize_tail(slot.path, slot.manifest, tail, slot.health, self.clock(), slot.warnings)
             except Exception:  # a diagnosis that fails leaves the row as it was; the run view says why
                 slot.diagnosed = (tail.seq, tail.rows)
         self._announce()
@@ -266,9 +274,13 @@ class RunsModel:
         if self.on_late is not None:
             self.on_late(self.root)
 
-    def detail(self, key: str, at: int | None = None, points: int = 400, wait: float | None = None) -> RunDetail | None:
+    def detail(self, key: str, at: int | None = None, points: int = 400, wait: float | None = None,
+               window: Window | None = None) -> RunDetail | None:
         """The run view's data for run ``key`` as of step ``at``; ``None`` when the run is not
-        read yet, is unreadable, or is still being read after ``wait`` seconds (default: no limit)."""
+        read yet, is unreadable, or is still being read after ``wait`` seconds (default: no limit).
+
+        A run summarised from ``run.json`` is drawn from its envelopes (``window``: the steps a zoom
+        shows), its rows never held here; others, and replays (``at``), from all their rows."""
         with self._lock:
             slot = self._slots.get(Path(key))
         if slot is None or not slot.lock.acquire(timeout=-1 if wait is None else wait):
@@ -276,6 +288,10 @@ class RunsModel:
         try:
             if slot.problem is not None or (slot.run is None and slot.summary is None):
                 return None
+            if at is None and slot.tail is not None and slot.summary is not None:
+                shown = self._envelope_detail(slot, points, window)
+                if shown is not None:
+                    return shown
             run = self._open(slot) if slot.tail is not None or slot.run is None else slot.run
             path = slot.path
             live = self._diagnosis(path, run)
@@ -290,6 +306,44 @@ class RunsModel:
             return None
         finally:
             slot.lock.release()
+
+    def _envelope_detail(self, slot: _Slot, points: int, window: Window | None) -> RunDetail | None:
+        """The run view from the run's envelopes (slot lock held); ``None`` for a run they cannot show as the
+        rows would: several ranks, or a later session that replaced steps (those are read whole)."""
+        envelopes = slot.envelopes
+        if envelopes is None:
+            envelopes = slot.envelopes = open_envelopes(slot.path)
+        else:
+            envelopes.refresh()
+        if len(envelopes.ranks) > 1 or envelopes.resume_steps:
+            slot.envelopes = None
+            return None
+        diagnosis = self._full_diagnosis(slot)
+        stamp = (envelopes.rows_read, len(envelopes.events), window, points)
+        model = envelopes.manifest.get("model")
+        cached = self._details.get(slot.path)
+        if cached is None or cached[0] != stamp or cached[1] != model:
+            cached = self._details[slot.path] = (stamp, model, envelope_detail_data(envelopes, points, window))
+        summary = slot.summary
+        if summary is not None and summary.health != slot.health.code:
+            summary = summarize_tail(slot.path, slot.manifest, slot.tail, slot.health, self.clock(), slot.warnings) if slot.tail else summary
+        return build_detail(envelopes, summary, diagnosis, None, points, diagnosis, cached[2])
+
+    def _full_diagnosis(self, slot: _Slot) -> Diagnosis:
+        """The whole diagnosis of a run drawn from its envelopes (slot lock held): computed here for a small run
+        (read whole, as for its badge), from the diagnosis cache for a large one, else a note that it is under way."""
+        tail = slot.tail
+        if slot.run is not None or (tail is not None and tail.rows <= SMALL_RUN_ROWS):
+            return self._diagnosis(slot.path, self._open(slot))
+        cached = status_cache.load(slot.path)
+        found = status_cache.diagnosis_of(cached) if cached is not None else None
+        if found is not None:
+            return found
+        if status_cache.due(cached):
+            status_cache.start_background(slot.path)
+        name = slot.summary.name if slot.summary is not None else slot.path.name
+        return Diagnosis(name, None, [], [], [f"diagnosing the whole run in the background ({tail.rows if tail else 0:,} rows); "
+                                            "the findings show here when it is done"])
 
     def _summary(self, path: Path, run: Run, diagnosis: Diagnosis | None = None) -> RunSummary:
         """``summarize`` with the loss sparkline reused while the loss series is unchanged."""
@@ -363,3 +417,9 @@ def _cached_health(entry: dict[str, Any]) -> Health:
     confidence = top.get("confidence")
     return Health(top["code"], str(top.get("title", "")), str(top.get("severity", "info")),
                   float(confidence) if isinstance(confidence, (int, float)) and math.isfinite(confidence) else 0.0)
+
+
+def _cached_warnings(entry: dict[str, Any]) -> tuple[str, ...]:
+    """What the read behind a diagnosis cache entry could not read."""
+    warnings = entry.get("warnings")
+    return tuple(str(w) for w in warnings[:20]) if isinstance(warnings, list) else ()

@@ -143,9 +143,11 @@ PENDING = Health("-", "diagnosing", "info", 0.0)
 """The badge of a run whose diagnosis has not been computed yet."""
 
 
-def summarize_tail(path: Path, manifest: dict[str, Any], tail: TailSummary, health: Health, now: float | None = None) -> RunSummary:
+def summarize_tail(path: Path, manifest: dict[str, Any], tail: TailSummary, health: Health, now: float | None = None,
+                   warnings: tuple[str, ...] = ()) -> RunSummary:
     """The overview row of a run from its ``run.json`` alone (its manifest and the recorder's summary of the
-    newest rows): no shard is read, whatever the run's length."""
+    newest rows): no shard is read, whatever the run's length. ``warnings``: what the last whole read of the
+    run (its diagnosis) could not read."""
     now = time.time() if now is None else now
     loss, lr, grad = (tail.last.get(name) for name in (LOSS, LR_FIRST, GRAD_NORM_TOTAL))
     age = now - loss.wall_time if loss is not None else None
@@ -160,7 +162,7 @@ def summarize_tail(path: Path, manifest: dict[str, Any], tail: TailSummary, heal
         last_loss=loss.value if loss else None, spark=tail.spark, lr=lr.value if lr else None,
         grad_norm=grad.value if grad else None, health=health.code, health_title=health.title,
         health_severity=health.severity, health_confidence=health.confidence, data_age=age,
-        recorder_losses=manifest_losses(manifest).text(),
+        recorder_losses=manifest_losses(manifest).text(), warnings=warnings, problem=_problem(list(warnings)),
     )
 
 

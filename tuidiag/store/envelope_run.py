@@ -1,0 +1,250 @@
+"""A run read as min/max envelopes, in memory bounded by the screen rather than by the run.
+
+:class:`EnvelopeRun` reads a run like :class:`~tuidiag.store.reader.Run` (manifest,
+events, the same flush bookkeeping, so compaction never makes it miss or double
+count a shard) but keeps no rows: each metrics shard becomes, per metric, a
+:class:`~tuidiag.store.envelope.Level` merged into that metric's
+:class:`~tuidiag.store.envelope.Pyramid`. A shard with a summary
+(:mod:`tuidiag.store.summary_files`) is read from it; any other from its rows, in
+batches (a large one of an older run also leaves its levels in the cache
+directory, so the next open reads those). Tailing a live run reads only the new
+shards and grows the pyramids in place: the finest level from the first bucket
+the new rows touch, then each coarser one.
+
+At most :data:`MAX_BUCKETS` buckets are kept per level: a run so long that its
+finest stored level holds more keeps coarser levels only. A chart's range finer
+than the finest level kept (a zoom) is read from the rows of that range
+(:meth:`EnvelopeRun.rows_between`). Reading rows (``series``) is not what this
+class is for: the diagnosis reads the whole run with :func:`tuidiag.store.open_run`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tuidiag.format import METRICS_DIR, METRICS_SCHEMA, ShardName  # type: ignore[attr-defined]
+from tuidiag.store.decode import ShardError, check_footer, check_regular_file, iter_shard, metric_columns, open_parquet, to_numpy
+from tuidiag.store.discovery import list_shards
+from tuidiag.store.envelope import BASE_SHIFT, MAX_SHIFT, SHIFT_STEP, Level, Pyramid, coarsen, from_rows, merge
+from tuidiag.store.read_plan import outside_seqs
+from tuidiag.store.reader import Run
+from tuidiag.store.seqset import SeqSet
+from tuidiag.store.series_buffer import Series
+from tuidiag.store.summary_files import cached_path, read_levels, shard_rows, summary_path, write_cached
+
+MAX_BUCKETS = 16_384
+"""Buckets kept per level and metric: the memory of a run's envelopes does not grow with its length."""
+CACHE_MIN_ROWS = 100_000
+"""A shard without a summary at least this large leaves its levels in the cache directory once read."""
+_COLUMNS = ["step", "wall_time", "metric", "value", "seq"]
+_BATCH_ROWS = 262_144
+
+
+class EnvelopeRun(Run):
+    """A run directory read into per-metric envelopes, then refreshed incrementally."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._pyramids: dict[tuple[int, str], Pyramid] = {}
+        self._floor = BASE_SHIFT
+        """The finest shift kept: raised when a run's length makes :data:`MAX_BUCKETS` too few for the finer one."""
+        self.summaries_read = 0
+        """Shards read from their summaries rather than their rows."""
+        self._window: tuple[tuple[int, int, int, int], dict[str, tuple[np.ndarray, np.ndarray]]] | None = None
+        """The rows of the last window read (:meth:`rows_between`), by metric."""
+        super().__init__(path)
+
+    # ---- what a chart asks ---------------------------------------------------------
+    @property
+    def ranks(self) -> list[int]:
+        """The ranks that have written metrics."""
+        return sorted({rank for rank, _ in self._pyramids})
+
+    @property
+    def metric_names(self) -> list[str]:
+        """Every metric name recorded by any rank, sorted."""
+        return sorted({name for _, name in self._pyramids})
+
+    def has(self, name: str) -> bool:
+        """True when any rank recorded metric ``name``."""
+        return any(n == name for _, n in self._pyramids)
+
+    @property
+    def last_step(self) -> int | None:
+        """The highest step recorded by any metric."""
+        tails = [int(p.levels[min(p.levels)].last_step[-1]) for p in self._pyramids.values() if len(p.levels[min(p.levels)])]
+        return max(tails) if tails else None
+
+    def pyramid(self, name: str, rank: int | None = None) -> Pyramid | None:
+        """The envelopes of metric ``name`` for ``rank`` (default: the lowest rank that has it)."""
+        if rank is None:
+            ranks = [r for r, n in self._pyramids if n == name]
+            if not ranks:
+                return None
+            rank = min(ranks)
+        return self._pyramids.get((rank, name))
+
+    def series(self, name: str, rank: int | None = None) -> Series:
+        """Not kept here: an envelope run holds envelopes (:meth:`pyramid`), not rows."""
+        raise TypeError("EnvelopeRun keeps envelopes, not rows: use pyramid() or rows_between(), or tuidiag.open_run")
+
+    def rows_between(self, name: str, lo: int, hi: int, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of ``name`` at steps in ``[lo, hi]``, in write order, read from the shards: only the
+        row groups whose step statistics overlap the range are decoded (for a zoom finer than the envelopes).
+        The rows of every metric in the window are kept until another window, or new rows, are asked for."""
+        rank = (min(self.ranks) if self.ranks else 0) if rank is None else rank
+        key = (rank, lo, hi, self.rows_read)
+        if self._window is None or self._window[0] != key:
+            self._window = (key, self._read_window(rank, lo, hi))
+        return self._window[1].get(name, (np.empty(0, np.int64), np.empty(0, np.float64)))
+
+    def _read_window(self, rank: int, lo: int, hi: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        seen = SeqSet()
+        shards = sorted((item for item in list_shards(self.path / METRICS_DIR) if item[0].rank == rank),
+                        key=lambda item: (item[0].first, -item[0].last))
+        for shard, path in shards:
+            if seen.covers(shard.first, shard.last):
+                continue  # compacted: its rows are in the wider shard read before
+            try:
+                for table in _row_groups_between(path, lo, hi):
+                    codes, names, steps, values, _ = metric_columns(table)
+                    inside = (steps >= lo) & (steps <= hi)
+                    codes, steps, values = codes[inside], steps[inside], values[inside]
+                    for code in np.unique(codes):
+                        picked = codes == code
+                        found.setdefault(str(names[code]), []).append((steps[picked], values[picked]))
+            except (OSError, ShardError, pa.ArrowException, ValueError):
+                continue  # vanished or unreadable: the envelope still shows it
+            seen.add_range(shard.first, shard.last)
+        return {name: (np.concatenate([s for s, _ in parts]), np.concatenate([v for _, v in parts])) for name, parts in found.items()}
+
+    # ---- reading ------------------------------------------------------------------
+    def _refresh_metrics(self) -> None:
+        """Read each metrics shard not read yet, from its summary when it has a valid one, else from its rows."""
+        self._set_floor()
+        arrived: dict[tuple[int, str], list[Level]] = {}
+        for shard, path in self._unread(METRICS_DIR):
+            seen = self._seen[(METRICS_DIR, shard.rank)]
+            if seen.covers(shard.first, shard.last):
+                continue
+            levels = None if seen.overlaps(shard.first, shard.last) else self._summary_of(path)
+            if levels is not None:
+                seen.add_range(shard.first, shard.last)
+                self.summaries_read += 1
+            else:
+                levels = self._rows_of(shard, path, seen)
+                if levels is None:
+                    continue
+            for name, (level, rows) in levels.items():
+                arrived.setdefault((shard.rank, name), []).append(level)
+                self.rows_read += rows
+        for key, parts in arrived.items():  # shards in write order: their levels merge, then grow the pyramid once
+            self._add(key, merge(parts))
+
+    def _set_floor(self) -> None:
+        """Keep coarser levels only, when the run is so long that the finest would exceed :data:`MAX_BUCKETS`."""
+        last = self.manifest.get("last_step")
+        known = [last] if isinstance(last, int) and not isinstance(last, bool) else []
+        known += [int(p.levels[max(p.levels)].last_step[-1]) for p in self._pyramids.values() if len(p.levels[max(p.levels)])]
+        longest = max([0, *known])
+        floor = self._floor
+        while (longest >> floor) + 1 > MAX_BUCKETS and floor + SHIFT_STEP <= MAX_SHIFT:
+            floor += SHIFT_STEP
+        if floor != self._floor:
+            self._floor = floor
+            for pyramid in self._pyramids.values():
+                pyramid.trim(floor)
+
+    def _summary_of(self, path: Path) -> dict[str, tuple[Level, int]] | None:
+        """Each metric's level at the floor (and its rows) from the shard's summary, or its cached levels;
+        ``None`` when it has neither valid."""
+        for where in (summary_path(self.path, path.name), cached_path(self.path, path)):
+            if where is None:
+                continue
+            try:
+                rows = shard_rows(path)
+                found = read_levels(where, rows, min_shift=self._floor)
+            except (FileNotFoundError, ShardError, OSError, pa.ArrowException, ValueError):
+                continue
+            levels = {}
+            for name, by_shift in found.items():
+                finest = by_shift[min(by_shift)]
+                level = finest if finest.shift == self._floor else coarsen(finest, self._floor) if finest.shift < self._floor else None
+                if level is None:  # a summary coarser than the floor cannot be made finer: read the rows
+                    return None
+                levels[name] = (level, level.rows)
+            return levels
+        return None
+
+    def _rows_of(self, shard: ShardName, path: Path, seen: SeqSet) -> dict[str, tuple[Level, int]] | None:
+        """Each metric's level (and rows) from the shard's rows, decoded in batches; ``None`` when it cannot be read.
+        Nothing of a file that fails part-way is kept."""
+        overlap = seen.overlaps(shard.first, shard.last)
+        parts: dict[str, list[Level]] = {}
+        rows: dict[str, int] = {}
+        seq_parts = []
+        try:
+            for table in iter_shard(path, METRICS_SCHEMA, _COLUMNS, _BATCH_ROWS):
+                seqs = to_numpy(table.column("seq"))
+                codes, names, steps, values, _ = metric_columns(table)
+                if overlap:
+                    keep = ~seen.contains_mask(seqs)
+                    seqs, codes, steps, values = seqs[keep], codes[keep], steps[keep], values[keep]
+                seq_parts.append(outside_seqs(seqs, shard))
+                order = np.argsort(codes, kind="stable")
+                sorted_codes = codes[order]
+                starts = np.flatnonzero(np.concatenate(([True], sorted_codes[1:] != sorted_codes[:-1]))) if len(codes) else []
+                for a, b in zip(starts, [*list(starts)[1:], len(codes)]):
+                    name = names[sorted_codes[a]]
+                    picked = order[a:b]
+                    parts.setdefault(name, []).append(from_rows(steps[picked], values[picked]))
+                    rows[name] = rows.get(name, 0) + len(picked)
+        except FileNotFoundError:
+            return None  # compacted away between listing and reading: the merged shard has the rows
+        except ShardError as exc:
+            self._mark_bad(path, f"skipped {METRICS_DIR}/{path.name}: {exc}")
+            return None
+        self._mark_read(seen, shard, np.concatenate(seq_parts) if seq_parts else np.empty(0, np.int64))
+        bases = {name: merge(found) for name, found in parts.items()}
+        if not overlap and sum(rows.values()) >= CACHE_MIN_ROWS:
+            where = cached_path(self.path, path)
+            if where is not None:
+                write_cached(where, {name: Pyramid.of(base) for name, base in bases.items()}, sum(rows.values()))
+        return {name: (coarsen(base, self._floor) if self._floor > base.shift else base, rows[name]) for name, base in bases.items()}
+
+    def _add(self, key: tuple[int, str], level: Level) -> None:
+        if level.shift < self._floor:  # read before the floor rose
+            level = coarsen(level, self._floor)
+        pyramid = self._pyramids.get(key)
+        if pyramid is None:
+            pyramid = self._pyramids[key] = Pyramid.of(level)
+        else:
+            pyramid.extend(level)
+        if len(pyramid.levels[min(pyramid.levels)]) > MAX_BUCKETS:
+            self._set_floor()
+
+
+def _row_groups_between(path: Path, lo: int, hi: int) -> list[pa.Table]:
+    """The row groups of a metrics shard whose ``step`` statistics overlap ``[lo, hi]`` (all, without statistics)."""
+    size = check_regular_file(path)
+    with open_parquet(path, pre_buffer=False) as handle:
+        check_footer(handle.metadata, size)
+        if "step" not in handle.schema_arrow.names:
+            raise ShardError("no step column")
+        column = handle.schema_arrow.names.index("step")
+        tables = []
+        for group in range(handle.metadata.num_row_groups):
+            stats = handle.metadata.row_group(group).column(column).statistics
+            if stats is not None and stats.has_min_max and (stats.max < lo or stats.min > hi):
+                continue
+            tables.append(handle.read_row_group(group, columns=["step", "metric", "value", "wall_time"]))
+        return tables
+
+
+def open_envelopes(path: str | Path) -> EnvelopeRun:
+    """Open a run directory as envelopes; call ``refresh()`` to tail it."""
+    return EnvelopeRun(path)
+
