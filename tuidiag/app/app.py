@@ -211,16 +211,16 @@ class TuidiagApp(App):
         if not self.screen_stack:  # starting up or shutting down
             return
         screen = self.screen
-        key, at = (screen.key, screen.at) if isinstance(screen, RunScreen) else (None, None)
+        key, at, window = (screen.key, screen.at, screen.window) if isinstance(screen, RunScreen) else (None, None, None)
         self._last_refresh = time.monotonic()
-        self.refresh_runs(dirs, key, at)
+        self.refresh_runs(dirs, key, at, window)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
-    def refresh_runs(self, dirs: set[Path] | None, key: str | None, at: int | None) -> None:
-        """Worker: discover runs, read what is new, rebuild the open run's view."""
+    def refresh_runs(self, dirs: set[Path] | None, key: str | None, at: int | None, window: tuple[int, int] | None = None) -> None:
+        """Worker: discover runs, read what is new, rebuild the open run's view (over ``window``: a zoom)."""
         new = self.model.discover() if dirs is None or not self.model.knows(dirs) else []
         summaries = self.model.refresh(None if new or dirs is None else dirs, wait=READ_WAIT)
-        detail = self.model.detail(key, at, wait=READ_WAIT) if key else None
+        detail = self.model.detail(key, at, wait=READ_WAIT, window=window) if key else None
         self.post_message(self.RunsRefreshed(summaries, detail))
 
     def _read_late(self, path: Path) -> None:
@@ -228,9 +228,9 @@ class TuidiagApp(App):
         self.post_message(self.RunsRefreshed(self.model.summaries(), None))
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
-    def load_detail(self, key: str, at: int | None) -> None:
-        """Worker: the run view as of ``at``."""
-        detail = self.model.detail(key, at)
+    def load_detail(self, key: str, at: int | None, window: tuple[int, int] | None = None) -> None:
+        """Worker: the run view as of ``at``, its charts over ``window`` (a zoom; None: all steps)."""
+        detail = self.model.detail(key, at, window=window)
         if detail is not None:
             self.post_message(self.DetailReady(detail))
 
@@ -298,7 +298,12 @@ class TuidiagApp(App):
         self.load_compare(message.keys)
 
     def on_run_screen_cursor_moved(self, message: RunScreen.CursorMoved) -> None:
-        self.load_detail(message.key, message.at)
+        screen = self._top_screen()
+        self.load_detail(message.key, message.at, screen.window if isinstance(screen, RunScreen) else None)
+
+    def on_run_screen_zoom_changed(self, message: RunScreen.ZoomChanged) -> None:
+        screen = self._top_screen()
+        self.load_detail(message.key, screen.at if isinstance(screen, RunScreen) else None, message.window)
 
     # ---- jobs --------------------------------------------------------------------
     def on_run_screen_job_requested(self, message: RunScreen.JobRequested) -> None:

@@ -35,12 +35,12 @@ class DetailData:
     ranks: RankLines | None = None
 
 
-def detail_data(run: Run, at: int | None, points: int) -> DetailData:
-    """Charts, layer grid, events and system figures of ``run`` as of ``at``."""
+def detail_data(run: Run, at: int | None, points: int, window: tuple[int, int] | None = None) -> DetailData:
+    """Charts, layer grid, events and system figures of ``run`` as of ``at`` (charts over ``window``: a zoom)."""
     view = RunView(run, at)
     steps = run.series(LOSS).steps
     return DetailData(
-        charts=mark_resumes(build_charts(view, points), view.resume_steps),
+        charts=marks_within(mark_resumes(build_charts(view, points, window), view.resume_steps), window),
         layers=layer_grid(view, max(8, points // 4)),
         events=tuple(view.events()[-MAX_EVENTS:]),
         system=system_figures(view),
@@ -73,34 +73,38 @@ def build_detail(run: Run, summary: RunSummary, diagnosis: Diagnosis, at: int | 
     )
 
 
-def _line(view: RunView, name: str, points: int, label: str | None = None) -> tuple[str, np.ndarray, np.ndarray] | None:
+def _line(view: RunView, name: str, points: int, label: str | None = None,
+          window: tuple[int, int] | None = None) -> tuple[str, np.ndarray, np.ndarray] | None:
     steps, values = view.series(name)
+    if window is not None:
+        inside = (steps >= window[0]) & (steps <= window[1])
+        steps, values = steps[inside], values[inside]
     if not len(steps):
         return None
     x, y = downsample(steps, values, points)
     return (label or name, x, y)
 
 
-def build_charts(view: RunView, points: int) -> dict[str, Chart]:
-    """Loss (train and validation), gradient norm, LR and update ratio charts."""
+def build_charts(view: RunView, points: int, window: tuple[int, int] | None = None) -> dict[str, Chart]:
+    """Loss (train and validation), gradient norm, LR and update ratio charts (over ``window``: a zoom)."""
     charts: dict[str, Chart] = {}
     past = past_actions(view.events(EVENT_ACTION))
     actions = tuple(sorted({a.step for a in past if not a.failed}))[:20]  # marked on every chart
     failed = tuple(sorted({a.step for a in past if a.failed}))[:20]
     loss_steps, loss = view.loss
     val_name = view.first_present(VAL_LOSS_NAMES)
-    lines = [line for line in (_line(view, LOSS, points, "train"), _line(view, val_name, points, "val") if val_name else None) if line]
+    lines = [line for line in (_line(view, LOSS, points, "train", window), _line(view, val_name, points, "val", window) if val_name else None) if line]
     bad = tuple(int(s) for s in loss_steps[~np.isfinite(loss)][:50])
     finite = loss[np.isfinite(loss) & (loss > 0)]
     charts["loss"] = Chart("loss", tuple(lines), bad, log_default=bool(len(finite) and finite.max() / finite.min() > 100), actions=actions, failed_actions=failed)
-    grad = _line(view, GRAD_NORM_TOTAL, points, "grad norm")
+    grad = _line(view, GRAD_NORM_TOTAL, points, "grad norm", window)
     max_norm = view.series("grad/max_norm")[1]
     charts["grad"] = Chart("gradient norm (pre-clip)", (grad,) if grad else (), threshold=float(max_norm[-1]) if len(max_norm) else None, log_default=True, actions=actions, failed_actions=failed)
-    lrs = [line for name in view.run.metric_names if name.startswith("lr/") for line in [_line(view, name, points)] if line]
+    lrs = [line for name in view.run.metric_names if name.startswith("lr/") for line in [_line(view, name, points, window=window)] if line]
     charts["lr"] = Chart("learning rate", tuple(lrs[:4]), actions=actions, failed_actions=failed)
     layers = view.weight_params
     picks = [layers[i] for i in sorted({0, len(layers) // 2, len(layers) - 1})] if layers else []
-    updates = [line for name in picks for line in [_line(view, UPDATE_RATIO_PREFIX + name, points, name)] if line]
+    updates = [line for name in picks for line in [_line(view, UPDATE_RATIO_PREFIX + name, points, name, window)] if line]
     charts["update"] = Chart("update/weight ratio", tuple(updates), log_default=True, actions=actions, failed_actions=failed)
     return charts
 
@@ -110,6 +114,20 @@ def mark_resumes(charts: dict[str, Chart], resumes: tuple[int, ...]) -> dict[str
     if not resumes:
         return charts
     return {name: replace(chart, resumes=resumes[-20:]) for name, chart in charts.items()}
+
+
+def marks_within(charts: dict[str, Chart], window: tuple[int, int] | None) -> dict[str, Chart]:
+    """``charts`` without the marked steps (non-finite values, actions, resumes) outside ``window`` (a zoom):
+    a mark outside would widen the step axis past the window."""
+    if window is None:
+        return charts
+
+    def inside(steps: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(s for s in steps if window[0] <= s <= window[1])
+
+    return {name: replace(chart, nonfinite_steps=inside(chart.nonfinite_steps), actions=inside(chart.actions),
+                          failed_actions=inside(chart.failed_actions), resumes=inside(chart.resumes))
+            for name, chart in charts.items()}
 
 
 def layer_grid(view: RunView, bins: int) -> LayerGrid:

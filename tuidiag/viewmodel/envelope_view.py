@@ -18,7 +18,7 @@ from tuidiag.store.envelope import NO_STEP, Level, coarsen, from_rows, zigzag
 from tuidiag.store.envelope_run import EnvelopeRun
 from tuidiag.text.numbers import fmt
 from tuidiag.viewmodel.actions import past_actions
-from tuidiag.viewmodel.detail import MAX_EVENTS, DetailData, mark_resumes
+from tuidiag.viewmodel.detail import MAX_EVENTS, DetailData, mark_resumes, marks_within
 from tuidiag.viewmodel.snapshot import Chart, LayerGrid
 
 Window = tuple[int, int]
@@ -157,7 +157,7 @@ def envelope_detail_data(run: EnvelopeRun, points: int, window: Window | None = 
     finest = loss.levels[min(loss.levels)] if loss is not None else None
     steps = (int(finest.first_step.min()), int(finest.last_step[-1])) if finest is not None and len(finest) else (0, 0)
     return DetailData(
-        charts=envelope_charts(run, points, window),
+        charts=marks_within(envelope_charts(run, points, window), window),
         layers=envelope_layers(run, max(8, points // 4)),
         events=tuple(run.events[-MAX_EVENTS:]),
         system=envelope_system(run),

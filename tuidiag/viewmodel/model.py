@@ -296,11 +296,11 @@ class RunsModel:
             path = slot.path
             live = self._diagnosis(path, run)
             diagnosis = live if at is None else diagnose(run, at=at)
-            stamp = (run.rows_read, len(run.events), at, points)
+            stamp = (run.rows_read, len(run.events), at, points, window)
             model = run.manifest.get("model")
             cached = self._details.get(path)
             if cached is None or cached[0] != stamp or cached[1] != model:
-                cached = self._details[path] = (stamp, model, detail_data(run, at, points))
+                cached = self._details[path] = (stamp, model, detail_data(run, at, points, window))
             return build_detail(run, self._summary(path, run, live), diagnosis, at, points, live, cached[2])
         except Exception:  # a run whose data breaks the view: the overview still says what it can
             return None

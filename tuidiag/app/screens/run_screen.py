@@ -54,6 +54,8 @@ class RunScreen(Screen):
         Binding("x", "app.cancel_job", "Cancel job", show=False),
         Binding("a", "live_action", "Apply fix", show=False),
         Binding("k", "rank_mode", "Ranks", show=False),
+        Binding("z", "zoom", "Zoom", show=False),
+        Binding("Z", "zoom_reset", "Unzoom", show=False),
     ]
 
     @dataclass
@@ -62,6 +64,13 @@ class RunScreen(Screen):
 
         key: str
         at: int | None
+
+    @dataclass
+    class ZoomChanged(Message):
+        """The charts show steps ``window`` (inclusive; None: the whole run): the app reads that range."""
+
+        key: str
+        window: tuple[int, int] | None
 
     @dataclass
     class JobRequested(Message):
@@ -88,6 +97,9 @@ class RunScreen(Screen):
         self._finding_index = -1
         self.rank_mode = 0
         """Index into ``rank_modes``: the default chart, all ranks, the spread, one rank."""
+        self.window: tuple[int, int] | None = None
+        """The steps the charts show (None: all); ``z`` then left/right narrows it, ``Z`` resets it."""
+        self.zooming = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
@@ -222,7 +234,35 @@ class RunScreen(Screen):
             self.at = self.detail.steps[0]
         self._cursor_bar()
 
+    def action_zoom(self) -> None:
+        """Enter zoom: left/right then keep the left or right half of the steps shown; ``z`` again leaves it."""
+        self.zooming = not self.zooming
+        if self.zooming:
+            self.notify("zoom: left/right keep the left/right half of the steps shown, z to stop, Z to show all")
+
+    def action_zoom_reset(self) -> None:
+        """Show every step again."""
+        self.zooming = False
+        if self.window is not None:
+            self.window = None
+            self.post_message(self.ZoomChanged(self.key, None))
+
+    def _narrow(self, direction: int) -> None:
+        if self.detail is None:
+            return
+        lo, hi = self.window or self.detail.steps
+        if hi - lo < 2:
+            self.notify("zoomed in to single steps")
+            return
+        middle = (lo + hi) // 2
+        self.window = (lo, middle) if direction < 0 else (middle, hi)
+        self.notify(f"steps {self.window[0]:,} to {self.window[1]:,}")
+        self.post_message(self.ZoomChanged(self.key, self.window))
+
     def action_step(self, direction: int) -> None:
+        if self.zooming:
+            self._narrow(direction)
+            return
         if self.detail is None or not self.replay:
             return
         first, last = self.detail.steps
