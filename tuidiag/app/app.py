@@ -98,6 +98,8 @@ class TuidiagApp(App):
 
         summaries: list[RunSummary]
         detail: RunDetail | None
+        late: bool = False
+        """Work that ended after its refresh (a read, a diagnosis): the open run's view is built again."""
 
     @dataclass
     class DetailReady(Message):
@@ -212,25 +214,28 @@ class TuidiagApp(App):
             return
         screen = self.screen
         key, at, window = (screen.key, screen.at, screen.window) if isinstance(screen, RunScreen) else (None, None, None)
+        points = screen.chart_points() if isinstance(screen, RunScreen) else 400
         self._last_refresh = time.monotonic()
-        self.refresh_runs(dirs, key, at, window)
+        self.refresh_runs(dirs, key, at, window, points)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
-    def refresh_runs(self, dirs: set[Path] | None, key: str | None, at: int | None, window: tuple[int, int] | None = None) -> None:
-        """Worker: discover runs, read what is new, rebuild the open run's view (over ``window``: a zoom)."""
+    def refresh_runs(self, dirs: set[Path] | None, key: str | None, at: int | None, window: tuple[int, int] | None = None,
+                     points: int = 400) -> None:
+        """Worker: discover runs, read what is new, rebuild the open run's view (over ``window``: a zoom; ``points``
+        per chart line: its width)."""
         new = self.model.discover() if dirs is None or not self.model.knows(dirs) else []
         summaries = self.model.refresh(None if new or dirs is None else dirs, wait=READ_WAIT)
-        detail = self.model.detail(key, at, wait=READ_WAIT, window=window) if key else None
+        detail = self.model.detail(key, at, points=points, wait=READ_WAIT, window=window) if key else None
         self.post_message(self.RunsRefreshed(summaries, detail))
 
     def _read_late(self, path: Path) -> None:
         """A run's read ended after its refresh returned (reading thread): show it now, reading nothing."""
-        self.post_message(self.RunsRefreshed(self.model.summaries(), None))
+        self.post_message(self.RunsRefreshed(self.model.summaries(), None, late=True))
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
-    def load_detail(self, key: str, at: int | None, window: tuple[int, int] | None = None) -> None:
+    def load_detail(self, key: str, at: int | None, window: tuple[int, int] | None = None, points: int = 400) -> None:
         """Worker: the run view as of ``at``, its charts over ``window`` (a zoom; None: all steps)."""
-        detail = self.model.detail(key, at, window=window)
+        detail = self.model.detail(key, at, points=points, window=window)
         if detail is not None:
             self.post_message(self.DetailReady(detail))
 
@@ -255,6 +260,9 @@ class TuidiagApp(App):
                 screen.show(message.summaries, str(self.root))
         if message.detail is not None:
             self._show_detail(message.detail)
+        top = self._top_screen()
+        if message.late and isinstance(top, RunScreen):
+            self.load_detail(top.key, top.at, top.window, top.chart_points())
 
     def _top_screen(self) -> object:
         """The active screen, or None while the app starts or shuts down (messages still arrive then)."""
@@ -290,8 +298,9 @@ class TuidiagApp(App):
         """Show the run view of ``key`` (from the overview or the command palette)."""
         while isinstance(self.screen, (RunScreen, CompareScreen)) and len(self.screen_stack) > 2:
             self.pop_screen()
-        self.push_screen(RunScreen(key, replay=self.replay))
-        self.load_detail(key, None)
+        screen = RunScreen(key, replay=self.replay)
+        self.push_screen(screen)
+        self.load_detail(key, None, None, screen.chart_points())
 
     def on_overview_screen_compare_chosen(self, message: OverviewScreen.CompareChosen) -> None:
         self.push_screen(CompareScreen(message.keys))
@@ -299,11 +308,13 @@ class TuidiagApp(App):
 
     def on_run_screen_cursor_moved(self, message: RunScreen.CursorMoved) -> None:
         screen = self._top_screen()
-        self.load_detail(message.key, message.at, screen.window if isinstance(screen, RunScreen) else None)
+        if isinstance(screen, RunScreen):
+            self.load_detail(message.key, message.at, screen.window, screen.chart_points())
 
     def on_run_screen_zoom_changed(self, message: RunScreen.ZoomChanged) -> None:
         screen = self._top_screen()
-        self.load_detail(message.key, screen.at if isinstance(screen, RunScreen) else None, message.window)
+        if isinstance(screen, RunScreen):
+            self.load_detail(message.key, screen.at, message.window, screen.chart_points())
 
     # ---- jobs --------------------------------------------------------------------
     def on_run_screen_job_requested(self, message: RunScreen.JobRequested) -> None:

@@ -13,6 +13,7 @@ cost)`` seconds), while the status line shows the previous finding marked stale.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ INLINE_BYTES = 4 * 1024 * 1024
 afterwards in the background, so a status bar polling a live run every second costs milliseconds per call."""
 MIN_INTERVAL = 10.0
 COST_FACTOR = 10.0
+BACKGROUND_NICE = 10
 LOCK_STALE = 600.0
 """A lock older than this is from a refresher that died."""
 
@@ -162,7 +164,12 @@ def start_background(run_dir: Path) -> bool:
 
 
 def refresh_locked(run_dir: Path) -> None:
-    """The background refresher's body: refresh, then release the lock taken by :func:`start_background`."""
+    """The background refresher's body: refresh, then release the lock taken by :func:`start_background`.
+    It yields the CPU to what started it (a status bar, the monitor drawing its first frame): ``nice`` 10."""
+    try:
+        os.nice(BACKGROUND_NICE)
+    except (OSError, AttributeError):  # not permitted, or not POSIX: at the usual priority
+        pass
     try:
         refresh(run_dir)
     finally:

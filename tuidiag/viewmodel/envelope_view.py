@@ -5,7 +5,9 @@ steps shown (the whole run, or a zoomed window), coarsened to at most
 ``points / 2`` buckets and drawn as each bucket's minimum and maximum
 (:func:`~tuidiag.store.envelope.zigzag`): every spike is drawn, at every zoom, and
 a live run and a finished one are drawn the same way. A window finer than the
-finest level kept in memory is summarised from its rows, read for that window only.
+finest level kept in memory is summarised from its rows, read for that window only;
+over a coarser window, the buckets at its two edges may hold steps up to one bucket
+beyond it, drawn at the edge.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def line(run: EnvelopeRun, name: str, points: int, label: str | None = None,
     if level is None:
         return None
     x, y = zigzag(level)
+    if window is not None:  # the first and last buckets may reach past the window: drawn at its edges
+        x = np.clip(x, window[0], window[1])
     return (label or name, x, y) if len(x) else None
 
 

@@ -45,9 +45,12 @@ DIAGNOSIS_MAX_AGE = 30.0
 """The live diagnosis of a growing run is never older than this (seconds, plus one refresh)."""
 RETRY_AFTER = 10.0
 """Seconds before a run whose read failed is read again (at once when its files change)."""
-SMALL_RUN_ROWS = 2_000_000
+SMALL_RUN_ROWS = 500_000
 """Runs with at most this many rows are diagnosed in the monitor (read whole, and tailed while they run);
 larger ones in a separate process, whose finding the diagnosis cache hands back."""
+ROWS_POINTS = 400
+"""Points per chart line of a run read whole (older writers, several ranks, a replay); runs drawn from
+envelopes get one min/max bucket per cell of the chart's width."""
 ANNOUNCE_AFTER = 0.25
 """Seconds over which diagnoses that finish after their refresh are announced to the app together."""
 
@@ -88,6 +91,8 @@ class _Slot:
     diagnosed: tuple[int, int] | None = None
     """(``tail.seq``, ``tail.rows``) that ``health`` covers."""
     diagnosing: ReadTask | None = None
+    want_whole: bool = False
+    """The run view wants the whole diagnosis, not only the badge a cache entry may hold."""
     envelopes: EnvelopeRun | None = None
     """The run's envelopes, while its view is drawn from them (:meth:`RunsModel.detail`)."""
 
@@ -144,10 +149,11 @@ class RunsModel:
         with self._lock:
             slots = list(self._slots.values())
         now = time.monotonic()
-        tasks = []
+        tasks, read = [], []
         for slot in slots:
             if dirs is not None and slot.path not in dirs and self._resolve(slot.path) not in dirs:
                 continue
+            read.append(slot)
             if slot.task is not None and not slot.task.done():
                 tasks.append(slot.task)  # one read per run at a time
             elif slot.problem is None or dirs is not None or now - slot.failed_at >= RETRY_AFTER:
@@ -155,6 +161,9 @@ class RunsModel:
                 slot.task = self._pool.submit(lambda slot=slot, started=now: self._read(slot, started, wait))
                 tasks.append(slot.task)
         self._pool.wait(tasks, wait)
+        for slot in read:  # diagnoses start once the rows are listed: they never hold up a read
+            if slot.task is not None and slot.task.done() and slot.tail is not None and slot.problem is None:
+                self._diagnose_later(slot)
         return self.summaries()
 
     def summaries(self) -> list[RunSummary]:
@@ -189,9 +198,10 @@ class RunsModel:
                 slot.problem = None
             except Exception as exc:  # MemoryError, RecursionError included: this run only
                 slot.problem, slot.failed_at = reason_of(exc), time.monotonic()
-        if slot.tail is not None and slot.problem is None:
-            self._diagnose_later(slot)
-        if self.on_late is not None and time.monotonic() - queued > wait:
+        late = time.monotonic() - queued > wait
+        if late and slot.tail is not None and slot.problem is None:
+            self._diagnose_later(slot)  # its refresh returned before it: queue its diagnosis here
+        if self.on_late is not None and late:
             self.on_late(slot.path)
 
     def _open(self, slot: _Slot) -> Run:
@@ -233,7 +243,8 @@ class RunsModel:
             try:
                 signature, _ = status_cache.signature(slot.path)
                 cached = status_cache.load(slot.path)
-                if slot.run is None and cached is not None and cached.get("signature") == signature:
+                whole_kept = not slot.want_whole or (cached is not None and status_cache.diagnosis_of(cached) is not None)
+                if slot.run is None and cached is not None and cached.get("signature") == signature and whole_kept:
                     slot.health, slot.diagnosed = _cached_health(cached), (tail.seq, tail.rows)
                     slot.warnings = _cached_warnings(cached)
                 elif slot.run is None and tail.rows > SMALL_RUN_ROWS:
@@ -296,6 +307,7 @@ class RunsModel:
             path = slot.path
             live = self._diagnosis(path, run)
             diagnosis = live if at is None else diagnose(run, at=at)
+            points = ROWS_POINTS  # runs read whole keep their downsampling (MinMaxLTTB) at a fixed size
             stamp = (run.rows_read, len(run.events), at, points, window)
             model = run.manifest.get("model")
             cached = self._details.get(path)
@@ -330,19 +342,23 @@ class RunsModel:
         return build_detail(envelopes, summary, diagnosis, None, points, diagnosis, cached[2])
 
     def _full_diagnosis(self, slot: _Slot) -> Diagnosis:
-        """The whole diagnosis of a run drawn from its envelopes (slot lock held): computed here for a small run
-        (read whole, as for its badge), from the diagnosis cache for a large one, else a note that it is under way."""
-        tail = slot.tail
-        if slot.run is not None or (tail is not None and tail.rows <= SMALL_RUN_ROWS):
-            return self._diagnosis(slot.path, self._open(slot))
+        """The whole diagnosis of a run drawn from its envelopes (slot lock held), never computed here: the newest
+        one computed on the diagnosis thread (small runs) or kept in the diagnosis cache (large ones, diagnosed in
+        their own process); when there is none yet, one is asked for and a note says so (the view is drawn again
+        when it is done)."""
+        computed = self._diagnoses.get(slot.path)
+        if computed is not None:
+            return computed.diagnosis
         cached = status_cache.load(slot.path)
         found = status_cache.diagnosis_of(cached) if cached is not None else None
         if found is not None:
             return found
-        if status_cache.due(cached):
-            status_cache.start_background(slot.path)
+        slot.want_whole = True
+        slot.diagnosed = None
+        self._diagnose_later(slot)
+        tail = slot.tail
         name = slot.summary.name if slot.summary is not None else slot.path.name
-        return Diagnosis(name, None, [], [], [f"diagnosing the whole run in the background ({tail.rows if tail else 0:,} rows); "
+        return Diagnosis(name, None, [], [], [f"diagnosing the whole run ({tail.rows if tail else 0:,} rows) in the background; "
                                             "the findings show here when it is done"])
 
     def _summary(self, path: Path, run: Run, diagnosis: Diagnosis | None = None) -> RunSummary:

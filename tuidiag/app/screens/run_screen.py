@@ -234,6 +234,14 @@ class RunScreen(Screen):
             self.at = self.detail.steps[0]
         self._cursor_bar()
 
+    def chart_points(self) -> int:
+        """Points a chart line needs: one min/max bucket (two points) per cell of the chart's width."""
+        try:
+            width = self.query_one("#chart-loss", MetricChart).size.width
+        except NoMatches:
+            width = 0
+        return 2 * max(40, width or (3 * self.app.size.width) // 5)
+
     def action_zoom(self) -> None:
         """Enter zoom: left/right then keep the left or right half of the steps shown; ``z`` again leaves it."""
         self.zooming = not self.zooming

@@ -1,0 +1,334 @@
+"""Issue 14 in one run: the monitor's cost is set by the screen, not by the run.
+
+Every figure of the issue, each measured in a fresh process (peak RSS from ``VmHWM``)
+beside raw pyarrow (``read_table`` + ``to_numpy`` of every shard: the floor any reader
+of all rows pays) and, where it applies, TensorBoard's ``EventAccumulator`` on the
+same scalars, in the same run:
+
+- first full frame of the run view (``TuidiagApp`` headless, 160x48) and peak RSS, on a
+  1M-step x 20-metric run and on a 10M-row run (targets 0.3 s / 0.5 s, 150 MB);
+- switching tab (keys 2..6, 1) once the view is drawn (target 50 ms);
+- the overview of 200 runs first drawn (target 0.5 s), and until every health badge is in;
+- CPU of the monitor watching 10 live trainings (20 steps/s, 1 s flush; target 5 %);
+- ``tuidiag status`` CPU per call over 20 calls (target 0.15 s), beside the raw pyarrow
+  way to get the newest loss (open the newest shard, read its last row group).
+
+Runs are written once as the recorder now leaves them (compacted shards of 50,000 steps
+with their summaries, ``run.json`` with its summary), cached under ``--data``. The
+TensorBoard copy of the 1M-step run (one event of 20 scalars per step) takes about a
+minute to write the first time. ``--src DIR`` measures another checkout (e.g. the code
+before this change) the same way, on the same files. Usage::
+
+    python benchmarks/screen_cost.py [--steps 1000000] [--rows 10000000] [--runs 200] [--src /tmp/before]
+                                     [--skip-tb] [--skip-cpu] [--cpu-window 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+sys.path.insert(0, str(HERE.parent))  # the benchmarks beside it; tuidiag comes from PYTHONPATH (this checkout or --src)
+
+import monitor_scale as ms  # noqa: E402  (its data writer and measured phases)
+
+REPO = ms.REPO
+TARGETS = {"frame_1m": 0.3, "frame_10m": 0.5, "rss": 150.0, "tab": 0.05, "overview": 0.5, "cpu": 5.0, "status": 0.15}
+
+
+# ---- data ------------------------------------------------------------------------
+def big_run(data: Path, steps: int) -> Path:
+    path = data / f"run-{steps}" / "run"
+    if not (path / "run.json").exists():
+        t = time.perf_counter()
+        ms.write_run(path, steps, steps_per_shard=50_000)
+        print(f"(wrote {steps:,} steps x {len(ms.METRICS)} metrics in {time.perf_counter() - t:.0f} s)", flush=True)
+    return path
+
+
+def many_runs(data: Path, runs: int, run_steps: int) -> Path:
+    root = data / f"many-{runs}x{run_steps}"
+    if not (root / "done").exists():
+        for i in range(runs):
+            ms.write_run(root / f"run{i:03d}", run_steps, steps_per_shard=max(1, run_steps // 2), seed=i + 1)
+        (root / "done").write_text("ok")
+    return root
+
+
+def tensorboard_copy(data: Path, run: Path, steps: int) -> Path:
+    """The same scalars as TensorBoard event files: one event per step holding the 20 metrics."""
+    path = data / f"tb-{steps}"
+    done = data / f"tb-{steps}.done"
+    if done.exists():
+        return path
+    import numpy as np
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    import tuidiag
+
+    t = time.perf_counter()
+    opened = tuidiag.open_run(run)
+    columns = [opened.series(name).values for name in ms.METRICS]
+    del opened
+    writer = EventFileWriter(str(path), max_queue_size=10_000, flush_secs=600)
+    values = np.column_stack(columns)
+    for step in range(steps):
+        row = values[step]
+        writer.add_event(Event(step=step, wall_time=1.7e9 + step / 20,
+                               summary=Summary(value=[Summary.Value(tag=tag, simple_value=float(v)) for tag, v in zip(ms.METRICS, row)])))
+    writer.close()
+    done.write_text(str(time.perf_counter() - t))
+    print(f"(wrote the TensorBoard copy in {time.perf_counter() - t:.0f} s)", flush=True)
+    return path
+
+
+# ---- phases (each in a fresh process) ------------------------------------------------
+def phase_tb(path: Path) -> dict:
+    """EventAccumulator with its default guidance (a 1,000-point reservoir per tag), then every tag's scalars."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    t = time.perf_counter()
+    acc = EventAccumulator(str(path))
+    acc.Reload()
+    kept = sum(len(acc.Scalars(tag)) for tag in acc.Tags()["scalars"])
+    return {"read": time.perf_counter() - t, "kept": kept, "rss": ms._rss_mb()}
+
+
+def phase_overview(root: Path) -> dict:
+    """The app on a root of many runs: until every row is drawn, then until every health badge is in."""
+    import asyncio
+
+    from tuidiag.app.app import TuidiagApp
+
+    out: dict = {}
+
+    async def go() -> None:
+        t0 = time.perf_counter()
+        app = TuidiagApp(root, poll=True)
+        async with app.run_test(size=(160, 48)) as pilot:
+            while not (app.summaries and all(s.status != "reading" for s in app.summaries)):
+                await asyncio.sleep(0.005)
+                if time.perf_counter() - t0 > 300:
+                    raise TimeoutError("overview never drew")
+            await pilot.pause()
+            out["first_drawn"] = time.perf_counter() - t0
+            out["runs"] = len(app.summaries)
+            while any(s.health == "-" for s in app.summaries) and time.perf_counter() - t0 < 600:
+                await asyncio.sleep(0.05)
+            out["all_health"] = time.perf_counter() - t0
+
+    asyncio.run(go())
+    out["rss"] = ms._rss_mb()
+    return out
+
+
+def phase_empty(root: Path) -> dict:
+    """The app on an empty directory until its first paint: Textual's own start, the floor under every frame here."""
+    import asyncio
+
+    from tuidiag.app.app import TuidiagApp
+
+    out: dict = {}
+
+    async def go() -> None:
+        t0 = time.perf_counter()
+        app = TuidiagApp(root)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.pause()
+            out["first_paint"] = time.perf_counter() - t0
+
+    asyncio.run(go())
+    out["rss"] = ms._rss_mb()
+    return out
+
+
+def phase_raw_root(root: Path) -> dict:
+    """Raw pyarrow over every run under ``root`` (``read_table`` + ``to_numpy`` of each shard)."""
+    import pyarrow.parquet as pq
+
+    t = time.perf_counter()
+    for shard in sorted(root.glob("*/metrics/*.parquet")):
+        table = pq.read_table(shard)
+        [table.column(c).to_numpy() for c in ("step", "value", "wall_time")]
+    return {"read": time.perf_counter() - t, "rss": ms._rss_mb()}
+
+
+def phase_tabs(path: Path) -> dict:
+    """Tab switches once the run view is drawn: key press until the new tab is drawn (animations off, so the time
+    is the work, not the tab underline sliding), beside an unbound key (the test pilot's own cost)."""
+    import asyncio
+    import statistics
+
+    from tuidiag.app.app import TuidiagApp
+    from tuidiag.app.screens.run_screen import RunScreen
+
+    out: dict = {}
+
+    async def go() -> None:
+        app = TuidiagApp(path)
+        app.animation_level = "none"
+        async with app.run_test(size=(160, 48)) as pilot:
+            t0 = time.perf_counter()
+            while not (isinstance(app.screen, RunScreen) and app.screen.detail is not None):
+                await asyncio.sleep(0.01)
+                if time.perf_counter() - t0 > 300:
+                    raise TimeoutError("run view never drew")
+            await pilot.pause(0.5)
+            times, first, floor = [], {}, []
+            for key in ("2", "3", "4", "5", "6", "1") * 3:
+                t = time.perf_counter()
+                await pilot.press(key)
+                await pilot.pause()
+                times.append(time.perf_counter() - t)
+                first.setdefault(key, times[-1])
+                t = time.perf_counter()
+                await pilot.press("8")  # bound to nothing
+                await pilot.pause()
+                floor.append(time.perf_counter() - t)
+            out.update(first_visit=first, revisit_median=statistics.median(times[6:]), revisit_max=max(times[6:]),
+                       pilot_floor=statistics.median(floor))
+
+    asyncio.run(go())
+    out["rss"] = ms._rss_mb()
+    return out
+
+
+PHASES = {"tb": phase_tb, "overview": phase_overview, "tabs": phase_tabs, "raw": ms.phase_raw, "app": ms.phase_app,
+          "raw_root": phase_raw_root, "empty": phase_empty}
+
+
+def measure(phase: str, path: Path, src: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")]),
+               TUIDIAG_CACHE_DIR=tempfile.mkdtemp(prefix="tuidiag-screen-cache-"))
+    proc = subprocess.run([sys.executable, str(HERE), "--phase", phase, str(path)], env=env, capture_output=True,
+                          text=True, timeout=1800, cwd=str(src))
+    if proc.returncode != 0:
+        raise RuntimeError(f"phase {phase} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ---- status and idle CPU --------------------------------------------------------------
+def status_cpu(run: Path, src: Path, calls: int = 20) -> float:
+    """CPU seconds per ``tuidiag status RUN`` (after one call that fills the cache)."""
+    env = dict(os.environ, PYTHONPATH=str(src), TUIDIAG_CACHE_DIR=tempfile.mkdtemp(prefix="tuidiag-status-cache-"))
+    command = [sys.executable, "-m", "tuidiag", "status", str(run)]
+    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, cwd=str(src), check=True)
+    time.sleep(1.0)
+    return _children_cpu(lambda: [subprocess.run(command, env=env, stdout=subprocess.DEVNULL, cwd=str(src), check=True)
+                                  for _ in range(calls)]) / calls
+
+
+def raw_newest_cpu(run: Path, calls: int = 20) -> float:
+    """CPU seconds per process that reads the newest loss the raw pyarrow way (the newest shard's last row group)."""
+    code = ("import sys, pyarrow.parquet as pq, pyarrow.compute as pc; from pathlib import Path; "
+            "f = pq.ParquetFile(sorted(Path(sys.argv[1]).glob('metrics/*.parquet'))[-1]); "
+            "t = f.read_row_group(f.num_row_groups - 1); print(t.filter(pc.equal(t['metric'].cast('string'), 'train/loss'))['value'][-1])")
+    return _children_cpu(lambda: [subprocess.run([sys.executable, "-c", code, str(run)], stdout=subprocess.DEVNULL, check=True)
+                                  for _ in range(calls)]) / calls
+
+
+def _children_cpu(work: object) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    work()  # type: ignore[operator]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+# ---- report ---------------------------------------------------------------------------
+def _ok(value: float, target: float) -> str:
+    return "OK" if value <= target else "MISSED"
+
+
+def report(label: str, src: Path, big: Path, ten: Path, root: Path, raw_big: dict, raw_ten: dict, tb: dict | None,
+           names: tuple[str, str]) -> None:
+    print(f"\n== {label}: {src} ==", flush=True)
+    empty = ms_best(measure, "empty", Path(tempfile.mkdtemp(prefix="tuidiag-empty-")), src, "first_paint")
+    print(f"floor: the app on an empty directory paints first at {empty['first_paint']:.3f} s, {empty['rss']:.0f} MB "
+          f"(Textual's start; every frame below includes it)")
+    for name, path, raw, target in ((names[0], big, raw_big, TARGETS["frame_1m"]), (names[1], ten, raw_ten, TARGETS["frame_10m"])):
+        app = ms_best(measure, "app", path, src, "first_frame")
+        assert Path(app["tuidiag_file"]).is_relative_to(src), (app["tuidiag_file"], src)
+        tb_text = f", {app['first_frame'] / tb['read']:.3f}x TensorBoard" if tb and path == big else ""
+        print(f"first full frame, {name:<22} {app['first_frame']:7.3f} s  ({app['first_frame'] / raw['read']:.3f}x raw pyarrow{tb_text})"
+              f"  target {target} s: {_ok(app['first_frame'], target)};  its data ready at {app['detail_shown']:.3f} s "
+              f"({app['detail_shown'] / raw['read']:.3f}x raw)")
+        tb_rss = f", {app['rss'] / tb['rss']:.2f}x TensorBoard" if tb and path == big else ""
+        print(f"peak RSS,         {name:<22} {app['rss']:7.0f} MB ({app['rss'] / raw['rss']:.2f}x raw pyarrow{tb_rss})"
+              f"  target {TARGETS['rss']:.0f} MB: {_ok(app['rss'], TARGETS['rss'])}")
+    tabs = measure("tabs", ten, src)
+    visits = ", ".join(f"{k}: {v * 1e3:.0f}" for k, v in tabs["first_visit"].items())
+    print(f"tab switch, {names[1]:<22} {tabs['revisit_median'] * 1e3:7.1f} ms median, max {tabs['revisit_max'] * 1e3:.0f} ms "
+          f"({tabs['revisit_median'] / raw_ten['read']:.4f}x raw pyarrow read)  target 50 ms: {_ok(tabs['revisit_median'], TARGETS['tab'])};"
+          f"  an unbound key {tabs['pilot_floor'] * 1e3:.0f} ms; first visits (ms) {visits}")
+    over = measure("overview", root, src)
+    raw_root = measure("raw_root", root, REPO)["read"]
+    print(f"overview of {over['runs']} runs first drawn  {over['first_drawn']:7.3f} s  ({over['first_drawn'] / raw_root:.3f}x raw pyarrow "
+          f"read of every run, {raw_root:.2f} s)  target 0.5 s: {_ok(over['first_drawn'], TARGETS['overview'])};  "
+          f"every health badge in {over['all_health']:.1f} s;  peak RSS {over['rss']:.0f} MB")
+    status, raw_status = status_cpu(big, src), raw_newest_cpu(big)
+    print(f"tuidiag status, {names[0]:<14} {status:7.3f} s CPU per call ({status / raw_status:.2f}x the raw pyarrow newest-loss read, "
+          f"{raw_status:.3f} s)  target 0.15 s: {_ok(status, TARGETS['status'])}")
+
+
+def ms_best(fn: object, phase: str, path: Path, src: Path, key: str, repeat: int = 2) -> dict:
+    results = [fn(phase, path, src) for _ in range(repeat)]  # type: ignore[operator]
+    return min(results, key=lambda r: r[key])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--run-steps", type=int, default=1_000)
+    parser.add_argument("--data", type=Path, default=Path("/tmp/tuidiag-screen"))
+    parser.add_argument("--src", type=Path, help="another checkout (the dir holding tuidiag/) measured the same way")
+    parser.add_argument("--skip-tb", action="store_true")
+    parser.add_argument("--skip-cpu", action="store_true")
+    parser.add_argument("--cpu-window", type=float, default=20.0)
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    parser.add_argument("path", nargs="?", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase:
+        import tuidiag
+
+        result = PHASES[args.phase](args.path)
+        result["tuidiag_file"] = tuidiag.__file__
+        print(json.dumps(result))
+        return
+    big, ten = big_run(args.data, args.steps), big_run(args.data, args.rows // len(ms.METRICS))
+    root = many_runs(args.data, args.runs, args.run_steps)
+    print(f"cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}; runs: {args.steps:,} x {len(ms.METRICS)}, "
+          f"{args.rows:,} rows, {args.runs} x {args.run_steps:,} steps", flush=True)
+    raw_big, raw_ten = measure("raw", big, REPO), measure("raw", ten, REPO)
+    print(f"raw pyarrow: {args.steps:,} x {len(ms.METRICS)}: {raw_big['read']:.2f} s {raw_big['rss']:.0f} MB;  "
+          f"{args.rows:,} rows: {raw_ten['read']:.2f} s {raw_ten['rss']:.0f} MB")
+    tb = None
+    if not args.skip_tb:
+        tb = measure("tb", tensorboard_copy(args.data, big, args.steps), REPO)
+        print(f"TensorBoard EventAccumulator (default guidance) on the same {args.steps:,} x {len(ms.METRICS)} scalars: {tb['read']:.2f} s, {tb['rss']:.0f} MB, "
+              f"keeps {tb['kept']:,} of {args.steps * len(ms.METRICS):,} scalars")
+    sources = [("current", REPO)] + ([("--src", args.src.resolve())] if args.src else [])
+    for label, src in sources:
+        report(label, src, big, ten, root, raw_big, raw_ten, tb,
+               (f"{args.steps:,} steps x {len(ms.METRICS)}", f"{args.rows:,} rows"))
+    if not args.skip_cpu:
+        command = [sys.executable, str(HERE.parent / "monitor_cpu.py"), "--window", str(args.cpu_window)]
+        if args.src:
+            command += ["--src", str(args.src.resolve())]
+        print(f"\n== idle CPU with 10 live trainings: {' '.join(command[1:])} ==", flush=True)
+        subprocess.run(command, check=False)
+
+
+if __name__ == "__main__":
+    main()
