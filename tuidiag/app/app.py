@@ -46,6 +46,8 @@ REFRESH_BUDGET = 0.04
 (with one busy run every flush is shown at once)."""
 BUSY_WINDOW = 2.0
 """A run with a file event in the last this many seconds counts as busy."""
+FIRST_DRAW_GRACE = 1.5
+"""Seconds after start before any diagnosis begins: the first draw of the overview or run view goes first."""
 READ_WAIT = 0.5
 """Seconds a refresh waits for the runs' reads: a run still being read then shows as it last was
 (or as ``reading``), the others at once, and it shows when its read ends."""
@@ -170,6 +172,7 @@ class TuidiagApp(App):
         self._job_process: subprocess.Popen[str] | None = None
 
     def on_mount(self) -> None:
+        self.model.hold_diagnoses(FIRST_DRAW_GRACE)
         self.push_screen(OverviewScreen())
         if is_run_dir(self.root):
             self.push_screen(RunScreen(str(self.root), replay=self.replay))

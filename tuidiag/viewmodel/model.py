@@ -30,8 +30,9 @@ from tuidiag.viewmodel.downsample import downsample, tail_spark
 from tuidiag.viewmodel.read_pool import ReadPool, ReadTask
 from tuidiag.viewmodel.snapshot import PENDING, Chart, Health, RunDetail, RunSummary, reading_summary, summarize, summarize_tail, unreadable_summary
 from tuidiag.cli import status_cache
-from tuidiag.format import STATUS_RUNNING
+from tuidiag.format import EVENTS_DIR, STATUS_RUNNING
 from tuidiag.store import Run, find_runs, open_run
+from tuidiag.store.discovery import list_shards
 from tuidiag.store.manifest import effective_status, read_manifest
 from tuidiag.store.envelope_run import EnvelopeRun, open_envelopes
 from tuidiag.store.tail_summary import TailSummary, current_summary
@@ -42,7 +43,10 @@ from tuidiag.store.unreadable import reason_of
 DIAGNOSIS_BUDGET = 0.02
 """Share of one core that re-diagnosing runs which only got new rows may take."""
 DIAGNOSIS_MAX_AGE = 30.0
-"""The live diagnosis of a growing run is never older than this (seconds, plus one refresh)."""
+"""The live diagnosis of the growing run whose view is open is never older than this (seconds, plus one refresh)."""
+BADGE_MAX_AGE = 300.0
+"""The health badge of another growing run is never older than this: with many live runs the CPU budget spaces
+their diagnoses out (an event, a NaN's included, is diagnosed at once)."""
 RETRY_AFTER = 10.0
 """Seconds before a run whose read failed is read again (at once when its files change)."""
 SMALL_RUN_ROWS = 500_000
@@ -91,6 +95,8 @@ class _Slot:
     diagnosed: tuple[int, int] | None = None
     """(``tail.seq``, ``tail.rows``) that ``health`` covers."""
     diagnosing: ReadTask | None = None
+    events_mark: tuple[tuple[int, int], ...] = ()
+    """The newest events shards when the run was last diagnosed: an event is diagnosed at once."""
     want_whole: bool = False
     """The run view wants the whole diagnosis, not only the badge a cache entry may hold."""
     envelopes: EnvelopeRun | None = None
@@ -115,8 +121,12 @@ class RunsModel:
         self._sparks: dict[Path, tuple[object, tuple[float, ...]]] = {}
         self._lock = threading.Lock()
         """Guards ``_slots`` (not the runs: each slot has its own lock)."""
-        self._diagnosis_pool = ReadPool(workers=1)
-        """Diagnoses run one at a time, after the reads: they never delay a run's row."""
+        self._diagnosis_pool = ReadPool(workers=1, top_up=False)
+        """Diagnoses run one at a time, on one thread, after the reads: they never delay a run's row."""
+        self._focus: tuple[Path | None, float] = (None, -math.inf)
+        """The run whose view was last built, and when (``time.monotonic()``)."""
+        self._hold_until = 0.0
+        """``time.monotonic()`` before which no diagnosis starts (:meth:`hold_diagnoses`)."""
         self._announcing: threading.Timer | None = None
 
     @property
@@ -231,15 +241,24 @@ class RunsModel:
             return
         slot.diagnosing = self._diagnosis_pool.submit(lambda: self._diagnose(slot))
 
+    def hold_diagnoses(self, seconds: float) -> None:
+        """Start no diagnosis for ``seconds``: a diagnosis holds the interpreter for most of its time, and the
+        monitor's first draw of a long list of runs would share it."""
+        self._hold_until = time.monotonic() + seconds
+
     def _diagnose(self, slot: _Slot) -> None:
         """The health of a run summarised from ``run.json`` (diagnosis thread): from the diagnosis cache
         when it covers the run's files; else diagnosed here when the run is small (read whole, then tailed
         while it runs), and in a ``tuidiag status --refresh-cache`` process when it is large, so this
         process never holds a large run in memory. The result is cached for the status line and the next start."""
+        time.sleep(max(0.0, self._hold_until - time.monotonic()))
+        if self._not_due(slot):
+            return
         with slot.lock:
             tail = slot.tail
             if tail is None or slot.problem is not None:
                 return
+            shown, computed = (slot.health, slot.warnings), self._diagnoses.get(slot.path)
             try:
                 signature, _ = status_cache.signature(slot.path)
                 cached = status_cache.load(slot.path)
@@ -266,7 +285,25 @@ class RunsModel:
                 slot.summary = summarize_tail(slot.path, slot.manifest, tail, slot.health, self.clock(), slot.warnings)
             except Exception:  # a diagnosis that fails leaves the row as it was; the run view says why
                 slot.diagnosed = (tail.seq, tail.rows)
-        self._announce()
+            changed = (slot.health, slot.warnings) != shown or (slot.want_whole and self._diagnoses.get(slot.path) is not computed)
+        if changed:  # a new badge, or the whole diagnosis the run view waits for: the app draws it
+            self._announce()
+
+    def _not_due(self, slot: _Slot) -> bool:
+        """True when a run tailed here was diagnosed so recently that the CPU budget puts off the next diagnosis
+        (no event arrived since): nothing is read until then."""
+        computed = self._diagnoses.get(slot.path)
+        if slot.run is None or computed is None:
+            return False
+        mark = tuple((shard.rank, shard.last) for shard, _ in list_shards(slot.path / EVENTS_DIR))[-8:]
+        if mark != slot.events_mark:
+            slot.events_mark = mark
+            return False
+        now = time.monotonic()
+        if now - computed.at < self._rediagnose_after(now, slot.path):
+            self._growing[slot.path] = now
+            return True
+        return False
 
     def _announce(self) -> None:
         """Tell the app that summaries changed after their refresh returned: at most once per :data:`ANNOUNCE_AFTER`."""
@@ -296,6 +333,7 @@ class RunsModel:
             slot = self._slots.get(Path(key))
         if slot is None or not slot.lock.acquire(timeout=-1 if wait is None else wait):
             return None
+        self._focus = (slot.path, time.monotonic())
         try:
             if slot.problem is not None or (slot.run is None and slot.summary is None):
                 return None
@@ -385,18 +423,20 @@ class RunsModel:
             if cached.rows == rows:
                 return cached.diagnosis
             self._growing[path] = now
-            if now - cached.at < self._rediagnose_after(now):
+            if now - cached.at < self._rediagnose_after(now, path):
                 return cached.diagnosis
         start = time.thread_time()
         diagnosis = diagnose(run)
         self._diagnoses[path] = _Diagnosed(rows, events, diagnosis, now, time.thread_time() - start)
         return diagnosis
 
-    def _rediagnose_after(self, now: float) -> float:
-        """Seconds between diagnoses of a growing run: all growing runs' diagnoses within budget."""
+    def _rediagnose_after(self, now: float, path: Path | None = None) -> float:
+        """Seconds between diagnoses of a growing run: all growing runs' diagnoses within budget; the run whose
+        view is open is never left more than :data:`DIAGNOSIS_MAX_AGE` behind, the others :data:`BADGE_MAX_AGE`."""
         diagnosed = dict(self._diagnoses)  # copies: other runs are diagnosed on other threads
         cost = sum(diagnosed[p].cost for p, t in list(self._growing.items()) if now - t < DIAGNOSIS_MAX_AGE and p in diagnosed)
-        return min(DIAGNOSIS_MAX_AGE, cost / DIAGNOSIS_BUDGET)
+        shown = path is not None and path == self._focus[0] and now - self._focus[1] < DIAGNOSIS_MAX_AGE
+        return min(DIAGNOSIS_MAX_AGE if shown else BADGE_MAX_AGE, cost / DIAGNOSIS_BUDGET)
 
     def compare(self, keys: tuple[str, ...], points: int = 300) -> dict[str, Chart]:
         """Loss, validation loss and gradient norm of several runs on shared charts, by step."""

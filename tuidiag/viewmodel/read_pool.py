@@ -45,8 +45,10 @@ class ReadTask:
 class ReadPool:
     """A few worker threads, topped up while slow reads hold them."""
 
-    def __init__(self, workers: int = WORKERS) -> None:
+    def __init__(self, workers: int = WORKERS, top_up: bool = True) -> None:
         self.workers = workers
+        self.top_up = top_up
+        """False: never more than ``workers`` threads, however long a task runs (work that only waits its turn)."""
         self._queue: deque[ReadTask] = deque()
         self._running: set[ReadTask] = set()
         self._cond = threading.Condition()
@@ -86,14 +88,14 @@ class ReadPool:
         """Start workers for the reads that wait, while fewer than ``workers`` are busy with reads that are
         not slow (lock held); when reads still wait, look again once the oldest running one turns slow."""
         now = time.monotonic()
-        slow = sum(1 for task in self._running if task.running_for(now) > SLOW_AFTER)
+        slow = sum(1 for task in self._running if task.running_for(now) > SLOW_AFTER) if self.top_up else 0
         waiting = len(self._queue) - self._idle - self._starting
         while waiting > 0 and self._threads - slow < self.workers:
             self._threads += 1
             self._starting += 1
             waiting -= 1
             threading.Thread(target=self._work, name="tuidiag-read", daemon=True).start()
-        if waiting > 0 and self._recheck is None:
+        if waiting > 0 and self._recheck is None and self.top_up:
             soonest = min((SLOW_AFTER - task.running_for(now) for task in self._running
                            if task.running_for(now) <= SLOW_AFTER), default=SLOW_AFTER)
             self._recheck = threading.Timer(max(0.01, soonest + 0.01), self._timer_top_up)
