@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from benchmarks.suite.synthetic import LAYERS, Series, model_summary, write_run
+from synthetic_runs import LAYERS, Series, model_summary, write_run
 from evidence_runs import base_series, loss_shape
 from rank_runs import write_ranks
 import silent_plants

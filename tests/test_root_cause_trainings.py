@@ -159,7 +159,7 @@ def test_healthy_controls_raise_no_alarm(name: str, runs: dict) -> None:
 @pytest.mark.parametrize("n", [30, 200, 2000])
 def test_a_nan_gradient_at_the_nan_loss_step_is_no_explosion(tmp_path, n: int) -> None:
     """The NaN loss's own backward makes the gradient NaN at that step: with healthy finite norms before, no explosion."""
-    from benchmarks.suite.synthetic import model_summary, write_run
+    from synthetic_runs import model_summary, write_run
     from evidence_runs import base_series
     from tuidiag.diagnosis import diagnose
 
@@ -188,7 +188,7 @@ def test_a_step_up_that_stays_is_not_a_recovered_spike(tmp_path, shift: float, a
     that is a shift, never 'isolated spikes that recovered'."""
     import numpy as np
 
-    from benchmarks.suite.synthetic import model_summary, write_run
+    from synthetic_runs import model_summary, write_run
     from evidence_runs import base_series
     from tuidiag.diagnosis import diagnose
 

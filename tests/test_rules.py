@@ -20,7 +20,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import silent_plants  # noqa: E402
-from benchmarks.suite.synthetic import LAYERS, Series, healthy_series, model_summary, write_run  # noqa: E402
+from synthetic_runs import LAYERS, Series, healthy_series, model_summary, write_run  # noqa: E402
 from tuidiag.cli.main import main  # noqa: E402
 from tuidiag.diagnosis import diagnose  # noqa: E402
 from tuidiag.diagnosis.rules import RULES  # noqa: E402
