@@ -135,6 +135,7 @@ class Recorder:
         self._missing_grads: list[str] | None = None
         self._captured = False
         self._last_flushed_step = -1
+        self._host: Any = None
         self._written_rejections = 0
         self._layouts = LayoutCache(self)
         self._changes = LiveChanges(self.world_size)
@@ -563,7 +564,11 @@ class Recorder:
         step = writer.last_step
         if step > self._last_flushed_step:  # nothing new while idle: write nothing
             self._last_flushed_step = step
-            names, values = system_rows(self._watch)
+            if self._host is None:  # created here, so psutil's import costs the writer thread, not the training
+                from tuidiag.recorder.host_probe import HostProbe
+
+                self._host = HostProbe()
+            names, values = system_rows(self._watch, self._host)
             if self.errors.count:
                 names.append(RECORDER_ERRORS)
                 values.append(float(self.errors.count + self._manifest.earlier_stats.get("errors", 0)))
