@@ -24,10 +24,12 @@ import numpy as np
 
 from tuidiag.format import (
     EVENT_CAPTURE,
+    EVENT_CONFIG,
     EVENT_NO_GRAD,
     EVENT_RESUMED,
     EVENT_TEXT,
     GRAD_MAX_NORM,
+    HPARAM_PREFIX,
     GRAD_NONE_COUNT,
     LOSS,
     LR_PREFIX,
@@ -47,7 +49,8 @@ from tuidiag.recorder.arguments import Arguments, check_arguments
 from tuidiag.recorder.user_json import config_json, event_data, event_texts
 from tuidiag.recorder.placement import RESUME_NEVER, ResumeError
 from tuidiag.recorder.recent_batches import FOR_JOBS, RecentBatches
-from tuidiag.recorder.run_manifest import RunManifest
+from tuidiag.recorder.run_config import Changes, RunConfig, hparams_record
+from tuidiag.recorder.run_manifest import RunManifest, change_text
 from tuidiag.recorder.step_timer import StepTimer
 from tuidiag.recorder.values import Rejected, convert, leaves, one_number
 
@@ -142,6 +145,8 @@ class Recorder:
         self.loss_fn: Any = None
         self._control: RequestRunner | None = None
         self.run_dir = args.run_dir
+        self.config = RunConfig(self._manifest_data, self.rejections.reject, self._config_changed)
+        """The run's config (read like a dict); ``rec.config.update(...)`` adds to it during the run."""
         config_value, config_notes = config_json(config)
         try:
             self._start(args, config_value)
@@ -327,6 +332,29 @@ class Recorder:
         self._writer.submit(EventRow(s, time.time(), kind, severity, message, value))
 
     @guarded
+    def log_text(self, key: str, text: Any, step: int | None = None) -> None:
+        """Record ``text`` as a ``text`` event named ``key`` (``SummaryWriter.add_text``'s counterpart);
+        a value that is not a string is stored as its ``str()``."""
+        self.log({key: text if isinstance(text, str) else str(text)}, step=step)
+
+    @guarded
+    def log_hparams(self, params: Mapping[str, Any], metrics: Mapping[str, Any] | None = None) -> None:
+        """Record the run's hyperparameters and their final metrics, as TensorBoard's ``add_hparams``.
+
+        ``params`` and ``metrics`` are kept in ``run.json``'s ``hparams`` (shown by
+        ``tuidiag compare`` and ``tuidiag query``), ``params`` also join the config, and each
+        metric is a ``hparam/<name>`` row at the current step. Call again to replace them.
+        """
+        stored, numbers = hparams_record(params, metrics, self._torch, self.rejections.reject)
+        data = self._manifest_data()
+        if data is None:
+            return
+        data["hparams"] = {"params": stored, "metrics": numbers}  # replaced whole: the writer sees one or the other
+        self.config.update(stored)
+        if numbers:
+            self.log({HPARAM_PREFIX + key: value for key, value in numbers.items()})
+
+    @guarded
     def flush(self, timeout: float = 10.0) -> None:
         """Write everything recorded so far to disk now (blocks up to ``timeout`` seconds;
         a ``timeout`` that is not a number >= 0 is rejected and 10 s used)."""
@@ -395,6 +423,17 @@ class Recorder:
         return writer.lost_rows if writer is not None else 0
 
     # ---- internals --------------------------------------------------------------
+    def _manifest_data(self) -> dict[str, Any] | None:
+        manifest = getattr(self, "_manifest", None)
+        return manifest.data if manifest is not None else None
+
+    def _config_changed(self, changes: Changes) -> None:
+        """A ``config`` event at the current step that says what changed (the manifest follows at the flush)."""
+        shown = "; ".join(change_text(key, change) for key, change in list(changes.items())[:5])
+        more = f" and {len(changes) - 5} more" if len(changes) > 5 else ""
+        self._writer.submit(EventRow(self._implicit_step(), time.time(), EVENT_CONFIG, "info", f"config: {shown}{more}",
+                                     {"changes": changes}))
+
     def _implicit_step(self) -> int:
         """The step of a ``log`` or ``event`` without one: the last step, or before the first the one to come."""
         return self._current_step if self._current_step >= 0 else max(self._next_step, 0)

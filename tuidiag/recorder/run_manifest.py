@@ -38,7 +38,7 @@ class Resumed:
         last = "no steps" if self.previous_last_step is None else f"last step {self.previous_last_step}"
         text = f"resumed at step {self.from_step} (previous session {self.previous_status}, {last})"
         if self.config_changes:
-            shown = ", ".join(_change_text(k, v) for k, v in list(self.config_changes.items())[:5])
+            shown = ", ".join(change_text(k, v) for k, v in list(self.config_changes.items())[:5])
             extra = len(self.config_changes) + self.more_changes - 5
             text += f"; config changed: {shown}" + (f" and {extra} more" if extra > 0 else "")
         return text
@@ -224,7 +224,8 @@ def _merge_into(target: dict[str, Any], new: dict[str, Any], prefix: str, change
 _MISSING = object()
 
 
-def _change_text(key: str, change: dict[str, Any]) -> str:
+def change_text(key: str, change: dict[str, Any]) -> str:
+    """One config change in words: ``lr 0.1 -> 0.01`` or ``warmup = 100 (new)``."""
     new = _short(change.get("new"))
     return f"{key} {_short(change['old'])} -> {new}" if "old" in change else f"{key} = {new} (new)"
 
