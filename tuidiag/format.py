@@ -148,6 +148,11 @@ LOSS_FN_UNIT_SHARE = "loss_fn/unit_share"
 LOSS_FN_CLASSES = "loss_fn/classes"
 LOSS_FN_BROADCAST = "loss_fn/broadcast"
 
+DIST_WEIGHT_PREFIX = "dist/weight/"
+DIST_GRAD_PREFIX = "dist/grad/"
+"""``histograms_every=N``: every N steps each parameter's weights and gradient are summarised as
+``dist/weight/<param>/q0`` ... ``/q100``, ``/mean``, ``/nonfinite`` (and ``dist/grad/...``), as
+``SummaryWriter.add_histogram`` users record them."""
 SUMMARY_QUANTILES = {"q0": 0.0, "q5": 0.05, "q25": 0.25, "q50": 0.5, "q75": 0.75, "q95": 0.95, "q100": 1.0}
 """A multi-element tensor or array logged as ``name`` becomes ``name/q0`` ... ``name/q100``
 (quantiles of its finite elements), ``name/mean`` (their mean) and ``name/nonfinite``."""

@@ -52,11 +52,12 @@ class Arguments:
     max_queue: int
     factory: str | None
     control: bool
+    histograms_every: int = 0
 
 
 def check_arguments(run_dir: Any, resume: Any, start_step: Any, name: Any, flush_interval: Any, grads_every: Any,
                     weights_every: Any, activations_every: Any, inputs_every: Any, capture_nonfinite: Any,
-                    capture_max_bytes: Any, max_queue: Any, factory: Any, control: Any) -> Arguments:
+                    capture_max_bytes: Any, max_queue: Any, factory: Any, control: Any, histograms_every: Any = 0) -> Arguments:
     """The arguments normalised; :class:`ArgumentError` names the first one that is wrong.
 
     - ``run_dir``: a non-empty ``str``, ``bytes`` or ``os.PathLike`` (a path that cannot
@@ -65,7 +66,7 @@ def check_arguments(run_dir: Any, resume: Any, start_step: Any, name: Any, flush
     - ``start_step``: ``None`` or an integer within ``±2**62``;
     - ``name``, ``factory``: ``None`` or a ``str``;
     - ``flush_interval``: a real number of seconds, ``0 < x <= 86400``;
-    - ``grads_every``, ``weights_every``, ``activations_every``, ``inputs_every``,
+    - ``grads_every``, ``weights_every``, ``activations_every``, ``inputs_every``, ``histograms_every``,
       ``capture_max_bytes``: integers ``>= 0``; ``max_queue``: an integer, ``1 <= x <= 10**8``;
     - ``capture_nonfinite``, ``control``: anything with a truth value.
     """
@@ -84,6 +85,7 @@ def check_arguments(run_dir: Any, resume: Any, start_step: Any, name: Any, flush
         max_queue=_integer("max_queue", max_queue, 1, MAX_QUEUE),
         factory=_optional_text("factory", factory),
         control=_flag("control", control),
+        histograms_every=_integer("histograms_every", histograms_every, 0),
     )
 
 

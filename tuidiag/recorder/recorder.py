@@ -82,6 +82,9 @@ class Recorder:
         flush_interval: seconds between shard writes.
         grads_every / weights_every / activations_every / inputs_every: record
             that part every N steps; 0 switches it off.
+        histograms_every: every N steps (default 0: never), the distribution of every
+            parameter's weights and gradient as quantile rows (``dist/weight/<param>/q50``, ...),
+            computed on the device without a sync, as ``SummaryWriter.add_histogram`` users record them.
         capture_nonfinite: save batch and state at the first non-finite step.
         factory: ``"module:function"`` that rebuilds model, optimizer, loss and data
             for jobs run after the training has ended.
@@ -117,12 +120,15 @@ class Recorder:
         max_queue: int = 10_000,
         factory: str | None = None,
         control: bool = True,
+        histograms_every: int = 0,
     ) -> None:
         args = check_arguments(run_dir, resume, start_step, name, flush_interval, grads_every, weights_every,
-                               activations_every, inputs_every, capture_nonfinite, capture_max_bytes, max_queue, factory, control)
+                               activations_every, inputs_every, capture_nonfinite, capture_max_bytes, max_queue, factory, control,
+                               histograms_every)
         self.errors = ErrorReporter()
         self.rejections = Rejections()
         self.grads_every, self.weights_every = args.grads_every, args.weights_every
+        self.histograms_every = args.histograms_every
         self.activations_every, self.inputs_every = args.activations_every, args.inputs_every
         self.capture_nonfinite, self.capture_max_bytes = args.capture_nonfinite, args.capture_max_bytes
         self._torch = import_torch()
@@ -272,6 +278,8 @@ class Recorder:
                 self._capture(s, pre_step=True)
         if self._watch is not None:
             self._watch_parts(s, host_names, host_values, dev_names, dev_values)
+            if self.histograms_every and s % self.histograms_every == 0:
+                self._record_distributions(s)
         wall = time.time()
         if host_names:
             self._writer.submit(MetricBatch(s, wall, self._layouts.host(host_names), host_values), len(host_names))
@@ -423,6 +431,17 @@ class Recorder:
         return writer.lost_rows if writer is not None else 0
 
     # ---- internals --------------------------------------------------------------
+    def _record_distributions(self, s: int) -> None:
+        """``histograms_every``: each parameter's weights and gradient as summary rows (on the device, no sync)."""
+        from tuidiag.recorder.distributions import distribution_values
+
+        values = convert(distribution_values(self._watch.named_params), self._torch)
+        if values.dev_names:
+            self._submit_device(s, time.time(), values.dev_names, values.dev_values, derive=False)
+        if values.host_names:
+            host = np.asarray(values.host_values, np.float64)
+            self._writer.submit(MetricBatch(s, time.time(), self._layouts.host(values.host_names), host), len(host))
+
     def _manifest_data(self) -> dict[str, Any] | None:
         manifest = getattr(self, "_manifest", None)
         return manifest.data if manifest is not None else None
