@@ -306,8 +306,11 @@ def _print(spec: JobSpec, result: dict[str, Any], as_json: bool) -> None:
 
 def execute(spec: JobSpec, args: argparse.Namespace) -> int:
     """Check, show the plan, ask, run, save and print one job."""
+    from tuidiag.cli.torch_hint import refuse_without_torch
     from tuidiag.store.job_results import save_result
 
+    if refuse_without_torch(spec.command):
+        return 2
     try:
         plan = _check(spec, args)
         if job_requests.wants_live(plan.run, args):
