@@ -8,10 +8,12 @@ crashed run it gets them from the **factory** the run names
 
 The factory contract
 --------------------
-``"module:function"``: ``module`` is importable from the current directory, the
-directory of the training script (``run.json``'s ``command[0]``) or ``PYTHONPATH``;
-``function`` (a dotted attribute path is allowed) is called with no arguments and
-returns a mapping or an object with these entries:
+``"module:function"``: ``module`` is importable from the directory of the training
+script (``run.json``'s ``command[0]``, stored as an absolute path), the directory the
+training ran in (``run.json``'s ``cwd``), the current directory or ``PYTHONPATH``, so a
+job started from any directory finds it; ``function`` (a dotted attribute path is
+allowed) is called with no arguments and returns a mapping or an object with these
+entries:
 
 =========== =================================================================
 ``model``     the ``torch.nn.Module`` (its initial weights, or load your latest

@@ -66,21 +66,27 @@ class SearchPlan:
 
 
 def search_plan(manifest: Mapping[str, Any], cwd: Path | None = None) -> SearchPlan:
-    """The directories searched before the Python path: the run's script directory, then the current one.
+    """The directories searched: the run's script directory, the training's working directory, the current one.
 
     The script directory is that of ``command[0]`` in the manifest (the training
-    script the run recorded, when that file still exists). Each is searched only when
-    no other user can write it (:func:`tuidiag.store.trust.dir_problem`): a run.json on
-    a shared disk, or a world-writable working directory, must not choose our imports.
+    script the run recorded, absolute since the recorder stores it so, when that file
+    still exists); the training's working directory is the manifest's ``cwd`` (when it
+    still exists). Both let a job started from any directory find the factory. Each is
+    searched only when no other user can write it (:func:`tuidiag.store.trust.dir_problem`):
+    a run.json on a shared disk, or a world-writable working directory, must not choose
+    our imports.
     """
     cwd = Path(os.path.abspath(cwd or Path.cwd()))
     candidates: list[Path] = []
     command = manifest.get("command") or []
-    if command and isinstance(command[0], str) and command[0].endswith(".py"):
+    if isinstance(command, list) and command and isinstance(command[0], str) and command[0].endswith(".py"):
         script = Path(command[0])
         script = script if script.is_absolute() else cwd / script
         if script.is_file():
             candidates.append(Path(os.path.abspath(script.parent)))
+    recorded = manifest.get("cwd")
+    if isinstance(recorded, str) and os.path.isabs(recorded) and "\0" not in recorded and Path(recorded).is_dir():
+        candidates.append(Path(os.path.abspath(recorded)))
     candidates.append(cwd)
     plan = SearchPlan([], [])
     for directory in candidates:
