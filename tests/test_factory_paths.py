@@ -19,7 +19,8 @@ import pytest
 
 import tuidiag
 from tuidiag.cli.main import main
-from tuidiag.jobs.factory import search_paths
+from tuidiag.jobs import FactoryError
+from tuidiag.jobs.factory import load_factory, search_paths
 from tuidiag.store.job_results import list_results
 from tuidiag.store.manifest import recorded_command
 
@@ -113,3 +114,38 @@ def test_the_recorded_command_names_its_script_absolutely(tmp_path: Path, monkey
 @pytest.mark.parametrize("value", [None, 3, "relative/dir", ["x"], "/no/such/dir", "/bad\0path"])
 def test_a_bad_recorded_cwd_is_left_out(tmp_path: Path, value: object) -> None:
     assert search_paths({"command": [], "cwd": value}, cwd=tmp_path) == [tmp_path]
+
+
+PARSING = {
+    "optional-arguments": ("import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr', type=float, default=0.1)\n"
+                           "args = p.parse_args()\nLR = args.lr\n", None),
+    "parse-in-build": ("import argparse\nLR = 0.1\n", None),
+    "reads-argv": ("import sys\nassert sys.argv[1:] == [], sys.argv\nLR = 0.1\n", None),
+    "required-argument": ("import argparse\np = argparse.ArgumentParser()\np.add_argument('--data', required=True)\n"
+                          "args = p.parse_args()\nLR = 0.1\n", "called sys.exit(2)"),
+}
+
+
+@pytest.mark.parametrize("case", list(PARSING))
+def test_the_factory_module_sees_a_clean_argv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unique: str,
+                                              capsys: pytest.CaptureFixture[str], case: str) -> None:
+    head, failure = PARSING[case]
+    body = FACTORY_BODY
+    if case == "parse-in-build":
+        body = body.replace("def build():\n", "def build():\n    argparse.ArgumentParser().parse_args()\n")
+    (tmp_path / f"{unique}.py").write_text(head + body)
+    manifest = _record(tmp_path / "run", f"{unique}:build", [str(tmp_path / "train.py")], tmp_path, monkeypatch)
+    assert manifest["factory"] == f"{unique}:build"
+    monkeypatch.chdir(tmp_path)
+    argv = ["tuidiag", JOB[0], str(tmp_path / "run"), *JOB[1:]]
+    monkeypatch.setattr(sys, "argv", list(argv))  # what the factory must not see
+    status = main(argv[1:])
+    assert sys.argv == argv  # put back
+    err = capsys.readouterr().err
+    if failure is None:
+        assert status in (0, 1), err
+        assert "usage:" not in err
+    else:
+        assert status == 2 and failure in err and "no arguments" in err, err
+        with pytest.raises(FactoryError, match="sys.exit"):
+            load_factory(f"{unique}:build", [tmp_path])

@@ -27,6 +27,11 @@ entries:
 ``forward``   optional: ``forward(model, x) -> output`` (default ``model(x)``)
 =========== =================================================================
 
+The module is imported, and ``function`` called, with ``sys.argv = ["module"]``: a
+module-level ``argparse`` ``parse_args()`` sees no arguments and takes its defaults
+(tuidiag's own arguments never reach it); one that requires an argument ends the job
+with a message saying so, not with argparse's exit.
+
 The factory should build everything on the CPU; the job moves the model and
 the batches to its device. Running a factory runs code that a run directory
 names: the CLI shows the exact factory and asks before importing it.

@@ -180,8 +180,28 @@ def factory_path(module_name: str, paths: Sequence[Path]) -> Iterator[None]:
         yield
 
 
+@contextmanager
+def clean_argv(module_name: str) -> Iterator[list[str]]:
+    """``sys.argv`` is ``[module_name]`` for the duration, then put back.
+
+    The factory's module runs as if started with no arguments: a module-level
+    ``argparse`` ``parse_args()`` takes its defaults instead of failing on tuidiag's
+    own arguments (``lr-find RUN --yes``)."""
+    saved = sys.argv
+    sys.argv = [module_name]
+    try:
+        yield sys.argv
+    finally:
+        sys.argv = saved
+
+
+def _exited(spec: str, what: str, exc: SystemExit) -> FactoryError:
+    return FactoryError(f"factory {spec!r}: {what} called sys.exit({exc.code!r}); tuidiag imports and calls it with "
+                        f"sys.argv = [{parse_spec(spec)[0]!r}] (no arguments): does it parse arguments it requires?")
+
+
 def resolve(spec: str, paths: Sequence[Path] = ()) -> Callable[[], Any]:
-    """Import the factory's module and return the function (does not call it)."""
+    """Import the factory's module (under :func:`clean_argv`) and return the function (does not call it)."""
     module_name, attr_path = parse_spec(spec)
     with factory_path(module_name, paths):
         problem = module_problem(module_name)
@@ -189,11 +209,14 @@ def resolve(spec: str, paths: Sequence[Path] = ()) -> Callable[[], Any]:
             raise FactoryError(f"refusing to import factory {spec!r}: {problem}; tuidiag imports code only from "
                                "directories and files that no other user can write")
         try:
-            target: Any = importlib.import_module(module_name)
+            with clean_argv(module_name):
+                target: Any = importlib.import_module(module_name)
         except ImportError as exc:
             where = os.pathsep.join(str(p) for p in paths)
             message = f"cannot import {module_name!r} for factory {spec!r} ({exc}); looked in {where} and the Python path"
             raise FactoryError(message) from exc
+        except SystemExit as exc:
+            raise _exited(spec, f"importing {module_name}", exc) from exc
     for name in attr_path.split("."):
         if not hasattr(target, name):
             raise FactoryError(f"factory {spec!r}: {module_name} has no attribute {attr_path!r}")
@@ -206,11 +229,14 @@ def resolve(spec: str, paths: Sequence[Path] = ()) -> Callable[[], Any]:
 def load_factory(spec: str, paths: Sequence[Path] = ()) -> Parts:
     """Import and call the factory ``spec``; return its checked :class:`Parts`."""
     function = resolve(spec, paths)
-    with factory_path(parse_spec(spec)[0], paths):
+    module_name = parse_spec(spec)[0]
+    with factory_path(module_name, paths), clean_argv(module_name):
         try:
             built = function()
         except Exception as exc:
             raise FactoryError(f"factory {spec!r} raised {type(exc).__name__}: {exc}") from exc
+        except SystemExit as exc:
+            raise _exited(spec, "calling it", exc) from exc
     return as_parts(built, spec)
 
 
