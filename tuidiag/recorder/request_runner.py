@@ -366,8 +366,10 @@ def _overdue(request: dict[str, Any], grace: float = 0.0) -> bool:
     return isinstance(expires, (int, float)) and not isinstance(expires, bool) and time.time() > expires + grace
 
 
-def job_runner_for(watch: Any, loss_fn: Any, batches: Callable[[], list[Any]]) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    """How the recorder runs one request on the live parts, with its own hooks paused."""
+def job_runner_for(watch: Any, loss_fn: Any, batches: Callable[[], list[Any]],
+                   forward: Callable[[Any, Any], Any] | None = None) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """How the recorder runs one request on the live parts (the output of a batch by ``forward(model, x)``,
+    default ``model(x)``), with its own hooks paused."""
 
     def run(request: dict[str, Any], control: Any) -> dict[str, Any]:
         from tuidiag.jobs import JobError
@@ -377,7 +379,7 @@ def job_runner_for(watch: Any, loss_fn: Any, batches: Callable[[], list[Any]]) -
         if watch is None or watch.optimizer is None:
             raise JobError("jobs need rec.watch(model, optimizer, loss_fn=criterion) in the training")
         model = getattr(watch.model, "module", watch.model)  # DDP: run on the local replica, no collectives
-        parts = Parts(model, watch.optimizer, loss_fn, batches())
+        parts = Parts(model, watch.optimizer, loss_fn, batches(), forward)
         watch.paused = True
         try:
             if request["job"] != "nan_hunt":
