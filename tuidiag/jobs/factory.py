@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from tuidiag.jobs.weights import factory_weights
 from tuidiag.store.trust import current_uid, dir_problem, file_problem
 
 SPEC_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
@@ -39,6 +40,8 @@ class Parts:
     loss_fn: Callable[[Any, Any], torch.Tensor]
     batches: Iterable[Any] | None = None
     forward: Callable[[nn.Module, Any], Any] | None = None
+    weights: dict[str, str] | None = None
+    """Which weights ``model`` holds, for the result (:mod:`tuidiag.jobs.weights`); None: as passed in."""
 
     def output(self, x: Any) -> Any:
         """The model's output for input ``x``."""
@@ -237,7 +240,9 @@ def load_factory(spec: str, paths: Sequence[Path] = ()) -> Parts:
             raise FactoryError(f"factory {spec!r} raised {type(exc).__name__}: {exc}") from exc
         except SystemExit as exc:
             raise _exited(spec, "calling it", exc) from exc
-    return as_parts(built, spec)
+    parts = as_parts(built, spec)
+    parts.weights = factory_weights(spec)
+    return parts
 
 
 def as_parts(built: Any, spec: str = "factory") -> Parts:

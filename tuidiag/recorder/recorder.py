@@ -554,7 +554,7 @@ class Recorder:
     def _job_runner(self) -> Any:
         from tuidiag.recorder.request_runner import job_runner_for
 
-        return job_runner_for(self._watch, self.loss_fn, self._recent_batches.batches, self._forward)
+        return job_runner_for(self._watch, self.loss_fn, self._recent_batches.batches, self._forward, lambda: self._current_step)
 
     def _error_event(self, kind: str, message: str, data: dict[str, Any]) -> None:
         self._writer.submit(EventRow(self._implicit_step(), time.time(), kind, "error", message, data))
