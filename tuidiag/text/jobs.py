@@ -191,7 +191,7 @@ def _weights_line(result: dict[str, Any]) -> str:
     weights = result.get("weights")
     if not isinstance(weights, dict) or not isinstance(weights.get("text"), str):
         return ""
-    hint = "; --checkpoint PATH measures trained weights" if weights.get("kind") == "factory" else ""
+    hint = "; tuidiag sharpness RUN --checkpoint PATH measures trained ones" if weights.get("kind") == "factory" else ""
     return f"\n  weights: {clean(weights['text'], 400)}{hint}"
 
 
