@@ -24,8 +24,8 @@ from tuidiag.store import control_channel as ctl
 from tuidiag.store.job_results import read_result
 
 def wants_live(run: Run, args: argparse.Namespace) -> bool:
-    """Live unless ``--offline`` or ``--factory`` is given or the run cannot take requests."""
-    if getattr(args, "offline", False) or getattr(args, "factory", None):
+    """Live unless ``--offline``, ``--factory`` or ``--checkpoint`` is given or the run cannot take requests."""
+    if getattr(args, "offline", False) or getattr(args, "factory", None) or getattr(args, "checkpoint", None):
         return False
     return getattr(args, "live", False) or ctl.live_problem(run.manifest) is None
 

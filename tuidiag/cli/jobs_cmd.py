@@ -85,6 +85,9 @@ def add_sharpness_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=10, help="random perturbations (default 10)")
     parser.add_argument("--batches", type=int, default=4, help="batches the loss is measured on (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the perturbations (default 0)")
+    parser.add_argument("--checkpoint", metavar="PATH",
+                        help="measure these weights: a torch state_dict, or a dict with one under 'model', loaded "
+                             "(weights_only) into the factory's model (implies --offline; default: the factory's weights)")
 
 
 @dataclass
@@ -168,7 +171,12 @@ def _run_overfit(parts: Any, plan: Plan, control: Any) -> dict[str, Any]:
 
 def _run_sharpness(parts: Any, plan: Plan, control: Any) -> dict[str, Any]:
     from tuidiag.jobs.sharpness import sharpness
+    from tuidiag.jobs.weights import apply_checkpoint, checkpoint_weights
 
+    if plan.prepared is not None:  # --checkpoint, loaded before the factory ran
+        path, state = plan.prepared
+        apply_checkpoint(parts.model, state, path)
+        parts.weights = checkpoint_weights(path)
     return sharpness(parts, plan.device, plan.config, control)
 
 
@@ -211,7 +219,11 @@ def confirmed(assume_yes: bool) -> bool:
 
 
 def _prepare(spec: JobSpec, run: Run, args: argparse.Namespace) -> Any:
-    """Job input that needs no user code: the NaN hunt's capture (None when there is none)."""
+    """Job input that needs no user code: the NaN hunt's capture, sharpness's ``--checkpoint`` (None when there is none)."""
+    if spec.name == "sharpness" and getattr(args, "checkpoint", None):
+        from tuidiag.jobs.weights import load_checkpoint
+
+        return args.checkpoint, load_checkpoint(args.checkpoint)
     if spec.name != "nan_hunt":
         return None
     from tuidiag.jobs.nan_hunt import find_capture, load_capture
@@ -306,8 +318,11 @@ def _print(spec: JobSpec, result: dict[str, Any], as_json: bool) -> None:
 
 def execute(spec: JobSpec, args: argparse.Namespace) -> int:
     """Check, show the plan, ask, run, save and print one job."""
+    from tuidiag.cli.torch_hint import refuse_without_torch
     from tuidiag.store.job_results import save_result
 
+    if refuse_without_torch(spec.command):
+        return 2
     try:
         plan = _check(spec, args)
         if job_requests.wants_live(plan.run, args):

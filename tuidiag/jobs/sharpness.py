@@ -8,6 +8,10 @@ ratio ``(mean perturbed loss - base loss) / |base loss|``: above ``threshold``
 (``seed``), so the result is reproducible and the global RNG is not touched;
 weights, optimizer and RNG are restored exactly afterwards in any case.
 
+The result says which weights were measured (``weights``: the factory's model,
+a checkpoint loaded into it, or the live training's at a step; :mod:`tuidiag.jobs.weights`):
+the same model is flat at its initial weights and sharp after training, or the reverse.
+
 A model that cannot train (every parameter frozen, a detached output, a loss
 without ``grad_fn``: :mod:`tuidiag.jobs.trainability`) found no minimum whose
 sharpness would mean anything: the verdict is then ``untrainable``, with the cause.
@@ -27,6 +31,7 @@ from tuidiag.jobs.tensors import BatchSource, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
 from tuidiag.jobs.trainability import Blocker, training_blocker
+from tuidiag.jobs.weights import given_weights
 
 
 @dataclass
@@ -102,11 +107,12 @@ def sharpness(
     with isolated(parts.model, parts.optimizer):
         blocked = training_blocker(parts, batches[0], list(parts.model.parameters()))
         if blocked is not None:
-            return untrainable(blocked, len(batches), cfg, device)
+            return {**untrainable(blocked, len(batches), cfg, device), "weights": parts.weights or given_weights()}
         base, losses = measure(parts, batches, cfg, control or JobHandle())
     if not math.isfinite(base):
-        raise JobError(f"the base loss is not finite ({base}); run tuidiag nan-hunt first")
-    return report(base, losses, len(batches), cfg, device)
+        raise JobError(f"the base loss is not finite ({base}) on {(parts.weights or given_weights())['text']}; "
+                       "run tuidiag nan-hunt first")
+    return {**report(base, losses, len(batches), cfg, device), "weights": parts.weights or given_weights()}
 
 
 def untrainable(blocked: Blocker, n_batches: int, cfg: SharpnessConfig, device: torch.device) -> dict[str, Any]:

@@ -154,18 +154,23 @@ class WatchArguments:
     optimizer: Any
     max_grad_norm: float | None
     rejected: list[tuple[str, str]]
+    forward: Any = None
 
 
-def check_watch(torch: Any, model: Any, optimizer: Any, max_grad_norm: Any) -> WatchArguments:
+def check_watch(torch: Any, model: Any, optimizer: Any, max_grad_norm: Any, forward: Any = None) -> WatchArguments:
     """Each ``watch()`` argument accepted or rejected on its own (``watch`` never raises).
 
     ``model`` must be a ``torch.nn.Module`` (else nothing is watched); ``optimizer``
     ``None`` or a ``torch.optim.Optimizer`` (or an object with its ``param_groups`` and step
     hooks, as framework wrappers have; else the model is watched without it);
     ``max_grad_norm`` ``None`` or a number ``> 0`` (``inf``: no clipping, as ``None``;
-    else it is rejected and taken as ``None``).
+    else it is rejected and taken as ``None``); ``forward`` ``None`` or a callable
+    (else it is rejected and live jobs call ``model(x)``).
     """
     rejected: list[tuple[str, str]] = []
+    if forward is not None and not callable(forward):
+        rejected.append(("forward", f"is a {type(forward).__name__}, not a callable forward(model, x): live jobs call model(x)"))
+        forward = None
     if not isinstance(model, torch.nn.Module):
         rejected.append(("model", f"is a {type(model).__name__}, not a torch.nn.Module: nothing is watched"))
         model = None
@@ -184,7 +189,7 @@ def check_watch(torch: Any, model: Any, optimizer: Any, max_grad_norm: Any) -> W
             norm = None
         elif math.isinf(norm):
             norm = None  # clip_grad_norm_ with an infinite limit never clips
-    return WatchArguments(model, optimizer, norm, rejected)
+    return WatchArguments(model, optimizer, norm, rejected, forward)
 
 
 def _optimizer_like(torch: Any, optimizer: Any) -> bool:

@@ -136,6 +136,8 @@ class Recorder:
         self._closed = False
         self._watch: Any = None
         self._max_grad_norm: float | None = None
+        self._forward: Any = None
+        """``watch(..., forward=)``: how live jobs get a batch's output (None: ``model(x)``)."""
         self._next_step, self._current_step = 0, -1
         self._timer = StepTimer()
         self._recent_batches = RecentBatches(FOR_JOBS if args.control and self.rank == 0 else 0)
@@ -192,12 +194,15 @@ class Recorder:
     # ---- public API ------------------------------------------------------------
     @guarded
     def watch(self, model: Any, optimizer: Any = None, max_grad_norm: float | None = None, loss_fn: Any = None,
-              scheduler: Any = None) -> None:
+              scheduler: Any = None, forward: Any = None) -> None:
         """Record gradients, weights, updates and activations of ``model`` (and ``optimizer``).
 
         ``loss_fn(output, y)`` lets jobs run inside this training, and has its inputs checked on
         every 10th step (probabilities where logits are expected, shapes that broadcast): a module
-        through a hook, a plain function when called as ``rec.loss_fn(output, y)``. ``scheduler`` lets a
+        through a hook, a plain function when called as ``rec.loss_fn(output, y)``. ``forward(model, x)``
+        is how those jobs get the output of a batch ``x`` given to ``rec.batch(x, y)`` (default
+        ``model(x)``; ``lambda m, x: m(**x)`` for a model called with keyword arguments, as
+        Transformers models are), the same hook as the factory's ``forward``. ``scheduler`` lets a
         live LR change scale the scheduler's own LRs too (else a scheduler that computes the
         LR from them puts the old one back, and the change is reported failed)."""
         if self._torch is None:
@@ -205,7 +210,7 @@ class Recorder:
         from tuidiag.recorder.arguments import check_watch
         from tuidiag.recorder.torch_watch import TorchWatch
 
-        checked = check_watch(self._torch, model, optimizer, max_grad_norm)
+        checked = check_watch(self._torch, model, optimizer, max_grad_norm, forward)
         for key, reason in checked.rejected:
             self.rejections.reject("watch", key, reason)
         if checked.model is None:
@@ -215,6 +220,7 @@ class Recorder:
             self._watch.close()
             self._watch = None
         self._max_grad_norm = checked.max_grad_norm
+        self._forward = checked.forward
         self._changes.scheduler = scheduler
         self._changes.own_clip = self._max_grad_norm
         self._watch = TorchWatch(
@@ -607,7 +613,7 @@ class Recorder:
     def _job_runner(self) -> Any:
         from tuidiag.recorder.request_runner import job_runner_for
 
-        return job_runner_for(self._watch, self.loss_fn, self._recent_batches.batches)
+        return job_runner_for(self._watch, self.loss_fn, self._recent_batches.batches, self._forward, lambda: self._current_step)
 
     def _error_event(self, kind: str, message: str, data: dict[str, Any]) -> None:
         self._writer.submit(EventRow(self._implicit_step(), time.time(), kind, "error", message, data))

@@ -366,18 +366,23 @@ def _overdue(request: dict[str, Any], grace: float = 0.0) -> bool:
     return isinstance(expires, (int, float)) and not isinstance(expires, bool) and time.time() > expires + grace
 
 
-def job_runner_for(watch: Any, loss_fn: Any, batches: Callable[[], list[Any]]) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    """How the recorder runs one request on the live parts, with its own hooks paused."""
+def job_runner_for(watch: Any, loss_fn: Any, batches: Callable[[], list[Any]],
+                   forward: Callable[[Any, Any], Any] | None = None,
+                   step: Callable[[], int] | None = None) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """How the recorder runs one request on the live parts (the output of a batch by ``forward(model, x)``,
+    default ``model(x)``), with its own hooks paused; ``step()`` is the step the job runs at (its result
+    says it measured the live weights of that step)."""
 
     def run(request: dict[str, Any], control: Any) -> dict[str, Any]:
         from tuidiag.jobs import JobError
         from tuidiag.jobs.factory import Parts
         from tuidiag.jobs.in_training import hunt_capture, run_request
+        from tuidiag.jobs.weights import live_weights
 
         if watch is None or watch.optimizer is None:
             raise JobError("jobs need rec.watch(model, optimizer, loss_fn=criterion) in the training")
         model = getattr(watch.model, "module", watch.model)  # DDP: run on the local replica, no collectives
-        parts = Parts(model, watch.optimizer, loss_fn, batches())
+        parts = Parts(model, watch.optimizer, loss_fn, batches(), forward, live_weights(step()) if step else None)
         watch.paused = True
         try:
             if request["job"] != "nan_hunt":

@@ -186,16 +186,25 @@ def render_overfit(result: dict[str, Any], color: bool = False) -> str:
     return "\n".join(lines + note)
 
 
+def _weights_line(result: dict[str, Any]) -> str:
+    """Which weights a job measured (``result["weights"]``, :mod:`tuidiag.jobs.weights`); empty for older results."""
+    weights = result.get("weights")
+    if not isinstance(weights, dict) or not isinstance(weights.get("text"), str):
+        return ""
+    hint = "; tuidiag sharpness RUN --checkpoint PATH measures trained ones" if weights.get("kind") == "factory" else ""
+    return f"\n  weights: {clean(weights['text'], 400)}{hint}"
+
+
 def render_sharpness(result: dict[str, Any], color: bool = False) -> str:
-    """Flat or sharp, with the loss increase ratio."""
+    """Flat or sharp, with the loss increase ratio and the weights measured."""
     cfg = result["config"]
     if result.get("blocked"):
-        return f"Sharpness: {result['verdict'].upper()}, {clean(result['summary'], 700)}"
+        return f"Sharpness: {result['verdict'].upper()}, {clean(result['summary'], 700)}{_weights_line(result)}"
     return (f"Sharpness: {result['verdict'].upper()} (loss increase ratio {_fmt(result['ratio'])}, "
             f"threshold {_fmt(cfg['threshold'])})\n"
             f"  base loss {_fmt(result['base_loss'])}, perturbed mean {_fmt(result['mean_perturbed_loss'])}, "
             f"max {_fmt(result['max_perturbed_loss'])} over {cfg['samples']} samples at {_fmt(cfg['epsilon'])} x ||w|| "
-            f"on {result['batches_used']} batches")
+            f"on {result['batches_used']} batches{_weights_line(result)}")
 
 
 RENDERERS: dict[str, Callable[[dict[str, Any], bool], str]] = {
