@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import re
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from tuidiag.format import EVENT_RESUMED, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS
+from tuidiag.diagnosis.evidence import Fact, Measure, at_step
+from tuidiag.format import EVENT_RESUMED, GRAD_MAX_NORM, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, MODEL_TRAINING
 from tuidiag.store import Event, Run
 
 VAL_LOSS_NAMES = ("val/loss", "val_loss", "valid/loss", "validation/loss", "eval/loss")
@@ -65,6 +67,29 @@ class RunView:
     def grad_total(self) -> tuple[np.ndarray, np.ndarray]:
         """Total gradient norm before clipping."""
         return self.series(GRAD_NORM_TOTAL)
+
+    @cached_property
+    def clip_threshold(self) -> Measure | Fact | None:
+        """The gradient-clipping ``max_norm`` in force at the newest step considered (``None``: no clipping known).
+
+        The recorder writes ``grad/max_norm`` at every step that clips, the tightest of the
+        training's own ``max_grad_norm`` and a live ``clip_grad`` action, so the newest
+        recorded value is what the training clips at now; a median or the manifest could
+        name a limit no longer in force after a live change. Once clipping is turned off the
+        steps after it (``model/training`` is recorded at every step) carry no value: no
+        clipping. A run without the series (older, imported, or synthetic) falls back to the
+        manifest's ``max_grad_norm``. Values that are not finite and positive are skipped."""
+        steps, values = self.series(GRAD_MAX_NORM)
+        good = np.flatnonzero(np.isfinite(values) & (values > 0))
+        if len(good):
+            newest = self.series(MODEL_TRAINING)[0]
+            if len(newest) and newest[-1] > steps[good[-1]]:
+                return None
+            return at_step(GRAD_MAX_NORM, steps, values, int(good[-1]))
+        declared = self.manifest.get("max_grad_norm")
+        if isinstance(declared, (int, float)) and not isinstance(declared, bool) and math.isfinite(declared) and declared > 0:
+            return Fact("manifest", "max_grad_norm", float(declared))
+        return None
 
     @cached_property
     def last_step(self) -> int | None:

@@ -100,6 +100,8 @@ class RunDetail:
     """(job, rendered result) of the newest result of each job in ``RUN/jobs/``."""
     ranks: "RankLines | None" = None
     """Per-rank and spread lines of the loss and gradient-norm charts (multi-rank runs only)."""
+    clip_threshold: float | None = None
+    """The gradient-clipping ``max_norm`` in force at the newest step (:attr:`RunView.clip_threshold`; None: no clipping)."""
 
 
 def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: tuple[float, ...] | None = None) -> RunSummary:
