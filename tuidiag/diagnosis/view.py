@@ -1,9 +1,10 @@
-"""A run as the rules see it: series cut at a step, layers in model order, config lookups."""
+"""A run as the rules see it: series cut at a step, layers in model order, config lookups, job results."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -12,6 +13,7 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Fact, Measure, at_step
 from tuidiag.format import EVENT_RESUMED, GRAD_MAX_NORM, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, MODEL_TRAINING
 from tuidiag.store import Event, Run
+from tuidiag.store.job_results import JobRecord, newest_counting
 
 VAL_LOSS_NAMES = ("val/loss", "val_loss", "valid/loss", "validation/loss", "eval/loss")
 VAL_ACC_NAMES = ("val/acc", "val/accuracy", "val_accuracy", "val_acc", "eval/accuracy", "valid/acc")
@@ -24,12 +26,21 @@ def natural_key(name: str) -> list[Any]:
 
 
 class RunView:
-    """Read-only access to a run's series as of step ``at`` (inclusive; ``None``: all)."""
+    """Read-only access to a run's series as of step ``at`` (inclusive; ``None``: all), and to the job
+    results it was given (:func:`tuidiag.store.job_results.job_records`; it reads no file itself)."""
 
-    def __init__(self, run: Run, at: int | None = None) -> None:
+    def __init__(self, run: Run, at: int | None = None, jobs: Sequence[JobRecord] = ()) -> None:
         self.run = run
         self.at = at
+        self.jobs = tuple(jobs)
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def job_result(self, job: str) -> Mapping[str, Any] | None:
+        """The ``result`` object of ``job``'s newest result that counts at ``at`` (none made after it), or None
+        (no such result, or the newest holds no object)."""
+        found = newest_counting(self.jobs, job, self.at)
+        result = found.record.get("result") if found is not None else None
+        return result if isinstance(result, Mapping) else None
 
     def series(self, name: str, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of a metric, up to ``at``."""
