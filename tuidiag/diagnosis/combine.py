@@ -189,10 +189,10 @@ def resolve_fix_conflicts(findings: list[Finding]) -> list[Finding]:
             continue
         win, direction_ = holders[0]
         for i, move in holders[1:]:
-            if move.direction != direction_.direction and current[win].code in current[i].related:
+            if move.opposes(direction_) and current[win].code in current[i].related:
                 win, direction_ = i, move
         winner = current[win]
         for i, move in holders:
-            if move.direction != direction_.direction and move in current[i].moves:
+            if move.opposes(direction_) and move in current[i].moves:
                 current[i] = _drop_move(current[i], move, winner)
     return current

@@ -8,8 +8,6 @@ from typing import Any
 from tuidiag.diagnosis.codes import moves_of
 from tuidiag.diagnosis.moves import Move
 
-SEVERITIES = ("info", "warning", "critical")
-
 
 @dataclass
 class Finding:
