@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(result: Diagnosis, status: str) -> Text:
-    """The diagnosis as plain, literal text in the seeds' ranked-hypothesis format."""
+    """The diagnosis as plain, literal text: ranked hypotheses, each cause with its confidence, evidence and fix."""
     out = Text()
     heading = f"Diagnosis of {result.run} at step {result.step} ({status})"
     out.append_text(literal(heading, "bold", max_len=200))

@@ -1,8 +1,8 @@
 """Before/after comparison of two runs: headline metrics, their change, findings resolved or new.
 
-``compare_runs(a, b)`` treats ``a`` as *before* and ``b`` as *after* a fix, as in the
-seeds' Phase 4 ("validate the fix"). A change counts in the verdict only above
-:data:`THRESHOLD_PCT`, the seeds' 10% improvement threshold.
+``compare_runs(a, b)`` treats ``a`` as *before* and ``b`` as *after* a fix: a fix is
+validated by retraining with it and comparing the two runs. A change counts in the
+verdict only above :data:`THRESHOLD_PCT` (10%): a smaller one is within run-to-run noise.
 """
 
 from __future__ import annotations

@@ -58,7 +58,8 @@ STATUS_SUFFIX = ".status.json"
 CANCEL_SUFFIX = ".cancel"
 LIVE_JOBS = ("lr_find", "nan_hunt", "overfit_batch", "sharpness")
 LIVE_ACTIONS = ("scale_lr", "clip_grad", "checkpoint")
-"""Changes to the live training itself (the seeds' Step 5), applied at the next step and logged as ``action`` events."""
+"""Changes to the live training itself (a diagnosis's fix tried without a restart), applied at the next step and
+logged as ``action`` events."""
 FINAL_STATES = ("done", "failed", "cancelled", "refused", "expired")
 TAKEN_SUFFIX = ".taken.json"
 """A request the training has taken up is renamed ``.<id>.taken.json`` (hidden: never listed again)."""
