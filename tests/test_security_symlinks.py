@@ -15,6 +15,7 @@ the old temporary names of the manifest, a control status and a report.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 import shutil
@@ -324,6 +325,14 @@ ALLOWED = {
 }
 
 
+@functools.cache
+def _package_trees() -> tuple[tuple[str, ast.Module], ...]:
+    """(path, syntax tree) of every module of the package but safe_write.py, parsed once for the static checks."""
+    paths = sorted((ROOT / "tuidiag").rglob("*.py"))
+    return tuple((p.relative_to(ROOT).as_posix(), ast.parse(p.read_text(encoding="utf-8"))) for p in paths
+                 if p.relative_to(ROOT).as_posix() != "tuidiag/store/safe_write.py")
+
+
 def _is_write(node: ast.Call) -> str | None:
     """The name of the write ``node`` does, or None."""
     func = node.func
@@ -348,11 +357,7 @@ def _is_write(node: ast.Call) -> str | None:
 def test_every_write_in_the_package_goes_through_safe_write() -> None:
     """Writes outside safe_write.py may only fill the open handle safe_write gives them."""
     bad, inside = [], 0
-    for path in sorted((ROOT / "tuidiag").rglob("*.py")):
-        relative = path.relative_to(ROOT).as_posix()
-        if relative == "tuidiag/store/safe_write.py":
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    for relative, tree in _package_trees():
         in_fill = set()
         for node in ast.walk(tree):  # calls lexically inside write_atomic(...) write to its handle
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "write_atomic":
@@ -396,11 +401,7 @@ def test_only_safe_write_renames_files() -> None:
     """Every atomic write, directory swap and rename is :mod:`tuidiag.store.safe_write`'s: one place
     draws temporary names and renames them into place, so no writer invents its own scheme."""
     found = []
-    for path in sorted((ROOT / "tuidiag").rglob("*.py")):
-        relative = path.relative_to(ROOT).as_posix()
-        if relative == "tuidiag/store/safe_write.py":
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    for relative, tree in _package_trees():
         found += [f"{relative}:{n.lineno} {ast.unparse(n.func)}" for n in ast.walk(tree) if isinstance(n, ast.Call) and _is_rename(n)]
     assert not found, f"renames outside tuidiag.store.safe_write: {found}"
 
