@@ -27,7 +27,7 @@ async def test_nan_hunt_from_the_monitor(tmp_path, monkeypatch) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
         await pilot.press("n")
-        assert isinstance(app.screen, JobConfirmScreen)
+        assert await wait_for(pilot, lambda: isinstance(app.screen, JobConfirmScreen))  # the manifest is read in a worker
         assert "nan-hunt" in app.screen.command and "jobs_factory:nan_log0" in app.screen.factory
         await pilot.press("y")
         assert await wait_for(pilot, lambda: any(job == "nan_hunt" for job, _ in app.screen.detail.jobs), timeout=120)
@@ -42,7 +42,7 @@ async def test_declining_the_confirmation_runs_nothing(tmp_path, monkeypatch) ->
     async with app.run_test(size=(120, 40)) as pilot:
         assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
         await pilot.press("l")
-        assert isinstance(app.screen, JobConfirmScreen)
+        assert await wait_for(pilot, lambda: isinstance(app.screen, JobConfirmScreen))  # the manifest is read in a worker
         await pilot.press("escape")
         assert isinstance(app.screen, RunScreen) and app._job_process is None
         assert not (run / "jobs").exists()
@@ -70,7 +70,7 @@ async def test_lr_finder_on_a_live_training_from_the_monitor(tmp_path) -> None:
         async with app.run_test(size=(120, 40)) as pilot:
             assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None, timeout=60)
             await pilot.press("l")
-            assert isinstance(app.screen, JobConfirmScreen)
+            assert await wait_for(pilot, lambda: isinstance(app.screen, JobConfirmScreen))  # the manifest is read in a worker
             assert app.screen.live is not None and "live training process" in app.screen.live
             await pilot.press("y")
             assert await wait_for(pilot, lambda: any(job == "lr_find" for job, _ in app.screen.detail.jobs), timeout=120)

@@ -28,6 +28,7 @@ for path in (ROOT, Path(__file__).resolve().parent):
 import cause_runs  # noqa: E402
 from evidence_checker import check_diagnosis  # noqa: E402
 from tuidiag.diagnosis import Diagnosis, Finding, diagnose  # noqa: E402
+from tuidiag.store import open_run  # noqa: E402
 from tuidiag.diagnosis.combine import CONDITIONS, EXPLAINS  # noqa: E402
 
 Plants = list[tuple[str, int]]
@@ -149,7 +150,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _diagnosed(root: Path, name: str, plants: Plants, ranks: Plants = (), loss: str = "falling") -> tuple[Path, Diagnosis]:
     run = _write(root, name, list(plants), list(ranks), loss)
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(open_run(run))
     check_diagnosis(run, diagnosis)
     return run, diagnosis
 

@@ -31,6 +31,7 @@ from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.diagnosis import diagnose
+from tuidiag.store import open_run
 from tuidiag.format import EVENT_RESUMED
 from tuidiag.recorder import placement
 from tuidiag.store.manifest import read_manifest, write_manifest
@@ -408,9 +409,9 @@ def test_the_transient_after_a_resume_is_not_read_as_loss_spikes(tmp_path: Path,
     with tuidiag.Recorder(with_resume, resume="allow", flush_interval=3600) as rec:
         for value in loss[resume_at:]:
             rec.step(value)
-    codes = {f.code for f in diagnose(without).findings}
+    codes = {f.code for f in diagnose(open_run(without)).findings}
     assert "loss_spikes" in codes  # the same curve in one session: spikes that recovered
-    resumed = diagnose(with_resume)
+    resumed = diagnose(open_run(with_resume))
     assert tuidiag.open_run(with_resume).resume_steps == [resume_at]
     assert "loss_spikes" not in {f.code for f in resumed.findings}
 

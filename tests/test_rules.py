@@ -258,14 +258,14 @@ def test_rule_fires_on_its_symptom_only(rule_name: str, tmp_path: Path, healthy_
 @pytest.mark.parametrize("plant, code", [(lr_high, "lr_too_high"), (bad_input, "bad_input_data"), (dead_relu, "dead_relu"),
                                          (lr_decayed, "lr_decayed_too_early"), (exploding, "exploding_gradients")])
 def test_the_cause_ranks_above_its_symptoms(plant: Plant, code: str, tmp_path: Path) -> None:
-    assert diagnose(build(tmp_path, plant)).top.code == code
+    assert diagnose(open_run(build(tmp_path, plant))).top.code == code
 
 
 def test_json_contract(tmp_path: Path) -> None:
-    healthy = diagnose(build(tmp_path, None, "healthy")).to_json()
+    healthy = diagnose(open_run(build(tmp_path, None, "healthy"))).to_json()
     assert {"run", "step", "findings"} <= set(healthy) and healthy["step"] == N - 1
     assert [f["code"] for f in healthy["findings"]] == ["healthy"]
-    faulty = diagnose(build(tmp_path, nan_loss, "nan")).to_json()
+    faulty = diagnose(open_run(build(tmp_path, nan_loss, "nan"))).to_json()
     for finding in healthy["findings"] + faulty["findings"]:
         assert {"code", "title", "confidence", "severity", "evidence", "fix", "first_step"} <= set(finding)
         assert 0 <= finding["confidence"] <= 1 and finding["severity"] in ("info", "warning", "critical")

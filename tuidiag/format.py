@@ -66,8 +66,6 @@ EVENTS_SCHEMA = _schema(
 )
 """One row per event; ``data`` holds a JSON object with event-specific details."""
 
-SCHEMAS = {METRICS_DIR: METRICS_SCHEMA, EVENTS_DIR: EVENTS_SCHEMA}
-
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _SHARD_RE = re.compile(r"^r(\d+)-(\d{9,})-(\d{9,})\.parquet$")
@@ -166,7 +164,6 @@ EVENT_NO_GRAD = "no_grad"
 EVENT_RECORDER_ERROR = "recorder_error"
 EVENT_CAPTURE = "nan_capture"
 EVENT_DROPPED = "dropped_rows"
-EVENT_WRITE_ERROR = "write_error"
 EVENT_ACTION = "action"
 """A live action (LR change, clipping, checkpoint), written once the next steps showed whether it held:
 ``data`` holds ``action``, ``args``, ``request`` and ``status`` (``applied`` or ``failed``, with ``reason``)."""

@@ -1,7 +1,10 @@
 """``TuidiagApp``: screens, keys and the data path (watcher -> worker -> message -> screen).
 
 Disk work happens only in thread workers, which report back with ``post_message``;
-handlers on the UI thread hand the frozen snapshots to the screens.
+handlers on the UI thread hand the frozen snapshots to the screens. The UI thread reads
+no file: starting the file watcher (a walk of the tree), the manifest a job confirmation
+needs and every run's data are read in workers; only whether the root is itself a run is
+looked up when the app is made, before its event loop runs.
 """
 
 from __future__ import annotations
@@ -133,6 +136,24 @@ class TuidiagApp(App):
         text: str
 
     @dataclass
+    class JobPrepared(Message):
+        """What the confirmation of ``job`` on run ``key`` shows, read from the run's manifest
+        (``problem``: why the job cannot run)."""
+
+        job: str
+        key: str
+        factory: str
+        where: str | None
+        problem: str | None = None
+
+    @dataclass
+    class WatchStarted(Message):
+        """The file watcher started (``watching``) or could not (``error`` says why)."""
+
+        watching: bool
+        error: str | None
+
+    @dataclass
     class JobFinished(Message):
         """A job process ended with ``returncode``; ``error`` holds the end of its stderr."""
 
@@ -151,6 +172,8 @@ class TuidiagApp(App):
         self.root = root
         self.replay = replay
         self.force_poll = poll
+        self.root_is_run = is_run_dir(root)
+        """Whether ``root`` is itself a run (then its run view opens at once); read before the event loop runs."""
         self.model = RunsModel(root, clock, on_late=self._read_late)
         self.watcher = RunWatcher(root, lambda dirs: self.post_message(self.FilesChanged(set(dirs))))
         self.watching = False
@@ -169,14 +192,27 @@ class TuidiagApp(App):
 
     def on_mount(self) -> None:
         self.push_screen(OverviewScreen())
-        if is_run_dir(self.root):
+        if self.root_is_run:
             self.push_screen(RunScreen(str(self.root), replay=self.replay))
-        if not self.force_poll and not self.replay and self.root.is_dir():
-            self.watching = self.watcher.start()
-            if not self.watching:
-                self.notify(self.watcher.error or "file watching unavailable; polling", severity="warning")
-        self._set_poll(SLOW_POLL if self.watching else FAST_POLL)
+        self._set_poll(FAST_POLL)  # until the watcher has started
+        if not self.force_poll and not self.replay:
+            self.start_watching()
         self.request_refresh(None)
+
+    @work(thread=True, exclusive=True, group="watch", exit_on_error=False)
+    def start_watching(self) -> None:
+        """Worker: start the file watcher (it walks the tree to watch every directory)."""
+        if self.root.is_dir():
+            watching = self.watcher.start()
+            if watching or self.watcher.error:  # neither: the app closed meanwhile
+                self.post_message(self.WatchStarted(watching, self.watcher.error))
+
+    def on_tuidiag_app_watch_started(self, message: WatchStarted) -> None:
+        self.watching = message.watching
+        if not message.watching:
+            self.notify(message.error or "file watching unavailable; polling", severity="warning")
+            return
+        self._set_poll(SLOW_POLL)
 
     def on_unmount(self) -> None:
         self.watcher.stop()
@@ -305,19 +341,30 @@ class TuidiagApp(App):
         if self._job_process is not None and self._job_process.poll() is None:
             self.notify("a job is already running (x cancels it)", severity="warning")
             return
+        summary = next((s for s in self.summaries if s.key == message.key), None)
+        self.prepare_job(message.job, message.key, summary.steps_per_s if summary else None)
+
+    @work(thread=True, exclusive=True, group="job-prepare", exit_on_error=False)
+    def prepare_job(self, job: str, key: str, steps_per_s: float | None) -> None:
+        """Worker: read the run's manifest: whether the job runs in the live training or from the run's factory."""
         try:
-            manifest = read_manifest(Path(message.key))
+            manifest = read_manifest(Path(key))
         except (OSError, ValueError):
             manifest = {}
         live = live_problem(manifest) is None
+        problem = None
         if not live and not manifest.get("factory"):
-            self.notify("this run is not live and names no factory to rebuild its model: record it with "
-                        "Recorder(..., factory='train:build')", severity="error", timeout=8)
+            problem = ("this run is not live and names no factory to rebuild its model: record it with "
+                       "Recorder(..., factory='train:build')")
+        where = job_runner.live_where(manifest, job, steps_per_s) if live else None
+        self.post_message(self.JobPrepared(job, key, str(manifest.get("factory")), where, problem))
+
+    def on_tuidiag_app_job_prepared(self, message: JobPrepared) -> None:
+        if message.problem is not None:
+            self.notify(message.problem, severity="error", timeout=8)
             return
         command = job_runner.job_command(message.job, message.key)
-        summary = next((s for s in self.summaries if s.key == message.key), None)
-        where = job_runner.live_where(manifest, message.job, summary.steps_per_s if summary else None) if live else None
-        screen = JobConfirmScreen(message.job, job_runner.shown(command), str(manifest.get("factory")), message.key, where)
+        screen = JobConfirmScreen(message.job, job_runner.shown(command), message.factory, message.key, message.where)
         self.push_screen(screen, lambda ok: self.run_job(message.job, command, message.key) if ok else None)
 
     @work(thread=True, exclusive=True, group="job", exit_on_error=False)

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 from tuidiag.diagnosis import Diagnosis, diagnose
+from tuidiag.store.job_results import job_records
 from tuidiag.text.findings import finding_text, rank_label
 from tuidiag.text.safe import literal
 
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         run_ = load_run(args.run)
     except RunNotReadable as exc:
         return fail("diagnose", str(exc))
-    result = diagnose(run_, at=args.at)
+    result = diagnose(run_, at=args.at, jobs=job_records(run_))
     if args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))
     else:
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(result: Diagnosis, status: str) -> Text:
-    """The diagnosis as plain, literal text in the seeds' ranked-hypothesis format."""
+    """The diagnosis as plain, literal text: ranked hypotheses, each cause with its confidence, evidence and fix."""
     out = Text()
     heading = f"Diagnosis of {result.run} at step {result.step} ({status})"
     out.append_text(literal(heading, "bold", max_len=200))

@@ -24,7 +24,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 TOKEN_BYTES = 32
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
 PUBLIC_PREFIX = "/static/"
 """textual-serve's own assets: the same for everyone, no secret in them."""
 WEBSOCKET_PREFIX = "/ws/"

@@ -103,11 +103,6 @@ CODES: dict[str, Code] = {code.name: code for code in _ALL}
 """Every known diagnosis code, by name."""
 
 
-def is_known(name: str) -> bool:
-    """Whether ``name`` is a registered diagnosis code."""
-    return name in CODES
-
-
 def moves_of(name: str, fix: str) -> dict[Move, str]:
     """The moves ``fix`` makes, each with its clause; refuses a code not registered, or a move its entry does not list.
 

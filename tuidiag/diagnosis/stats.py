@@ -39,21 +39,6 @@ def robust_sigma(values: np.ndarray) -> float:
     return float(MAD_TO_SIGMA * np.median(np.abs(good - np.median(good))))
 
 
-def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
-    """Centered rolling median (via pandas, which handles the edges)."""
-    import pandas as pd
-
-    return pd.Series(values).rolling(window, center=True, min_periods=1).median().to_numpy()
-
-
-def log_slope(steps: np.ndarray, values: np.ndarray) -> float:
-    """Slope of log10(value) per 1000 steps by least squares over positive finite values."""
-    mask = np.isfinite(values) & (values > 0)
-    if mask.sum() < 3 or np.ptp(steps[mask]) == 0:
-        return 0.0
-    return float(np.polyfit(steps[mask] / 1000.0, np.log10(values[mask]), 1)[0])
-
-
 
 
 def block_medians(values: np.ndarray, blocks: int) -> np.ndarray:

@@ -1,8 +1,8 @@
 """Writing an imported run as a normal tuidiag run directory, through the store's own code.
 
-The run is built in a hidden temporary directory next to its target (``.NAME.import-XXXX.partial``,
-which run discovery ignores) and renamed into place, so a monitor watching the output
-sees the whole run or nothing. The result is what the recorder would have written:
+The run is built in a hidden temporary directory next to its target (which run discovery
+ignores) and renamed into place (:func:`tuidiag.store.safe_write.write_directory_atomic`),
+so a monitor watching the output sees the whole run or nothing. The result is what the recorder would have written:
 ``run.json`` with status ``finished`` (plus a ``source`` field), one metrics shard and
 one events shard with the format's explicit schemas.
 """
@@ -10,9 +10,7 @@ one events shard with the format's explicit schemas.
 from __future__ import annotations
 
 import json
-import shutil
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,13 +26,13 @@ from tuidiag.format import (
     METRICS_DIR,
     METRICS_SCHEMA,
     STATUS_FINISHED,
-    TEMP_PREFIX,
     ShardName,
 )
 from tuidiag.importers.names import NameMap, map_names
 from tuidiag.importers.source import SourceRun, SourceSeries
 from tuidiag.store.discovery import is_run_dir
 from tuidiag.store.manifest import new_manifest, write_manifest
+from tuidiag.store.safe_write import write_directory_atomic
 from tuidiag.store.shards import write_table_atomic
 
 EVENT_IMPORTED = "imported"
@@ -78,13 +76,7 @@ def write_run(run: SourceRun, out_dir: Path, force: bool = False) -> WrittenRun:
     metrics = metrics_table(run.series, names)
     last_step = int(metrics["step"].to_numpy().max()) if metrics.num_rows else None
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f"{TEMP_PREFIX}{target.name}.import-{uuid.uuid4().hex[:8]}.partial"
-    try:
-        _write_contents(tmp, run, names, metrics, last_step)
-        _move_into_place(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    write_directory_atomic(target, lambda building: _write_contents(building, run, names, metrics, last_step))
     return WrittenRun(target, names, metrics.num_rows, last_step)
 
 
@@ -94,17 +86,6 @@ def _write_contents(run_dir: Path, run: SourceRun, names: NameMap, metrics: pa.T
     write_table_atomic(run_dir / METRICS_DIR / SHARD.filename, metrics)
     write_table_atomic(run_dir / EVENTS_DIR / SHARD.filename, events_table(run, names))
     write_manifest(run_dir, manifest(run, names, metrics, last_step))
-
-
-def _move_into_place(tmp: Path, target: Path) -> None:
-    """Rename ``tmp`` to ``target``; an old run there is moved aside first and deleted after."""
-    old = None
-    if target.exists():
-        old = target.parent / f"{TEMP_PREFIX}{target.name}.replaced-{uuid.uuid4().hex[:8]}.partial"
-        target.rename(old)
-    tmp.rename(target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def metrics_table(series: list[SourceSeries], names: NameMap) -> pa.Table:

@@ -104,16 +104,6 @@ def search_plan(manifest: Mapping[str, Any], cwd: Path | None = None) -> SearchP
     return plan
 
 
-def search_paths(manifest: Mapping[str, Any], cwd: Path | None = None) -> list[Path]:
-    """The trusted directories of :func:`search_plan`, in search order."""
-    return search_plan(manifest, cwd).paths
-
-
-def trusted_dir(path: Path) -> bool:
-    """True for a directory no other user can write (:func:`tuidiag.store.trust.dir_problem`)."""
-    return dir_problem(path) is None
-
-
 def module_problem(module_name: str) -> str | None:
     """Why importing ``module_name`` through the current ``sys.path`` would run code another
     user could have written; None when it would not, or when it is imported already.

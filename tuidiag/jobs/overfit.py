@@ -1,4 +1,4 @@
-"""Overfit one batch: the seeds' pre-training checklist item 3.
+"""Overfit one batch: can the model, loss and training step memorise a single batch? (A check to pass before any long training.)
 
 A healthy model, loss and training step drive the loss on a single batch close
 to zero. If they cannot, no amount of training will help: look for a wrong loss,

@@ -1,4 +1,4 @@
-"""Sharpness: how much does the loss rise when the weights are nudged? (the seeds' loss-landscape test)
+"""Sharpness: how much does the loss rise when the weights are nudged? (Sharp minima tend to generalize worse.)
 
 Each sample adds to every trainable parameter a random direction scaled to
 ``epsilon`` times that parameter's norm, measures the mean loss over a few fixed

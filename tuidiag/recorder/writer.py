@@ -23,7 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -45,12 +45,6 @@ from tuidiag.store.shards import COMPACT_MIN_FILES, compact, list_shards, plan_c
 
 MAX_BUFFERED_ROWS = 2_000_000
 """Rows kept in memory while the disk refuses writes; the oldest go beyond this."""
-
-
-class Resolvable(Protocol):
-    """A value computed on a device and copied to the host asynchronously."""
-
-    def resolve(self) -> Any: ...
 
 
 @dataclass

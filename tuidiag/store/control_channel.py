@@ -49,7 +49,7 @@ from typing import Any
 from tuidiag.format import STATUS_RUNNING
 from tuidiag.store.limits import MAX_CONTROL_REQUEST_BYTES, MAX_CONTROL_STATUS_BYTES, loads_bounded, read_json_bounded
 from tuidiag.store.manifest import effective_status, jsonable, read_manifest
-from tuidiag.store.safe_write import append_line, write_text_atomic
+from tuidiag.store.safe_write import append_line, rename_within, write_text_atomic
 from tuidiag.store.trust import WRITABLE_BY_OTHERS, file_problem, info_problem
 
 CONTROL_DIR = "control"
@@ -58,7 +58,8 @@ STATUS_SUFFIX = ".status.json"
 CANCEL_SUFFIX = ".cancel"
 LIVE_JOBS = ("lr_find", "nan_hunt", "overfit_batch", "sharpness")
 LIVE_ACTIONS = ("scale_lr", "clip_grad", "checkpoint")
-"""Changes to the live training itself (the seeds' Step 5), applied at the next step and logged as ``action`` events."""
+"""Changes to the live training itself (a diagnosis's fix tried without a restart), applied at the next step and
+logged as ``action`` events."""
 FINAL_STATES = ("done", "failed", "cancelled", "refused", "expired")
 TAKEN_SUFFIX = ".taken.json"
 """A request the training has taken up is renamed ``.<id>.taken.json`` (hidden: never listed again)."""
@@ -242,7 +243,7 @@ def take(run_dir: str | os.PathLike[str], request_id: str) -> bool:
     """The training starts a request: hide its file (atomically). False when a requester withdrew it first."""
     directory = control_dir(run_dir)
     try:
-        os.rename(directory / f"{request_id}{REQUEST_SUFFIX}", directory / f".{request_id}{TAKEN_SUFFIX}")
+        rename_within(directory, f"{request_id}{REQUEST_SUFFIX}", f".{request_id}{TAKEN_SUFFIX}")
     except FileNotFoundError:
         return False
     return True

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tuidiag.format import SHARD_SUFFIX, TEMP_PREFIX, ShardName
+from tuidiag.format import ShardName
 from tuidiag.store.safe_write import write_atomic
 from tuidiag.store.decode import check_footer, check_regular_file, open_parquet
 
@@ -112,7 +112,3 @@ def _read(path: Path, schema: pa.Schema) -> pa.Table:
         check_footer(handle.metadata, size)
         return handle.read().cast(schema)
 
-
-def is_shard_file(name: str) -> bool:
-    """True for a finished shard's file name (not a temporary or foreign file)."""
-    return name.endswith(SHARD_SUFFIX) and not name.startswith(TEMP_PREFIX)

@@ -33,6 +33,7 @@ class DetailData:
     steps: tuple[int, int]
     event_steps: frozenset[int]
     ranks: RankLines | None = None
+    clip_threshold: float | None = None
 
 
 def detail_data(run: Run, at: int | None, points: int) -> DetailData:
@@ -47,6 +48,7 @@ def detail_data(run: Run, at: int | None, points: int) -> DetailData:
         steps=(int(steps[0]), int(steps[-1])) if len(steps) else (0, 0),
         event_steps=frozenset(e.step for e in run.events),
         ranks=rank_lines(view, points),
+        clip_threshold=float(view.clip_threshold.value) if view.clip_threshold else None,
     )
 
 
@@ -69,6 +71,7 @@ def build_detail(run: Run, summary: RunSummary, diagnosis: Diagnosis, at: int | 
         first_steps={f.code: f.first_step for f in diagnosis.findings if f.first_step is not None},
         jobs=job_texts(run.path, at, step_from_run(run)),
         ranks=data.ranks,
+        clip_threshold=data.clip_threshold,
         marks=tuple(sorted(data.event_steps | {f.first_step for f in (live or diagnosis).findings if f.first_step is not None})),
     )
 
@@ -94,8 +97,8 @@ def build_charts(view: RunView, points: int) -> dict[str, Chart]:
     finite = loss[np.isfinite(loss) & (loss > 0)]
     charts["loss"] = Chart("loss", tuple(lines), bad, log_default=bool(len(finite) and finite.max() / finite.min() > 100), actions=actions, failed_actions=failed)
     grad = _line(view, GRAD_NORM_TOTAL, points, "grad norm")
-    max_norm = view.series("grad/max_norm")[1]
-    charts["grad"] = Chart("gradient norm (pre-clip)", (grad,) if grad else (), threshold=float(max_norm[-1]) if len(max_norm) else None, log_default=True, actions=actions, failed_actions=failed)
+    clip = view.clip_threshold
+    charts["grad"] = Chart("gradient norm (pre-clip)", (grad,) if grad else (), threshold=float(clip.value) if clip else None, log_default=True, actions=actions, failed_actions=failed)
     lrs = [line for name in view.run.metric_names if name.startswith("lr/") for line in [_line(view, name, points)] if line]
     charts["lr"] = Chart("learning rate", tuple(lrs[:4]), actions=actions, failed_actions=failed)
     layers = view.weight_params

@@ -30,6 +30,7 @@ from tuidiag.viewmodel.downsample import downsample, tail_spark
 from tuidiag.viewmodel.read_pool import ReadPool, ReadTask
 from tuidiag.viewmodel.snapshot import Chart, RunDetail, RunSummary, reading_summary, summarize, unreadable_summary
 from tuidiag.store import Run, find_runs, open_run
+from tuidiag.store.job_results import job_records
 from tuidiag.store.unreadable import reason_of
 
 
@@ -174,7 +175,7 @@ class RunsModel:
                 return None
             path = slot.path
             live = self._diagnosis(path, run)
-            diagnosis = live if at is None else diagnose(run, at=at)
+            diagnosis = live if at is None else diagnose(run, at=at, jobs=job_records(run))
             stamp = (run.rows_read, len(run.events), at, points)
             model = run.manifest.get("model")
             cached = self._details.get(path)
@@ -213,7 +214,7 @@ class RunsModel:
             if now - cached.at < self._rediagnose_after(now):
                 return cached.diagnosis
         start = time.thread_time()
-        diagnosis = diagnose(run)
+        diagnosis = diagnose(run, jobs=job_records(run))
         self._diagnoses[path] = _Diagnosed(rows, events, diagnosis, now, time.thread_time() - start)
         return diagnosis
 

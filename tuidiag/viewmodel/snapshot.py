@@ -43,7 +43,6 @@ class RunSummary:
     lr: float | None
     grad_norm: float | None
     health: str
-    health_title: str
     health_severity: str
     health_confidence: float
     data_age: float | None
@@ -100,6 +99,8 @@ class RunDetail:
     """(job, rendered result) of the newest result of each job in ``RUN/jobs/``."""
     ranks: "RankLines | None" = None
     """Per-rank and spread lines of the loss and gradient-norm charts (multi-rank runs only)."""
+    clip_threshold: float | None = None
+    """The gradient-clipping ``max_norm`` in force at the newest step (:attr:`RunView.clip_threshold`; None: no clipping)."""
 
 
 def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: tuple[float, ...] | None = None) -> RunSummary:
@@ -120,7 +121,7 @@ def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: t
         key=str(run.path), name=run.name, status=status, step=run.last_step,
         steps_per_s=steps_per_second(loss.steps, loss.wall_times), last_loss=loss.last,
         spark=tuple(tail_spark(loss.values)) if spark is None else spark, lr=run.series("lr/group0").last,
-        grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code, health_title=top.title,
+        grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code,
         health_severity=top.severity, health_confidence=top.confidence, data_age=age,
         warnings=tuple(run.warnings), recorder_losses=run_losses(run).text(), problem=_problem(run.warnings),
     )
@@ -142,7 +143,7 @@ def reading_summary(key: str, name: str, seconds: float) -> RunSummary:
 
 def _placeholder(key: str, name: str, status: str, problem: str) -> RunSummary:
     return RunSummary(key=key, name=name, status=status, step=None, steps_per_s=None, last_loss=None, spark=(),
-                      lr=None, grad_norm=None, health="-", health_title=problem, health_severity="info",
+                      lr=None, grad_norm=None, health="-", health_severity="info",
                       health_confidence=0.0, data_age=None, problem=problem)
 
 

@@ -8,6 +8,7 @@ the app also polls; ``--poll`` forces polling alone.
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -74,10 +75,13 @@ class RunWatcher:
         self.root = root
         self.on_change = on_change
         self._observer: Observer | None = None
+        self._stopped = False
+        self._lock = threading.Lock()
         self.error: str | None = None
 
     def start(self) -> bool:
-        """Start watching; on failure remember why (the app then polls)."""
+        """Start watching; on failure remember why (the app then polls). It walks the tree: call it from a worker.
+        A watcher stopped meanwhile (the app closed while it started) stops again at once."""
         try:
             observer = Observer()
             observer.schedule(_Handler(self.on_change), str(self.root), recursive=True, event_filter=WRITE_EVENTS)
@@ -87,12 +91,20 @@ class RunWatcher:
             self.error = f"file watching unavailable ({exc}); polling instead"
             log.warning(self.error)
             return False
-        self._observer = observer
-        return True
+        with self._lock:
+            stopped = self._stopped
+            if not stopped:
+                self._observer = observer
+        if stopped:
+            observer.stop()
+            observer.join(timeout=2)
+        return not stopped
 
     def stop(self) -> None:
-        """Stop the observer thread (safe to call twice)."""
-        if self._observer is not None:
-            self._observer.stop()
-            self._observer.join(timeout=2)
-            self._observer = None
+        """Stop the observer thread (safe to call twice, and before or while :meth:`start` runs)."""
+        with self._lock:
+            self._stopped = True
+            observer, self._observer = self._observer, None
+        if observer is not None:
+            observer.stop()
+            observer.join(timeout=2)
