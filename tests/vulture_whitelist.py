@@ -14,6 +14,17 @@ _ = object()
 _.step_index  # Recorder.step_index: the step rec.step() will record next
 _.rejected_values  # Recorder.rejected_values: values refused at the call
 _.to_pandas  # Run.to_pandas(): a run's metrics as a long DataFrame
+__dir__  # tuidiag.__dir__: what dir() and tab completion list
+_.log_text  # Recorder.log_text(key, text): a text event, as SummaryWriter.add_text
+_.log_hparams  # Recorder.log_hparams(params, metrics): as TensorBoard's add_hparams
+_.held_dropped  # TuidiagLogger.held_dropped: calls dropped while the callback's recorder was not open
+
+# Lightning's Logger interface: called by the Trainer, by name.
+_.save_dir
+_.experiment
+_.log_metrics
+_.log_hyperparams
+_.finalize
 rejected_values  # RecorderLosses.rejected_values: read by getattr through METRIC_OF
 
 # The on-disk format (docs/format.md): names other tools read.

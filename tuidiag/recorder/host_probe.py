@@ -29,11 +29,6 @@ class HostProbe:
         except Exception:
             self._process = None
 
-    @property
-    def available(self) -> bool:
-        """Whether psutil is installed and the process can be read."""
-        return self._process is not None
-
     def sample(self) -> dict[str, float]:
         """The metrics now; a metric the platform refuses is left out, never raised."""
         if self._process is None:
