@@ -20,7 +20,7 @@ import pytest
 import tuidiag
 from tuidiag.cli.main import main
 from tuidiag.jobs import FactoryError
-from tuidiag.jobs.factory import load_factory, search_paths
+from tuidiag.jobs.factory import load_factory, search_plan
 from tuidiag.store.job_results import list_results
 from tuidiag.store.manifest import recorded_command
 
@@ -113,7 +113,7 @@ def test_the_recorded_command_names_its_script_absolutely(tmp_path: Path, monkey
 
 @pytest.mark.parametrize("value", [None, 3, "relative/dir", ["x"], "/no/such/dir", "/bad\0path"])
 def test_a_bad_recorded_cwd_is_left_out(tmp_path: Path, value: object) -> None:
-    assert search_paths({"command": [], "cwd": value}, cwd=tmp_path) == [tmp_path]
+    assert search_plan({"command": [], "cwd": value}, cwd=tmp_path).paths == [tmp_path]
 
 
 PARSING = {
