@@ -15,6 +15,7 @@ from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Input, Static
 
+from tuidiag.diagnosis.codes import badge
 from tuidiag.text.numbers import fmt
 from tuidiag.viewmodel.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSummary
 from tuidiag.text.safe import clean, literal
@@ -131,7 +132,7 @@ class OverviewScreen(Screen):
         mark = Text("*" if s.key in self.selected else " ", style="bold magenta")
         status = s.status + (f" {_age(s.data_age)}" if s.data_age is not None else "")
         spark = SparklineRenderable(list(s.spark), width=12) if len(s.spark) > 1 else Text("")
-        health = f"{s.health} {s.health_confidence:.0%}" if s.health != "healthy" else "healthy"
+        health = f"{badge(s.health)} {s.health_confidence:.0%}" if s.health != "healthy" else "healthy"
         status_cell = _status_cell(s, status)
         if s.recorder_losses:
             status_cell.append_text(literal(f", {s.recorder_losses}", "yellow"))
