@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
+from tuidiag.app.screens.event_detail import EventDetailScreen
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
@@ -212,6 +213,9 @@ class RunScreen(Screen):
 
     def action_tab(self, tab: str) -> None:
         self.query_one("#charts", TabbedContent).active = tab
+        target = next((widget for widget in self.query_one(f"#{tab}", TabPane).query("*") if widget.can_focus), None)
+        if target is not None:  # the events table, the jobs text: their keys work at once
+            self.call_after_refresh(target.focus)
 
     def action_play(self) -> None:
         if not self.replay:
@@ -272,8 +276,9 @@ class RunScreen(Screen):
     def action_live_action(self) -> None:
         self.post_message(self.ActionRequested(self.key))
 
-    def on_events_panel_step_chosen(self, message: EventsPanel.StepChosen) -> None:
-        self._jump_to(message.step)
+    def on_events_panel_event_chosen(self, message: EventsPanel.EventChosen) -> None:
+        self._jump_to(message.event.step)
+        self.app.push_screen(EventDetailScreen(message.event))
 
 
 def _system(detail: RunDetail) -> Text:
