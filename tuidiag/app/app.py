@@ -20,6 +20,7 @@ from textual.message import Message
 
 from tuidiag.app import job_runner
 from tuidiag.app.commands import RunCommands
+from tuidiag.app.run_tabs import tab_of
 from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app import action_requests
@@ -369,7 +370,7 @@ class TuidiagApp(App):
         self._job_process = None
         name = message.job.replace("_", " ")
         if message.returncode in (0, 1):
-            self.notify(f"{name} finished: result in the Jobs tab (7)", timeout=6)
+            self.notify(f"{name} finished: result in the Jobs tab ({tab_of('jobs-tab').key})", timeout=6)
         elif message.returncode < 0:
             self.notify(f"{name} cancelled", severity="warning")
         else:

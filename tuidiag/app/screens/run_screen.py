@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
+from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, tab_bindings, tab_title
 from tuidiag.app.screens.event_detail import EventDetailScreen
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
@@ -23,7 +24,6 @@ from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
 from tuidiag.text.safe import literal
 
-CHART_TABS = (("loss", "Loss", "1"), ("grad", "Grad norm", "2"), ("lr", "LR", "3"), ("update", "Update ratio", "4"))
 SPEEDS = (1, 2, 5, 10, 25, 100)
 NARROW = 110
 
@@ -34,9 +34,7 @@ class RunScreen(Screen):
     BINDINGS = [
         Binding("escape", "back", "Back"),
         Binding("g", "toggle_log", "Log y"),
-        *[Binding(key, f"tab('{tab}')", label, show=False) for tab, label, key in CHART_TABS],
-        Binding("5", "tab('layers')", "Layers", show=False),
-        Binding("6", "tab('events-tab')", "Events", show=False),
+        *tab_bindings(),
         Binding("f", "next_finding", "Finding"),
         Binding("space", "play", "Play/pause", show=False),
         Binding("left", "step(-1)", "Back", show=False, priority=True),
@@ -47,7 +45,6 @@ class RunScreen(Screen):
         Binding("left_square_bracket", "jump(-1)", "Prev event", show=False),
         Binding("home", "goto('start')", "Start", show=False),
         Binding("end", "goto('end')", "End/live", show=False),
-        Binding("7", "tab('jobs-tab')", "Jobs", show=False),
         Binding("l", "job('lr_find')", "LR finder"),
         Binding("n", "job('nan_hunt')", "NaN hunt"),
         Binding("o", "job('overfit_batch')", "Overfit", show=False),
@@ -95,19 +92,26 @@ class RunScreen(Screen):
         yield Static(id="system-strip")
         with Horizontal(id="run-main"):
             with TabbedContent(id="charts", initial="loss"):
-                for tab, label, key in CHART_TABS:
-                    with TabPane(f"{label} [{key}]", id=tab):
-                        yield MetricChart(id=f"chart-{tab}")
-                with TabPane("Layers [5]", id="layers"):
-                    yield LayerHeatmap(id="layer-grid")
-                with TabPane("Events [6]", id="events-tab"):
-                    yield EventsPanel(id="events")
-                with TabPane("Jobs [7]", id="jobs-tab"):
-                    with ScrollableContainer(id="jobs-scroll"):  # charts keep their width: scroll, never wrap
-                        yield Static(id="jobs-text")
+                for tab in RUN_TABS:
+                    with TabPane(tab_title(tab), id=tab.id):
+                        yield from self._pane(tab.id)
             yield DiagnosisPanel(id="diagnosis")
         yield Static(id="cursor-bar")
         yield Footer()
+
+    def _pane(self, tab_id: str) -> ComposeResult:
+        """What the pane of tab ``tab_id`` holds."""
+        if tab_id in {tab.id for tab in CHART_TABS}:
+            yield MetricChart(id=f"chart-{tab_id}")
+        elif tab_id == "layers":
+            yield LayerHeatmap(id="layer-grid")
+        elif tab_id == "events-tab":
+            yield EventsPanel(id="events")
+        elif tab_id == "jobs-tab":
+            with ScrollableContainer(id="jobs-scroll"):  # charts keep their width: scroll, never wrap
+                yield Static(id="jobs-text")
+        else:
+            raise ValueError(f"no pane for the run view's tab {tab_id!r} (tuidiag.app.run_tabs)")
 
     def on_mount(self) -> None:
         self.query_one("#cursor-bar", Static).display = self.replay
@@ -145,9 +149,9 @@ class RunScreen(Screen):
     def _show_charts(self, detail: RunDetail) -> None:
         modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
         mode = modes[self.rank_mode % len(modes)]
-        for tab, _, _ in CHART_TABS:
-            chart = chart_for_mode(detail.charts[tab], detail.ranks, tab, mode)
-            self.query_one(f"#chart-{tab}", MetricChart).show(chart, self._marker())
+        for tab in CHART_TABS:
+            chart = chart_for_mode(detail.charts[tab.id], detail.ranks, tab.id, mode)
+            self.query_one(f"#chart-{tab.id}", MetricChart).show(chart, self._marker())
 
     def action_rank_mode(self) -> None:
         """Cycle the loss and grad-norm charts of a multi-rank run: default, all ranks, spread, each rank."""
@@ -208,7 +212,7 @@ class RunScreen(Screen):
 
     def action_toggle_log(self) -> None:
         active = self.query_one("#charts", TabbedContent).active
-        if active in dict((t, 0) for t, _, _ in CHART_TABS):
+        if active in {tab.id for tab in CHART_TABS}:
             self.query_one(f"#chart-{active}", MetricChart).toggle_log()
 
     def action_tab(self, tab: str) -> None:
