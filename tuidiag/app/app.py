@@ -61,6 +61,8 @@ CSS = """
 RunScreen.narrow #run-main { layout: vertical; }
 RunScreen.narrow #charts { width: 1fr; height: 1fr; }
 RunScreen.narrow #diagnosis { width: 1fr; height: 50%; min-width: 0; }
+RunScreen.diagnosis-full #charts { display: none; }
+RunScreen.diagnosis-full #diagnosis { width: 1fr; height: 1fr; min-width: 0; }
 #cursor-bar { height: 1; }
 TabPane { padding: 0; }
 LayerHeatmap { height: 1fr; }

@@ -33,6 +33,7 @@ class RunScreen(Screen):
 
     BINDINGS = [
         Binding("escape", "back", "Back"),
+        Binding("d", "toggle_diagnosis", "Diagnosis"),
         Binding("g", "toggle_log", "Log y"),
         *tab_bindings(),
         Binding("f", "next_finding", "Finding"),
@@ -205,7 +206,9 @@ class RunScreen(Screen):
             self._move(min(at, last))
 
     def action_back(self) -> None:
-        if len(self.app.screen_stack) > 2:
+        if self.has_class("diagnosis-full"):
+            self.action_toggle_diagnosis()
+        elif len(self.app.screen_stack) > 2:
             self.app.pop_screen()
         else:
             self.app.exit()
@@ -215,7 +218,25 @@ class RunScreen(Screen):
         if active in {tab.id for tab in CHART_TABS}:
             self.query_one(f"#chart-{active}", MetricChart).toggle_log()
 
+    def action_toggle_diagnosis(self) -> None:
+        """The diagnosis full height and scrollable, with every evidence line, in place of the charts; again: back."""
+        full = not self.has_class("diagnosis-full")
+        self.set_class(full, "diagnosis-full")
+        panel = self.query_one("#diagnosis", DiagnosisPanel)
+        panel.set_full(full)
+        if full:
+            self._focus_before = self.focused
+            panel.focus()  # the arrow and page keys scroll it
+        else:
+            before = getattr(self, "_focus_before", None)
+            if before is not None and before.is_attached:
+                before.focus()
+            else:
+                self.set_focus(None)
+
     def action_tab(self, tab: str) -> None:
+        if self.has_class("diagnosis-full"):
+            self.action_toggle_diagnosis()
         self.query_one("#charts", TabbedContent).active = tab
         target = next((widget for widget in self.query_one(f"#{tab}", TabPane).query("*") if widget.can_focus), None)
         if target is not None:  # the events table, the jobs text: their keys work at once
