@@ -79,8 +79,10 @@ class TuidiagApp(App):
     COMMANDS = App.COMMANDS | {RunCommands}
     BINDINGS = [
         Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help"),
-        Binding("r", "reload", "Reload", show=False),
+        Binding("question_mark", "help", "Help", tooltip="this help: every key, by screen"),
+        Binding("r", "reload", "Reload", show=False, tooltip="re-read all runs now"),
+        Binding(App.COMMAND_PALETTE_BINDING, "command_palette", "palette", show=False, priority=True,
+                key_display=App.COMMAND_PALETTE_DISPLAY, tooltip="open or replay any run by name"),
     ]
 
     @dataclass

@@ -33,12 +33,12 @@ class OverviewScreen(Screen):
     """All runs under the root; Enter opens one, Space selects several to compare."""
 
     BINDINGS = [
-        Binding("enter", "open", "Open"),
-        Binding("space", "toggle_select", "Select"),
-        Binding("c", "compare", "Compare"),
-        Binding("slash", "filter", "Filter"),
-        Binding("s", "cycle_sort", "Sort"),
-        Binding("escape", "clear_filter", "Clear", show=False),
+        Binding("enter", "open", "Open", tooltip="the run view of the run under the cursor"),
+        Binding("space", "toggle_select", "Select", tooltip="mark the run for compare"),
+        Binding("c", "compare", "Compare", tooltip="overlay the marked runs (else the first four)"),
+        Binding("slash", "filter", "Filter", tooltip="by name or status; enter applies it"),
+        Binding("s", "cycle_sort", "Sort", tooltip="cycle: name, status, step, loss, health"),
+        Binding("escape", "clear_filter", "Clear", show=False, tooltip="clear the filter"),
     ]
 
     @dataclass
