@@ -68,7 +68,7 @@ class OverviewScreen(Screen):
         yield Input(placeholder="filter runs by name or status (Enter to apply, Esc to clear)", id="filter")
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
         yield Static(id="overview-hint")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False

@@ -46,8 +46,8 @@ class RunScreen(Screen):
         Binding("left_square_bracket", "jump(-1)", "Previous event", show=False, tooltip="mark the previous event or finding"),
         Binding("home", "goto('start')", "Start", show=False, tooltip="replay: the first step"),
         Binding("end", "goto('end')", "End/live", show=False, tooltip="replay: the last step; live: drop the mark"),
-        Binding("l", "job('lr_find')", "LR finder", tooltip="sweep the LR on a copy, suggest one"),
-        Binding("n", "job('nan_hunt')", "NaN hunt", tooltip="find the first op that makes a NaN"),
+        Binding("l", "job('lr_find')", "LR finder", show=False, tooltip="sweep the LR on a copy, suggest one"),
+        Binding("n", "job('nan_hunt')", "NaN hunt", show=False, tooltip="find the first op that makes a NaN"),
         Binding("o", "job('overfit_batch')", "Overfit", show=False, tooltip="can the model overfit one batch?"),
         Binding("s", "job('sharpness')", "Sharpness", show=False, tooltip="how sharp is the loss around the weights"),
         Binding("x", "app.cancel_job", "Cancel job", show=False, tooltip="stop the running job"),
@@ -98,7 +98,7 @@ class RunScreen(Screen):
                         yield from self._pane(tab.id)
             yield DiagnosisPanel(id="diagnosis")
         yield Static(id="cursor-bar")
-        yield Footer()
+        yield Footer(compact=True)
 
     def _pane(self, tab_id: str) -> ComposeResult:
         """What the pane of tab ``tab_id`` holds."""
