@@ -6,6 +6,7 @@ appears here exactly when a binding defines it, so help and keys cannot drift ap
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -28,6 +29,8 @@ from tuidiag.app.widgets.events_panel import EventsPanel
 
 KEYS_WIDTH = 12
 """Columns of a help line's key column."""
+WIDTH = 74
+"""Columns help wraps its lines to: the modal's 80 less its border, padding and scrollbar."""
 KEY_NAMES = {"enter": "enter", "left": "left", "right": "right", "up": "up", "down": "down"}
 """Keys help spells out in words where the footer shows a symbol."""
 
@@ -50,37 +53,47 @@ def key_display(binding: Binding) -> str:
     return " ".join(KEY_NAMES.get(key.strip(), format_key(key.strip())) for key in binding.key.split(","))
 
 
-def binding_line(binding: Binding) -> str:
-    """One binding as a help line: its keys, its description and, when it has one, its tooltip."""
-    text = f"{binding.description}: {binding.tooltip}" if binding.tooltip else binding.description
-    return f"  {key_display(binding):<{KEYS_WIDTH}} {text}"
+def as_binding(binding: BindingType) -> Binding:
+    """``binding`` as a ``Binding`` whose comma-separated keys stay together (one help line for all of them)."""
+    return binding if isinstance(binding, Binding) else Binding(*binding)
 
 
-def section_lines(bindings: Iterable[BindingType]) -> list[str]:
+def key_line(keys: str, text: str, width: int = WIDTH) -> str:
+    """A help line: the keys, then ``text`` wrapped to ``width`` under itself."""
+    return textwrap.fill(text, width, initial_indent=f"  {keys:<{KEYS_WIDTH}} ", subsequent_indent=" " * (KEYS_WIDTH + 3),
+                         break_on_hyphens=False, break_long_words=False)
+
+
+def binding_text(binding: Binding) -> str:
+    """What help says of one binding: its description and, when it has one, its tooltip."""
+    return f"{binding.description}: {binding.tooltip}" if binding.tooltip else binding.description
+
+
+def section_lines(bindings: Iterable[BindingType], width: int = WIDTH) -> list[str]:
     """Help lines of the bindings that have a description, in their order; one line per group of keys."""
     entries: dict[object, list[Binding]] = {}  # a group, or a binding of its own; in order of first appearance
-    for binding in Binding.make_bindings(bindings):
+    for binding in map(as_binding, bindings):
         if binding.group is not None or binding.description:
             entries.setdefault(binding.group or binding, []).append(binding)
     lines = []
     for entry, members in entries.items():
         if isinstance(entry, Binding.Group):
-            keys = " ".join(dict.fromkeys(key_display(b) for b in members))
-            lines.append(f"  {keys:<{KEYS_WIDTH}} {entry.description}")
+            lines.append(key_line(" ".join(dict.fromkeys(key_display(b) for b in members)), entry.description, width))
         else:
-            lines.append(binding_line(entry))
+            lines.append(key_line(key_display(entry), binding_text(entry), width))
     return lines
 
 
-def help_text(app_bindings: Iterable[BindingType], sections: tuple[HelpSection, ...] | None = None) -> Text:
-    """The whole help: a heading per section, its note, then one line per binding (``app_bindings`` for ``Everywhere``)."""
+def help_text(app_bindings: Iterable[BindingType], sections: tuple[HelpSection, ...] | None = None, width: int = WIDTH) -> Text:
+    """The whole help, wrapped to ``width``: a heading per section, its note (indented 4), then its keys
+    (``app_bindings`` for ``Everywhere``)."""
     out = Text("tuidiag monitor - keys\n", style="bold")
     for section in SECTIONS if sections is None else sections:
         bindings = app_bindings if section.owner is None else section.owner.BINDINGS
         out.append(f"\n{section.title}\n", style="bold")
         if section.note:
-            out.append(f"  {section.note}\n", style="dim")
-        out.append("\n".join(section_lines(bindings)) + "\n")
+            out.append(textwrap.fill(section.note, width, initial_indent="    ", subsequent_indent="    ") + "\n", style="dim")
+        out.append("\n".join(section_lines(bindings, width)) + "\n")
     return out
 
 
@@ -96,7 +109,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(help_text(type(self.app).BINDINGS))
+            yield Static(help_text(type(self.app).BINDINGS, width=max(30, min(WIDTH, self.app.size.width - 6))))
 
 
 SECTIONS: tuple[HelpSection, ...] = (
