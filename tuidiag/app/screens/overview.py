@@ -114,7 +114,7 @@ class OverviewScreen(Screen):
         for row, ((_, cells), (_, before)) in enumerate(zip(rows, self._shown)):
             for column, (cell, old) in enumerate(zip(cells, before)):
                 if _signature(cell) != old:
-                    table.update_cell_at(Coordinate(row, column), cell)
+                    table.update_cell_at(Coordinate(row, column), cell, update_width=True)  # a longer text widens it
 
     def _visible(self) -> list[RunSummary]:
         needle = self.filter_text.lower()
