@@ -91,7 +91,7 @@ async def test_run_view_tabs_and_dialogs(snapshot, demo_root, size) -> None:
             await pilot.pause()
             await _charts_drawn(pilot, screen)
             await shots.take(pilot, f"tab_{tab.key}_{tab.id}")
-        await pilot.press("6", "enter")
+        await pilot.press("6", "down", "enter")  # the non-finite event, with its list of parameters
         assert await wait_for(pilot, lambda: isinstance(app.screen, EventDetailScreen))
         await shots.take(pilot, "event_detail")
         await pilot.press("escape", "1", "d")

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
+from tuidiag.app.screens.text_modal import TextModal
 from tuidiag.app.widgets.events_panel import SEVERITY_STYLE
 from tuidiag.store import Event
 from tuidiag.text.safe import literal
@@ -19,23 +16,19 @@ VALUE_SHOWN = 2_000
 """Characters of each data value the detail shows."""
 
 
-class EventDetailScreen(ModalScreen[None]):
+class EventDetailScreen(TextModal):
     """A scrollable modal with the whole text of one event; esc, enter or q closes it."""
 
     BINDINGS = [Binding("escape,enter,q", "dismiss", "Close", tooltip="back to the events")]
-    DEFAULT_CSS = """
-    EventDetailScreen { align: center middle; }
-    EventDetailScreen > VerticalScroll { width: 90; max-width: 100%; height: auto; max-height: 100%;
-        border: thick $accent; background: $surface; padding: 0 1; }
-    """
+    TEXT_ID = "event-text"
 
     def __init__(self, event: Event) -> None:
         super().__init__()
         self.event = event
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(event_text(self.event), id="event-text")
+    def body(self) -> Text:
+        """The whole event."""
+        return event_text(self.event)
 
 
 def event_text(event: Event) -> Text:

@@ -11,12 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
 from textual.keys import format_key
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from tuidiag.app.run_tabs import tab_of
 from tuidiag.app.screens.compare import CompareScreen
@@ -25,6 +21,7 @@ from tuidiag.app.screens.job_confirm import JobConfirmScreen
 from tuidiag.app.screens.live_action import LiveActionScreen
 from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.app.screens.text_modal import TextModal
 from tuidiag.app.widgets.events_panel import EventsPanel
 
 KEYS_WIDTH = 12
@@ -97,19 +94,15 @@ def help_text(app_bindings: Iterable[BindingType], sections: tuple[HelpSection, 
     return out
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(TextModal):
     """A modal with the key reference; any of esc, q, ? closes it."""
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", tooltip="back to where you were")]
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 80; max-width: 100%; height: auto; max-height: 100%;
-        border: round $accent; background: $surface; padding: 0 1; }
-    """
+    DEFAULT_CSS = "HelpScreen > VerticalScroll { width: 80; }"
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(help_text(type(self.app).BINDINGS, width=max(30, min(WIDTH, self.app.size.width - 6))))
+    def body(self) -> Text:
+        """Help for the running app, wrapped to the modal's width."""
+        return help_text(type(self.app).BINDINGS, width=max(30, min(WIDTH, self.app.size.width - 6)))
 
 
 SECTIONS: tuple[HelpSection, ...] = (
