@@ -240,7 +240,7 @@ class RunScreen(Screen):
         self.query_one("#charts", TabbedContent).active = tab
         target = next((widget for widget in self.query_one(f"#{tab}", TabPane).query("*") if widget.can_focus), None)
         if target is not None:  # the events table, the jobs text: their keys work at once
-            self.call_after_refresh(target.focus)
+            self.set_focus(target)
 
     def action_play(self) -> None:
         if not self.replay:
