@@ -226,13 +226,10 @@ class RunScreen(Screen):
         panel.set_full(full)
         if full:
             self._focus_before = self.focused
-            panel.focus()  # the arrow and page keys scroll it
+            self.set_focus(panel)  # at once: the arrow and page keys typed next scroll it
         else:
             before = getattr(self, "_focus_before", None)
-            if before is not None and before.is_attached:
-                before.focus()
-            else:
-                self.set_focus(None)
+            self.set_focus(before if before is not None and before.is_attached else None)
 
     def action_tab(self, tab: str) -> None:
         if self.has_class("diagnosis-full"):
