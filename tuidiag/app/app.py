@@ -23,6 +23,7 @@ from textual.message import Message
 
 from tuidiag.app import job_runner
 from tuidiag.app.commands import RunCommands
+from tuidiag.app.run_tabs import tab_of
 from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app import action_requests
@@ -63,6 +64,8 @@ CSS = """
 RunScreen.narrow #run-main { layout: vertical; }
 RunScreen.narrow #charts { width: 1fr; height: 1fr; }
 RunScreen.narrow #diagnosis { width: 1fr; height: 50%; min-width: 0; }
+RunScreen.diagnosis-full #charts { display: none; }
+RunScreen.diagnosis-full #diagnosis { width: 1fr; height: 1fr; min-width: 0; }
 #cursor-bar { height: 1; }
 TabPane { padding: 0; }
 LayerHeatmap { height: 1fr; }
@@ -79,8 +82,10 @@ class TuidiagApp(App):
     COMMANDS = App.COMMANDS | {RunCommands}
     BINDINGS = [
         Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help"),
-        Binding("r", "reload", "Reload", show=False),
+        Binding("question_mark", "help", "Help", tooltip="this help: every key, by screen"),
+        Binding("r", "reload", "Reload", show=False, tooltip="re-read all runs now"),
+        Binding(App.COMMAND_PALETTE_BINDING, "command_palette", "palette", show=False, priority=True,
+                key_display=App.COMMAND_PALETTE_DISPLAY, tooltip="open or replay any run by name"),
     ]
 
     @dataclass
@@ -416,7 +421,7 @@ class TuidiagApp(App):
         self._job_process = None
         name = message.job.replace("_", " ")
         if message.returncode in (0, 1):
-            self.notify(f"{name} finished: result in the Jobs tab (7)", timeout=6)
+            self.notify(f"{name} finished: result in the Jobs tab ({tab_of('jobs-tab').key})", timeout=6)
         elif message.returncode < 0:
             self.notify(f"{name} cancelled", severity="warning")
         else:

@@ -17,7 +17,8 @@ TABS = (("loss", "Train loss"), ("val", "Validation loss"), ("grad", "Grad norm"
 class CompareScreen(Screen):
     """Overlay charts of several runs; ``show(charts)`` redraws."""
 
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("g", "toggle_log", "Log y")]
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back", tooltip="to the overview"),
+                Binding("g", "toggle_log", "Log y", tooltip="log or linear y axis of the chart")]
 
     def __init__(self, keys: tuple[str, ...]) -> None:
         super().__init__()

@@ -19,7 +19,8 @@ JOB_TITLES = {"lr_find": "the LR finder", "nan_hunt": "the NaN hunt", "overfit_b
 class JobConfirmScreen(ModalScreen[bool]):
     """Shows the exact command and the factory it imports; ``y`` runs it, ``esc`` cancels."""
 
-    BINDINGS = [Binding("y", "answer(True)", "Run it"), Binding("escape,n", "answer(False)", "Cancel")]
+    BINDINGS = [Binding("y", "answer(True)", "Run it", tooltip="start the job (x in the run view cancels it)"),
+                Binding("escape,n", "answer(False)", "Cancel", tooltip="back, nothing runs")]
     DEFAULT_CSS = """
     JobConfirmScreen { align: center middle; }
     JobConfirmScreen > Vertical { width: 90; max-width: 100%; height: auto; border: thick $warning; background: $surface; padding: 0 1; }

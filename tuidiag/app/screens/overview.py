@@ -15,6 +15,7 @@ from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Input, Static
 
+from tuidiag.diagnosis.codes import badge
 from tuidiag.text.numbers import fmt
 from tuidiag.viewmodel.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSummary
 from tuidiag.text.safe import clean, literal
@@ -32,12 +33,12 @@ class OverviewScreen(Screen):
     """All runs under the root; Enter opens one, Space selects several to compare."""
 
     BINDINGS = [
-        Binding("enter", "open", "Open"),
-        Binding("space", "toggle_select", "Select"),
-        Binding("c", "compare", "Compare"),
-        Binding("slash", "filter", "Filter"),
-        Binding("s", "cycle_sort", "Sort"),
-        Binding("escape", "clear_filter", "Clear", show=False),
+        Binding("enter", "open", "Open", tooltip="the run view of the run under the cursor"),
+        Binding("space", "toggle_select", "Select", tooltip="mark the run for compare"),
+        Binding("c", "compare", "Compare", tooltip="overlay the marked runs (else the first four)"),
+        Binding("slash", "filter", "Filter", tooltip="by name or status; enter applies it"),
+        Binding("s", "cycle_sort", "Sort", tooltip="cycle: name, status, step, loss, health"),
+        Binding("escape", "clear_filter", "Clear", show=False, tooltip="clear the filter"),
     ]
 
     @dataclass
@@ -60,6 +61,7 @@ class OverviewScreen(Screen):
         self.sort = "name"
         self._root = ""
         self._shown: list[tuple[str, list[object]]] = []
+        self._shown_cells: list[tuple[str, list[object]]] = []
         """(key, cell signatures) of the rows on screen, to update only the cells that changed."""
 
     def compose(self) -> ComposeResult:
@@ -67,7 +69,7 @@ class OverviewScreen(Screen):
         yield Input(placeholder="filter runs by name or status (Enter to apply, Esc to clear)", id="filter")
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
         yield Static(id="overview-hint")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
@@ -96,24 +98,33 @@ class OverviewScreen(Screen):
         table = self.query_one("#runs", DataTable)
         visible = self._visible()
         rows = [(s.key, self._cells(s)) for s in visible]
-        if [key for key, _ in rows] == [k for k, _ in self._shown]:
-            self._update_changed(table, rows)  # same runs in the same order: touch only what changed
-        else:
+        if [key for key, _ in rows] == [k for k, _ in self._shown] and self._same_widths(rows):
+            self._update_changed(table, rows)  # same runs, order and widths: touch only what changed
+        else:  # rebuilt with widths measured afresh: a column fits what it shows now, not its widest past text
             keep = self._current_key()
             table.clear()
+            for column in table.columns.values():
+                column.content_width = 0
             for key, cells in rows:
                 table.add_row(*cells, key=key)
             if keep is not None and keep in table.rows:
                 table.move_cursor(row=table.get_row_index(keep))
         self._shown = [(key, [_signature(c) for c in cells]) for key, cells in rows]
+        self._shown_cells = rows
         hint = "no runs yet: a run is a directory with run.json or metrics/" if not self.summaries else ""
         self.query_one("#overview-hint", Static).update(hint)
+
+    def _same_widths(self, rows: list[tuple[str, list[object]]]) -> bool:
+        """Whether every column's widest cell is as wide as in the rows shown now."""
+        def widths(table_rows: list[list[object]]) -> list[int]:
+            return [max((_width(row[c]) for row in table_rows), default=0) for c in range(len(table_rows[0]))] if table_rows else []
+        return widths([cells for _, cells in rows]) == widths([cells for _, cells in self._shown_cells])
 
     def _update_changed(self, table: DataTable, rows: list[tuple[str, list[object]]]) -> None:
         for row, ((_, cells), (_, before)) in enumerate(zip(rows, self._shown)):
             for column, (cell, old) in enumerate(zip(cells, before)):
                 if _signature(cell) != old:
-                    table.update_cell_at(Coordinate(row, column), cell, update_width=True)  # "reading" rows were narrow
+                    table.update_cell_at(Coordinate(row, column), cell, update_width=True)  # a longer text widens it
 
     def _visible(self) -> list[RunSummary]:
         needle = self.filter_text.lower()
@@ -131,7 +142,7 @@ class OverviewScreen(Screen):
         mark = Text("*" if s.key in self.selected else " ", style="bold magenta")
         status = s.status + (f" {_age(s.data_age)}" if s.data_age is not None else "")
         spark = SparklineRenderable(list(s.spark), width=12) if len(s.spark) > 1 else Text("")
-        health = f"{s.health} {s.health_confidence:.0%}" if s.health != "healthy" else "healthy"
+        health = f"{badge(s.health)} {s.health_confidence:.0%}" if s.health != "healthy" else "healthy"
         status_cell = _status_cell(s, status)
         if s.recorder_losses:
             status_cell.append_text(literal(f", {s.recorder_losses}", "yellow"))
@@ -226,6 +237,13 @@ def _age(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds / size:.0f}{unit}"
     return f"{seconds:.0f}s"
+
+
+def _width(cell: object) -> int:
+    """Cells a table cell needs: a text's length, a sparkline's set width."""
+    if isinstance(cell, Text):
+        return cell.cell_len
+    return int(getattr(cell, "width", 0) or 0)
 
 
 def _signature(cell: object) -> object:

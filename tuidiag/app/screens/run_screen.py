@@ -13,6 +13,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
+from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, tab_bindings, tab_title
+from tuidiag.app.screens.event_detail import EventDetailScreen
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
@@ -22,7 +24,6 @@ from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
 from tuidiag.text.safe import literal
 
-CHART_TABS = (("loss", "Loss", "1"), ("grad", "Grad norm", "2"), ("lr", "LR", "3"), ("update", "Update ratio", "4"))
 SPEEDS = (1, 2, 5, 10, 25, 100)
 NARROW = 110
 
@@ -31,29 +32,27 @@ class RunScreen(Screen):
     """One run, live or replayed; ``show(detail)`` redraws it."""
 
     BINDINGS = [
-        Binding("escape", "back", "Back"),
-        Binding("g", "toggle_log", "Log y"),
-        *[Binding(key, f"tab('{tab}')", label, show=False) for tab, label, key in CHART_TABS],
-        Binding("5", "tab('layers')", "Layers", show=False),
-        Binding("6", "tab('events-tab')", "Events", show=False),
-        Binding("f", "next_finding", "Finding"),
-        Binding("space", "play", "Play/pause", show=False),
-        Binding("left", "step(-1)", "Back", show=False, priority=True),
-        Binding("right", "step(1)", "Fwd", show=False, priority=True),
-        Binding("plus,equals_sign", "speed(1)", "Faster", show=False),
-        Binding("minus", "speed(-1)", "Slower", show=False),
-        Binding("right_square_bracket", "jump(1)", "Next event"),
-        Binding("left_square_bracket", "jump(-1)", "Prev event", show=False),
-        Binding("home", "goto('start')", "Start", show=False),
-        Binding("end", "goto('end')", "End/live", show=False),
-        Binding("7", "tab('jobs-tab')", "Jobs", show=False),
-        Binding("l", "job('lr_find')", "LR finder"),
-        Binding("n", "job('nan_hunt')", "NaN hunt"),
-        Binding("o", "job('overfit_batch')", "Overfit", show=False),
-        Binding("s", "job('sharpness')", "Sharpness", show=False),
-        Binding("x", "app.cancel_job", "Cancel job", show=False),
-        Binding("a", "live_action", "Apply fix", show=False),
-        Binding("k", "rank_mode", "Ranks", show=False),
+        Binding("escape", "back", "Back", tooltip="to the overview; from the full diagnosis, to the charts"),
+        Binding("d", "toggle_diagnosis", "Diagnosis", tooltip="the whole diagnosis, full height and scrollable; d again returns"),
+        Binding("g", "toggle_log", "Log y", tooltip="log or linear y axis of the chart"),
+        *tab_bindings(),
+        Binding("f", "next_finding", "Finding", tooltip="mark the next finding's first step"),
+        Binding("space", "play", "Play/pause", show=False, tooltip="replay: play or pause"),
+        Binding("left", "step(-1)", "Step back", show=False, priority=True, tooltip="replay: move the cursor back"),
+        Binding("right", "step(1)", "Step forward", show=False, priority=True, tooltip="replay: move the cursor forward"),
+        Binding("plus,equals_sign", "speed(1)", "Faster", show=False, tooltip="replay: play faster"),
+        Binding("minus", "speed(-1)", "Slower", show=False, tooltip="replay: play slower"),
+        Binding("right_square_bracket", "jump(1)", "Event", tooltip="mark the next event or finding"),
+        Binding("left_square_bracket", "jump(-1)", "Previous event", show=False, tooltip="mark the previous event or finding"),
+        Binding("home", "goto('start')", "Start", show=False, tooltip="replay: the first step"),
+        Binding("end", "goto('end')", "End/live", show=False, tooltip="replay: the last step; live: drop the mark"),
+        Binding("l", "job('lr_find')", "LR finder", show=False, tooltip="sweep the LR on a copy, suggest one"),
+        Binding("n", "job('nan_hunt')", "NaN hunt", show=False, tooltip="find the first op that makes a NaN"),
+        Binding("o", "job('overfit_batch')", "Overfit", show=False, tooltip="can the model overfit one batch?"),
+        Binding("s", "job('sharpness')", "Sharpness", show=False, tooltip="how sharp is the loss around the weights"),
+        Binding("x", "app.cancel_job", "Cancel job", show=False, tooltip="stop the running job"),
+        Binding("a", "live_action", "Apply fix", show=False, tooltip="change the live training: scale the LR, clip, checkpoint"),
+        Binding("k", "rank_mode", "Ranks", show=False, tooltip="multi-rank runs: all ranks, their spread, one rank"),
     ]
 
     @dataclass
@@ -94,19 +93,26 @@ class RunScreen(Screen):
         yield Static(id="system-strip")
         with Horizontal(id="run-main"):
             with TabbedContent(id="charts", initial="loss"):
-                for tab, label, key in CHART_TABS:
-                    with TabPane(f"{label} [{key}]", id=tab):
-                        yield MetricChart(id=f"chart-{tab}")
-                with TabPane("Layers [5]", id="layers"):
-                    yield LayerHeatmap(id="layer-grid")
-                with TabPane("Events [6]", id="events-tab"):
-                    yield EventsPanel(id="events")
-                with TabPane("Jobs [7]", id="jobs-tab"):
-                    with ScrollableContainer(id="jobs-scroll"):  # charts keep their width: scroll, never wrap
-                        yield Static(id="jobs-text")
+                for tab in RUN_TABS:
+                    with TabPane(tab_title(tab), id=tab.id):
+                        yield from self._pane(tab.id)
             yield DiagnosisPanel(id="diagnosis")
         yield Static(id="cursor-bar")
-        yield Footer()
+        yield Footer(compact=True)
+
+    def _pane(self, tab_id: str) -> ComposeResult:
+        """What the pane of tab ``tab_id`` holds."""
+        if tab_id in {tab.id for tab in CHART_TABS}:
+            yield MetricChart(id=f"chart-{tab_id}")
+        elif tab_id == "layers":
+            yield LayerHeatmap(id="layer-grid")
+        elif tab_id == "events-tab":
+            yield EventsPanel(id="events")
+        elif tab_id == "jobs-tab":
+            with ScrollableContainer(id="jobs-scroll"):  # charts keep their width: scroll, never wrap
+                yield Static(id="jobs-text")
+        else:
+            raise ValueError(f"no pane for the run view's tab {tab_id!r} (tuidiag.app.run_tabs)")
 
     def on_mount(self) -> None:
         self.query_one("#cursor-bar", Static).display = self.replay
@@ -144,9 +150,9 @@ class RunScreen(Screen):
     def _show_charts(self, detail: RunDetail) -> None:
         modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
         mode = modes[self.rank_mode % len(modes)]
-        for tab, _, _ in CHART_TABS:
-            chart = chart_for_mode(detail.charts[tab], detail.ranks, tab, mode)
-            self.query_one(f"#chart-{tab}", MetricChart).show(chart, self._marker())
+        for tab in CHART_TABS:
+            chart = chart_for_mode(detail.charts[tab.id], detail.ranks, tab.id, mode)
+            self.query_one(f"#chart-{tab.id}", MetricChart).show(chart, self._marker())
 
     def action_rank_mode(self) -> None:
         """Cycle the loss and grad-norm charts of a multi-rank run: default, all ranks, spread, each rank."""
@@ -200,18 +206,38 @@ class RunScreen(Screen):
             self._move(min(at, last))
 
     def action_back(self) -> None:
-        if len(self.app.screen_stack) > 2:
+        if self.has_class("diagnosis-full"):
+            self.action_toggle_diagnosis()
+        elif len(self.app.screen_stack) > 2:
             self.app.pop_screen()
         else:
             self.app.exit()
 
     def action_toggle_log(self) -> None:
         active = self.query_one("#charts", TabbedContent).active
-        if active in dict((t, 0) for t, _, _ in CHART_TABS):
+        if active in {tab.id for tab in CHART_TABS}:
             self.query_one(f"#chart-{active}", MetricChart).toggle_log()
 
+    def action_toggle_diagnosis(self) -> None:
+        """The diagnosis full height and scrollable, with every evidence line, in place of the charts; again: back."""
+        full = not self.has_class("diagnosis-full")
+        self.set_class(full, "diagnosis-full")
+        panel = self.query_one("#diagnosis", DiagnosisPanel)
+        panel.set_full(full)
+        if full:
+            self._focus_before = self.focused
+            self.set_focus(panel)  # at once: the arrow and page keys typed next scroll it
+        else:
+            before = getattr(self, "_focus_before", None)
+            self.set_focus(before if before is not None and before.is_attached else None)
+
     def action_tab(self, tab: str) -> None:
+        if self.has_class("diagnosis-full"):
+            self.action_toggle_diagnosis()
         self.query_one("#charts", TabbedContent).active = tab
+        target = next((widget for widget in self.query_one(f"#{tab}", TabPane).query("*") if widget.can_focus), None)
+        if target is not None:  # the events table, the jobs text: their keys work at once
+            self.set_focus(target)
 
     def action_play(self) -> None:
         if not self.replay:
@@ -272,8 +298,9 @@ class RunScreen(Screen):
     def action_live_action(self) -> None:
         self.post_message(self.ActionRequested(self.key))
 
-    def on_events_panel_step_chosen(self, message: EventsPanel.StepChosen) -> None:
-        self._jump_to(message.step)
+    def on_events_panel_event_chosen(self, message: EventsPanel.EventChosen) -> None:
+        self._jump_to(message.event.step)
+        self.app.push_screen(EventDetailScreen(message.event))
 
 
 def _system(detail: RunDetail) -> Text:
