@@ -267,7 +267,7 @@ def test_every_short_form_fits_a_badge() -> None:
 def _rows(codes: list[str], status: str = "finished") -> list[RunSummary]:
     """Overview rows with these top findings, the longest name shown and a long status ("finished >30d")."""
     return [RunSummary(key=f"/r/{i}", name="n" * 60 + str(i), status=status, step=123456, steps_per_s=1234.5, last_loss=1e-07,
-                       spark=(1.0, 0.5), lr=1e-3, grad_norm=1.0, health=code, health_title=CODES[code].meaning,
+                       spark=(1.0, 0.5), lr=1e-3, grad_norm=1.0, health=code,
                        health_severity="warning", health_confidence=1.0, data_age=90 * 86400.0) for i, code in enumerate(codes)]
 
 

@@ -61,8 +61,9 @@ class OverviewScreen(Screen):
         self.sort = "name"
         self._root = ""
         self._shown: list[tuple[str, list[object]]] = []
-        self._shown_cells: list[tuple[str, list[object]]] = []
         """(key, cell signatures) of the rows on screen, to update only the cells that changed."""
+        self._shown_cells: list[tuple[str, list[object]]] = []
+        """(key, cells) of the rows on screen, to tell when a column's width changes."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="overview-title")
@@ -104,7 +105,7 @@ class OverviewScreen(Screen):
             keep = self._current_key()
             table.clear()
             for column in table.columns.values():
-                column.content_width = 0
+                column.content_width = column.label.cell_len  # as add_column starts it
             for key, cells in rows:
                 table.add_row(*cells, key=key)
             if keep is not None and keep in table.rows:
