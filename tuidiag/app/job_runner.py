@@ -13,15 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tuidiag import self_command
+from tuidiag import job_kinds, self_command
 from tuidiag.store import control_channel as ctl
-
-JOB_COMMANDS = {"lr_find": "lr-find", "nan_hunt": "nan-hunt", "overfit_batch": "overfit-batch", "sharpness": "sharpness"}
-
 
 def job_command(job: str, run_dir: str) -> list[str]:
     """The ``tuidiag`` arguments for ``job`` on ``run_dir`` (already confirmed: ``--yes``)."""
-    return [JOB_COMMANDS[job], str(run_dir), "--json", "--yes"]
+    return [job_kinds.get(job).command, str(run_dir), "--json", "--yes"]
 
 
 def shown(command: list[str]) -> str:
@@ -40,17 +37,14 @@ def tail(text: str, lines: int = 4) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-JOB_STEPS = {"lr_find": 100, "overfit_batch": 500, "sharpness": 44, "nan_hunt": 1}
-"""Training steps (forward+backward, or forward passes for sharpness) each job takes with default settings."""
-
-
 def live_where(manifest: dict[str, Any], job: str, steps_per_s: float | None) -> str:
     """Where a live job runs, on which device, how long, for the confirmation."""
     control = manifest.get("control") or {}
-    steps = JOB_STEPS.get(job, 0)
+    kind = job_kinds.get(job)
+    steps = kind.expected_steps()
     expected = f", about {steps / steps_per_s:.0f} s at the run's {steps_per_s:.3g} steps/s" if steps_per_s else ""
     return (f"the live training process (pid {control.get('pid')} on {control.get('host')}, "
-            f"device {control.get('device', '?')}): up to {steps} steps{expected}; "
+            f"device {control.get('device', '?')}): up to {steps} {kind.unit}{expected}; "
             f"stops waiting after {ctl.REQUEST_WAIT:.0f} s without an answer from the training")
 
 

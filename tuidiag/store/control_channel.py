@@ -46,6 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tuidiag import job_kinds
 from tuidiag.format import STATUS_RUNNING
 from tuidiag.store.limits import MAX_CONTROL_REQUEST_BYTES, MAX_CONTROL_STATUS_BYTES, loads_bounded, read_json_bounded
 from tuidiag.store.manifest import effective_status, jsonable, read_manifest
@@ -56,7 +57,6 @@ CONTROL_DIR = "control"
 REQUEST_SUFFIX = ".request.json"
 STATUS_SUFFIX = ".status.json"
 CANCEL_SUFFIX = ".cancel"
-LIVE_JOBS = ("lr_find", "nan_hunt", "overfit_batch", "sharpness")
 LIVE_ACTIONS = ("scale_lr", "clip_grad", "checkpoint")
 """Changes to the live training itself (the seeds' Step 5), applied at the next step and logged as ``action`` events."""
 FINAL_STATES = ("done", "failed", "cancelled", "refused", "expired")
@@ -71,6 +71,11 @@ LIVE_CHECK_SECONDS = 1.0
 """How often a waiting requester reads ``run.json`` to tell whether the training is still live."""
 REQUEST_WAIT = 60.0
 """Default seconds a requester waits for the training to say anything about its request."""
+
+
+def requestable() -> tuple[str, ...]:
+    """What a request may name: every job kind a live training runs (:mod:`tuidiag.job_kinds`) and every live action."""
+    return job_kinds.live_names() + LIVE_ACTIONS
 
 
 class ControlError(Exception):
@@ -103,8 +108,8 @@ def write_request(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any
     """Ask the live training of ``run_dir`` to run ``job`` with ``args``; return the request id.
 
     ``expires_in``: seconds after which the training must no longer start it (it answers ``expired``)."""
-    if job not in LIVE_JOBS + LIVE_ACTIONS:
-        raise ControlError(f"unknown job {job!r}; one of {', '.join(LIVE_JOBS + LIVE_ACTIONS)}")
+    if job not in requestable():
+        raise ControlError(f"unknown job {job!r}; one of {', '.join(requestable())}")
     directory = control_dir(run_dir)
     try:
         directory.mkdir(mode=0o700, exist_ok=True)
@@ -172,7 +177,7 @@ def read_request(path: Path, uid: int) -> dict[str, Any]:
         request = loads_bounded(data.decode("utf-8"), name=path.name)
     except ValueError as exc:
         raise ControlError(f"unreadable request ({exc})") from exc
-    if not isinstance(request, dict) or request.get("job") not in LIVE_JOBS + LIVE_ACTIONS or not isinstance(request.get("args", {}), dict):
+    if not isinstance(request, dict) or request.get("job") not in requestable() or not isinstance(request.get("args", {}), dict):
         raise ControlError("malformed request")
     expires = request.get("expires")
     if expires is not None and (isinstance(expires, bool) or not isinstance(expires, (int, float)) or not math.isfinite(expires)):

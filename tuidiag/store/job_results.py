@@ -34,7 +34,6 @@ from tuidiag.store.safe_write import write_text_atomic
 
 JOBS_DIR = "jobs"
 RESULT_VERSION = 1
-JOB_NAMES = ("lr_find", "nan_hunt", "overfit_batch", "sharpness")
 
 
 def result_name(job: str, now: float) -> str:

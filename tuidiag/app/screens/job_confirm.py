@@ -9,11 +9,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tuidiag import job_kinds
 from tuidiag.text.safe import literal
-
-
-JOB_TITLES = {"lr_find": "the LR finder", "nan_hunt": "the NaN hunt", "overfit_batch": "the overfit-one-batch test",
-              "sharpness": "the sharpness check"}
 
 
 class JobConfirmScreen(ModalScreen[bool]):
@@ -31,7 +28,8 @@ class JobConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         text = Text()
-        text.append(f"Run {JOB_TITLES.get(self.job, self.job)}?\n\n", style="bold")
+        kind = job_kinds.find(self.job)
+        text.append(f"Run {kind.title if kind is not None else self.job}?\n\n", style="bold")
         if self.live is not None:
             text.append("It runs inside ")
             text.append_text(literal(self.live, "bold yellow", 200))

@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
+from tuidiag import job_kinds
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
@@ -47,10 +48,7 @@ class RunScreen(Screen):
         Binding("home", "goto('start')", "Start", show=False),
         Binding("end", "goto('end')", "End/live", show=False),
         Binding("7", "tab('jobs-tab')", "Jobs", show=False),
-        Binding("l", "job('lr_find')", "LR finder"),
-        Binding("n", "job('nan_hunt')", "NaN hunt"),
-        Binding("o", "job('overfit_batch')", "Overfit", show=False),
-        Binding("s", "job('sharpness')", "Sharpness", show=False),
+        *[Binding(kind.key, f"job('{kind.name}')", kind.label, show=kind.shown) for kind in job_kinds.kinds()],
         Binding("x", "app.cancel_job", "Cancel job", show=False),
         Binding("a", "live_action", "Apply fix", show=False),
         Binding("k", "rank_mode", "Ranks", show=False),
@@ -88,6 +86,9 @@ class RunScreen(Screen):
         self._finding_index = -1
         self.rank_mode = 0
         """Index into ``rank_modes``: the default chart, all ranks, the spread, one rank."""
+        for kind in job_kinds.kinds():  # a job kind registered after this class was defined gets its key too
+            if kind.key not in self._bindings.key_to_bindings:
+                self._bindings.bind(kind.key, f"job('{kind.name}')", kind.label, show=kind.shown)
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
