@@ -44,7 +44,7 @@ async def test_declining_the_confirmation_runs_nothing(tmp_path, monkeypatch) ->
         await pilot.press("l")
         assert isinstance(app.screen, JobConfirmScreen)
         await pilot.press("escape")
-        assert isinstance(app.screen, RunScreen) and app._job_process is None
+        assert isinstance(app.screen, RunScreen) and app.job is None
         assert not (run / "jobs").exists()
 
 
@@ -58,7 +58,7 @@ async def test_a_run_without_factory_is_refused(tmp_path) -> None:
         assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
         await pilot.press("l")
         await pilot.pause(0.2)
-        assert isinstance(app.screen, RunScreen) and app._job_process is None
+        assert isinstance(app.screen, RunScreen) and app.job is None
 
 
 async def test_lr_finder_on_a_live_training_from_the_monitor(tmp_path) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from tuidiag import job_kinds
 from tuidiag.cli import job_requests
-from tuidiag.job_kinds import JobError, JobKind, Option
+from tuidiag.job_kinds import PROGRESS_LINE, SAVED_LINE, JobError, JobKind, Option
 from tuidiag.store import control_channel as ctl
 from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 from tuidiag.format import LR_PREFIX, MODEL_TRAINING
@@ -158,10 +158,6 @@ def _describe(kind: JobKind, plan: Plan) -> str:
             f"  job: {kind.describe(plan.config)} on {plan.device}")
 
 
-PROGRESS_LINE = "progress"
-"""With ``--progress-lines`` (the monitor), stderr gets ``progress DONE TOTAL`` lines as the job goes."""
-
-
 def _progress(command: str, lines: bool) -> Any:
     from tuidiag.jobs import JobHandle
 
@@ -249,7 +245,7 @@ def execute(kind: JobKind, args: argparse.Namespace) -> int:
     path = save_result(plan.run.path, kind.name, result, run=plan.run.name, factory=plan.factory, device=str(plan.device),
                        step=plan.run.last_step)  # counts from the step the run had reached
     _print(kind, result, args.json)
-    print(f"saved {path}", file=sys.stderr)
+    print(f"{SAVED_LINE}{path}", file=sys.stderr)
     return 1 if kind.negative(result) else 0
 
 

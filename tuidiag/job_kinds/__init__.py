@@ -5,8 +5,8 @@ every fact about a job from here (:mod:`tuidiag.job_kinds.registry`); its
 settings and their defaults are in :mod:`tuidiag.job_kinds.configs`.
 """
 
-from tuidiag.job_kinds.kind import JobError, JobKind, Option, Verdict, load
+from tuidiag.job_kinds.kind import PROGRESS_LINE, SAVED_LINE, JobError, JobKind, Option, Verdict, load
 from tuidiag.job_kinds.registry import find, find_command, get, kinds, live_names, names, register, unregister
 
-__all__ = ["JobError", "JobKind", "Option", "Verdict", "find", "find_command", "get", "kinds", "live_names", "load", "names",
-           "register", "unregister"]
+__all__ = ["PROGRESS_LINE", "SAVED_LINE", "JobError", "JobKind", "Option", "Verdict", "find", "find_command", "get", "kinds",
+           "live_names", "load", "names", "register", "unregister"]

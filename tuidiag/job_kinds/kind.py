@@ -16,6 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 
+PROGRESS_LINE = "progress"
+"""With ``--progress-lines`` a job command writes ``progress DONE TOTAL`` lines on stderr as the job goes (the monitor reads them)."""
+SAVED_LINE = "saved "
+"""A job command's stderr line naming the result file it saved: ``saved RUN/jobs/<job>-<stamp>.json``."""
+
+
 class JobError(Exception):
     """A job cannot run with the arguments or parts it was given (a message a user can act on)."""
 

@@ -281,20 +281,9 @@ def read_status(run_dir: str | os.PathLike[str], request_id: str) -> dict[str, A
     return status if isinstance(status, dict) else None
 
 
-def newest_status(run_dir: str | os.PathLike[str], job: str, since: float) -> dict[str, Any] | None:
-    """The most recently updated status of a ``job`` request, if updated after ``since`` (epoch seconds)."""
-    try:
-        paths = list(control_dir(run_dir).glob(f"{job}-*{STATUS_SUFFIX}"))
-        newest = max(paths, key=lambda p: p.stat().st_mtime, default=None)
-    except OSError:
-        return None
-    if newest is None or newest.stat().st_mtime < since:
-        return None
-    return read_status(run_dir, newest.name[: -len(STATUS_SUFFIX)])
-
-
 def await_answer(run_dir: str | os.PathLike[str], request_id: str, wait: float, total_wait: float = math.inf,
-                 on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                 on_status: Callable[[dict[str, Any]], None] | None = None,
+                 stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Poll a request's status until its final state and return it.
 
     Gives up when the training has said nothing about the request for ``wait`` seconds,
@@ -302,7 +291,8 @@ def await_answer(run_dir: str | os.PathLike[str], request_id: str, wait: float, 
     (finished, failed, crashed). A request the training has not taken up then is
     withdrawn and answered ``expired`` here; one it is still running comes back as
     ``{"state": "unanswered", ...}`` (the training answers it later). ``on_status`` sees
-    every new status read on the way.
+    every new status read on the way. When ``stop()`` turns true (the monitor quits) it stops
+    following at once and answers ``unanswered``, leaving the request to the training.
     """
     started = last_news = next_check = time.monotonic()
     last: dict[str, Any] | None = None
@@ -315,6 +305,9 @@ def await_answer(run_dir: str | os.PathLike[str], request_id: str, wait: float, 
                 on_status(status)
         if status is not None and status.get("state") in FINAL_STATES:
             return status
+        if stop is not None and stop():
+            return {"id": request_id, "job": str((last or {}).get("job", "")), "state": "unanswered",
+                    "message": "stopped following; the training answers it in RUN/control"}
         if now >= next_check:
             next_check = now + LIVE_CHECK_SECONDS
             ended = _run_ended(run_dir)

@@ -34,7 +34,8 @@ class JobConfirmScreen(ModalScreen[bool]):
             text.append("It runs inside ")
             text.append_text(literal(self.live, "bold yellow", 200))
             text.append(" at its next step, on the training's device and recent batches; no code is imported.\n"
-                        "Model, optimizer and RNG are restored, so training goes on as before.\n\nCommand:\n  ")
+                        "Model, optimizer and RNG are restored, so training goes on as before.\n\n"
+                        "The monitor sends the request itself, as this command would:\n  ")
         else:
             text.append("It imports and runs the factory named by the run directory:\n  ")
             text.append_text(literal(self.factory, "bold yellow", 200))

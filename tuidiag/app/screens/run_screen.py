@@ -17,7 +17,9 @@ from tuidiag import job_kinds
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
+from tuidiag.app.widgets.job_bar import JobBar
 from tuidiag.app.widgets.layers import LayerHeatmap
+from tuidiag.viewmodel.job_progress import JobView
 from tuidiag.viewmodel.jobs_view import jobs_text
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
@@ -26,6 +28,8 @@ from tuidiag.text.safe import literal
 CHART_TABS = (("loss", "Loss", "1"), ("grad", "Grad norm", "2"), ("lr", "LR", "3"), ("update", "Update ratio", "4"))
 SPEEDS = (1, 2, 5, 10, 25, 100)
 NARROW = 110
+CANCEL_KEY = "x"
+"""Cancels the running job (the progress bar names it)."""
 
 
 class RunScreen(Screen):
@@ -49,7 +53,7 @@ class RunScreen(Screen):
         Binding("end", "goto('end')", "End/live", show=False),
         Binding("7", "tab('jobs-tab')", "Jobs", show=False),
         *[Binding(kind.key, f"job('{kind.name}')", kind.label, show=kind.shown) for kind in job_kinds.kinds()],
-        Binding("x", "app.cancel_job", "Cancel job", show=False),
+        Binding(CANCEL_KEY, "app.cancel_job", "Cancel job", show=False),
         Binding("a", "live_action", "Apply fix", show=False),
         Binding("k", "rank_mode", "Ranks", show=False),
     ]
@@ -86,6 +90,8 @@ class RunScreen(Screen):
         self._finding_index = -1
         self.rank_mode = 0
         """Index into ``rank_modes``: the default chart, all ranks, the spread, one rank."""
+        self.job: JobView | None = None
+        """The progress of the job the monitor runs on this run (None: none)."""
         for kind in job_kinds.kinds():  # a job kind registered after this class was defined gets its key too
             if kind.key not in self._bindings.key_to_bindings:
                 self._bindings.bind(kind.key, f"job('{kind.name}')", kind.label, show=kind.shown)
@@ -106,6 +112,7 @@ class RunScreen(Screen):
                     with ScrollableContainer(id="jobs-scroll"):  # charts keep their width: scroll, never wrap
                         yield Static(id="jobs-text")
             yield DiagnosisPanel(id="diagnosis")
+        yield JobBar(CANCEL_KEY, id="job-bar")
         yield Static(id="cursor-bar")
         yield Footer()
 
@@ -116,6 +123,7 @@ class RunScreen(Screen):
             self.set_interval(0.25, self._tick)
         if self.detail is not None:  # a refresh that came before the widgets did
             self.show(self.detail)
+        self.show_job(self.job)
 
     def on_resize(self) -> None:
         self._apply_width(self.size.width)
@@ -141,6 +149,14 @@ class RunScreen(Screen):
             self.query_one("#jobs-text", Static).update(jobs_text(detail.jobs))
         self.query_one("#system-strip", Static).update(_system(detail))
         self._cursor_bar()
+
+    def show_job(self, view: JobView | None) -> None:
+        """Show the progress of this run's job (None: no job); kept for ``on_mount``."""
+        self.job = view
+        try:
+            self.query_one("#job-bar", JobBar).show(view)
+        except NoMatches:  # not composed yet: on_mount shows it
+            return
 
     def _show_charts(self, detail: RunDetail) -> None:
         modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
