@@ -4,46 +4,24 @@ and the cancel key; ``x`` cancels it. Every wait is on what the pane shows, neve
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import start_training
+
+import tuidiag
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 
-TESTS = Path(__file__).resolve().parent
-TRAINING = textwrap.dedent("""
-    import sys, time
-    from pathlib import Path
-    sys.path.insert(0, {tests!r})
-    import torch
-    torch.set_num_threads(1)
-    import jobs_factory, tuidiag
-    run_dir = Path(sys.argv[1])
-    parts = jobs_factory.healthy()
-    model, opt, loss_fn, batches = parts["model"], parts["optimizer"], parts["loss_fn"], parts["batches"]
-    with tuidiag.Recorder(run_dir, flush_interval=0.2) as rec:
-        rec.watch(model, opt, loss_fn=loss_fn)
-        for step in range(100000):
-            if (run_dir / "stop").exists():
-                break
-            x, y = batches[step % len(batches)]
-            rec.batch(x, y)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            rec.step(loss)
-            opt.step()
-            opt.zero_grad()
-            time.sleep(0.05)  # 20 steps/s: the armed window of 200 steps outlasts the test
-""")
+PAUSE = 0.05
+"""Seconds between training steps: 20 steps/s, so that the armed window of 200 steps outlasts the test."""
 
 
 @pytest.fixture
@@ -75,10 +53,8 @@ def test_an_armed_nan_hunt_shows_its_progress_bar_in_tmux(tmux: list[str], tmp_p
     root = tmp_path / "runs"
     root.mkdir()
     run = root / "live"
-    script = tmp_path / "train.py"
-    script.write_text(TRAINING.format(tests=str(TESTS)))
-    env = f"env PYTHONPATH={os.pathsep.join(sys.path[:1] + [str(TESTS.parent)])} TERM=xterm-256color"
-    training = subprocess.Popen([sys.executable, str(script), str(run)])
+    env = f"env PYTHONPATH={Path(tuidiag.__file__).parent.parent} TERM=xterm-256color"  # this checkout's tuidiag
+    training = start_training(run, PAUSE)
     try:
         subprocess.run([*tmux, "new-session", "-d", "-s", "jobs", "-x", "100", "-y", "30", "-c", str(tmp_path),
                         f"{env} {sys.executable} -m tuidiag watch {root}"], check=True)  # starts while the training does
