@@ -8,6 +8,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tuidiag import job_kinds
+
 HELP = """\
 tuidiag monitor - keys
 
@@ -36,10 +38,15 @@ Replay (tuidiag replay RUN)
   The diagnosis panel shows what was known at the cursor.
 
 Jobs (run view, after asking: inside a live training, else from the run's factory)
-  l LR finder   n NaN hunt   o overfit one batch   s sharpness   x cancel
+  {job_keys}   x cancel
   7          the Jobs tab: newest result of each job
   a          apply a fix to the live training: scale the LR, clip, checkpoint
 """
+
+
+def job_keys() -> str:
+    """Each job's key and name, from the job kinds (``l LR finder   n NaN hunt ...``)."""
+    return "   ".join(f"{kind.key} {kind.label}" for kind in job_kinds.kinds())
 
 
 class HelpScreen(ModalScreen[None]):
@@ -54,4 +61,4 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(HELP)
+            yield Static(HELP.format(job_keys=job_keys()))
