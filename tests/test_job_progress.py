@@ -122,3 +122,31 @@ def test_states_before_and_between_progress_say_what_happens() -> None:
     live.update({"state": "accepted"}, 1.0)
     assert live.view(2.0).figures("x") == "accepted: runs at the next step  2 s elapsed  x cancels"
     assert RUNNING != ARMED
+
+
+@pytest.mark.parametrize("exit_code,state", [(0, "done"), (1, "done"), (2, "failed"), (-15, "cancelled")])
+def test_a_job_process_progress_lines_become_statuses(tmp_path: Path, exit_code: int, state: str) -> None:
+    """A real process writing what ``tuidiag <job> --progress-lines`` writes: each progress line is a running
+    status, the 'saved' line names the result, and the exit status says how it ended."""
+    import subprocess
+    import sys
+
+    from tuidiag.app import job_runner
+
+    result = save_result(tmp_path, "sharpness", {"verdict": "flat"}, step=3)
+    script = ("import os, signal, sys\n"
+              "for done in (1, 2, 3): print(f'progress {done} 3', file=sys.stderr, flush=True)\n"
+              f"print('saved {result}', file=sys.stderr)\nprint('boom: the job failed', file=sys.stderr)\n"
+              f"code = {exit_code}\n"
+              "if code < 0: sys.stderr.flush(); os.kill(os.getpid(), -code)\n"
+              "sys.exit(code)\n")
+    process = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
+    seen: list[dict] = []
+    returncode, lines = job_runner.follow(process, seen.append)
+    assert returncode == exit_code and seen == [{"state": "running", "done": d, "total": 3} for d in (1, 2, 3)]
+    status = job_runner.final_status(returncode, lines)
+    assert status["state"] == state
+    if state == "done":
+        assert job_runner.result_of(status) == {"verdict": "flat"}
+    if state == "failed":
+        assert "boom: the job failed" in status["message"]
