@@ -13,6 +13,7 @@ from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
+from tuidiag.viewmodel.snapshot import STATUS_READING
 
 
 def _diagnosis_text(app) -> str:
@@ -23,7 +24,8 @@ def _diagnosis_text(app) -> str:
 async def test_overview_lists_runs_with_health_and_opens_one() -> None:
     app = TuidiagApp(DEMO_RUNS, clock=fixed_clock)
     async with app.run_test(size=(120, 30)) as pilot:
-        assert await wait_for(pilot, lambda: len(run_keys(app)) == 5)
+        # five rows, each read (a run still being read is listed first, without its health)
+        assert await wait_for(pilot, lambda: len(run_keys(app)) == 5 and all(s.status != STATUS_READING for s in app.summaries))
         healths = {s.name: s.health for s in app.summaries}
         assert healths["lr-too-high"] == "lr_too_high" and healths["healthy"] == "healthy"
         table = app.screen.query_one("#runs", DataTable)

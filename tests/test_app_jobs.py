@@ -9,6 +9,7 @@ from tests.conftest import ROOT
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.job_confirm import JobConfirmScreen
 from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.app.widgets.job_bar import JobBar
 
 
 def _record(tmp_path, monkeypatch, factory: str):
@@ -30,7 +31,11 @@ async def test_nan_hunt_from_the_monitor(tmp_path, monkeypatch) -> None:
         assert await wait_for(pilot, lambda: isinstance(app.screen, JobConfirmScreen))  # the manifest is read in a worker
         assert "nan-hunt" in app.screen.command and "jobs_factory:nan_log0" in app.screen.factory
         await pilot.press("y")
+        bar = app.screen.query_one(JobBar)  # a factory job runs in a process: the bar says so until it ends
+        assert bar.display and "starting the job process" in str(bar.query_one("#job-figures", Static).render())
         assert await wait_for(pilot, lambda: any(job == "nan_hunt" for job, _ in app.screen.detail.jobs), timeout=120)
+        assert await wait_for(pilot, lambda: app.job is None and not bar.display)
+        assert any("the NaN hunt finished: found the op of the forward pass" in n.message for n in app._notifications)
         await pilot.press("7")
         text = str(app.screen.query_one("#jobs-text", Static).render())
         assert "log" in text and "NaN hunt" in text
@@ -44,7 +49,7 @@ async def test_declining_the_confirmation_runs_nothing(tmp_path, monkeypatch) ->
         await pilot.press("l")
         assert await wait_for(pilot, lambda: isinstance(app.screen, JobConfirmScreen))  # the manifest is read in a worker
         await pilot.press("escape")
-        assert isinstance(app.screen, RunScreen) and app._job_process is None
+        assert isinstance(app.screen, RunScreen) and app.job is None
         assert not (run / "jobs").exists()
 
 
@@ -58,7 +63,7 @@ async def test_a_run_without_factory_is_refused(tmp_path) -> None:
         assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
         await pilot.press("l")
         await pilot.pause(0.2)
-        assert isinstance(app.screen, RunScreen) and app._job_process is None
+        assert isinstance(app.screen, RunScreen) and app.job is None
 
 
 async def test_lr_finder_on_a_live_training_from_the_monitor(tmp_path) -> None:

@@ -14,7 +14,10 @@ from tuidiag.cli.main import main
 from tuidiag.diagnosis import diagnose
 from tuidiag.viewmodel.model import RunsModel
 from tuidiag.store import open_run
-from tuidiag.store.job_results import JOB_NAMES, JOBS_DIR, job_records, latest_result, save_result, step_from_run
+from tuidiag.job_kinds import names as job_names
+from tuidiag.store.job_results import JOBS_DIR, job_records, latest_result, save_result, step_from_run
+
+JOB_NAMES = job_names()
 
 DEMO = Path(__file__).resolve().parent.parent / "demo_runs"
 RAN_AT = 593

@@ -37,10 +37,8 @@ def describe(run: Run, job_text: str) -> str:
             "at its next step, on its device; model, optimizer and RNG are restored afterwards")
 
 
-def job_args(config: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """The request's arguments: the job's checked config as a dict (the NaN hunt: its arming window)."""
-    if config is None:
-        return {"steps": int(getattr(args, "arm_steps", 200))}
+def job_args(config: Any) -> dict[str, Any]:
+    """The request's arguments: the job's checked config as a dict (the NaN hunt's: its arming window)."""
     return dataclasses.asdict(config)
 
 

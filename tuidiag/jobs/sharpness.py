@@ -26,32 +26,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from tuidiag.job_kinds.configs import SharpnessConfig
 from tuidiag.jobs.job_handle import JobError, JobHandle
 from tuidiag.jobs.tensors import BatchSource, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
 from tuidiag.jobs.trainability import Blocker, training_blocker
 from tuidiag.jobs.weights import given_weights
-
-
-@dataclass
-class SharpnessConfig:
-    """Settings of the test."""
-
-    epsilon: float = 0.05
-    samples: int = 10
-    batches: int = 4
-    seed: int = 0
-    threshold: float = 0.1
-
-    def check(self) -> None:
-        """Raise :class:`JobError` for settings the test cannot use."""
-        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise JobError(f"--epsilon must be a positive number, got {self.epsilon}")
-        if self.samples < 1 or self.batches < 1:
-            raise JobError(f"--samples and --batches must be at least 1, got {self.samples} and {self.batches}")
-        if not (self.threshold > 0 and math.isfinite(self.threshold)):
-            raise JobError(f"threshold must be a positive number, got {self.threshold}")
 
 
 @torch.no_grad()

@@ -36,7 +36,6 @@ from tuidiag.store.safe_write import write_text_atomic
 
 JOBS_DIR = "jobs"
 RESULT_VERSION = 1
-JOB_NAMES = ("lr_find", "nan_hunt", "overfit_batch", "sharpness")
 
 
 def result_name(job: str, now: float) -> str:
@@ -110,9 +109,14 @@ class JobRecord:
     """The whole saved JSON object (``result`` holds the job's own fields); shared: do not modify it."""
 
 
-def job_records(run: Any, jobs: Iterable[str] = JOB_NAMES) -> tuple[JobRecord, ...]:
-    """Every readable result of ``jobs`` in ``RUN/jobs/`` of ``run`` (a ``store.Run``), each job's oldest saved
-    first, dated by :func:`step_from_run`: what a diagnosis is given (it reads no file itself)."""
+def job_records(run: Any, jobs: Iterable[str] | None = None) -> tuple[JobRecord, ...]:
+    """Every readable result of ``jobs`` (default: every registered job kind) in ``RUN/jobs/`` of ``run`` (a
+    ``store.Run``), each job's oldest saved first, dated by :func:`step_from_run`: what a diagnosis is given
+    (it reads no file itself)."""
+    if jobs is None:
+        from tuidiag import job_kinds
+
+        jobs = job_kinds.names()
     return _records(Path(run.path), jobs, step_from_run(run))
 
 

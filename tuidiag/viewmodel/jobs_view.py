@@ -7,8 +7,9 @@ from pathlib import Path
 
 from rich.text import Text
 
-from tuidiag.text.jobs import RENDERERS
-from tuidiag.store.job_results import JOB_NAMES, StepOf, latest_result
+from tuidiag import job_kinds
+from tuidiag.text.jobs import render
+from tuidiag.store.job_results import StepOf, latest_result
 from tuidiag.text.safe import clean
 
 
@@ -16,7 +17,7 @@ def job_texts(run_dir: Path, at: int | None = None, step_of: StepOf | None = Non
     """(job, rendered result) for each job that has a result in ``RUN/jobs/`` counting at step ``at``
     (a replay cursor at step 400 shows no result of a job that ran at step 593)."""
     texts = []
-    for job in JOB_NAMES:
+    for job in job_kinds.names():
         try:
             record = latest_result(run_dir, job, at, step_of)
         except (OSError, ValueError):
@@ -24,7 +25,7 @@ def job_texts(run_dir: Path, at: int | None = None, step_of: StepOf | None = Non
         if record is None:
             continue
         try:
-            texts.append((job, RENDERERS[job](record.get("result", {}), False)))
+            texts.append((job, render(job, record.get("result", {}), False)))
         except (KeyError, TypeError, ValueError) as exc:
             texts.append((job, f"{job}: unreadable result ({exc}): {json.dumps(record)[:200]}"))
     return tuple(texts)
@@ -33,8 +34,9 @@ def job_texts(run_dir: Path, at: int | None = None, step_of: StepOf | None = Non
 def jobs_text(texts: tuple[tuple[str, str], ...]) -> Text:
     """All job results, each line cleaned of escapes (plotext charts keep their layout)."""
     if not texts:
+        keys = ", ".join(f"{kind.key} {kind.label}" for kind in job_kinds.kinds())
         return Text("No job results yet.\n"
-                    "Keys: l LR finder, n NaN hunt, o overfit one batch, s sharpness.\n"
+                    f"Keys: {keys}.\n"
                     "On a live run the training runs the job itself:\n"
                     "  rec.watch(model, optimizer, loss_fn=criterion)\n"
                     "Otherwise jobs rebuild the model from the run's factory:\n"

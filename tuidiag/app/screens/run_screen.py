@@ -15,10 +15,13 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, tab_bindings, tab_title
 from tuidiag.app.screens.event_detail import EventDetailScreen
+from tuidiag import job_kinds
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
+from tuidiag.app.widgets.job_bar import JobBar
 from tuidiag.app.widgets.layers import LayerHeatmap
+from tuidiag.viewmodel.job_progress import JobView
 from tuidiag.viewmodel.jobs_view import jobs_text
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
@@ -26,6 +29,8 @@ from tuidiag.text.safe import literal
 
 SPEEDS = (1, 2, 5, 10, 25, 100)
 NARROW = 110
+CANCEL_KEY = "x"
+"""Cancels the running job (the progress bar names it)."""
 
 
 class RunScreen(Screen):
@@ -46,11 +51,8 @@ class RunScreen(Screen):
         Binding("left_square_bracket", "jump(-1)", "Previous event", show=False, tooltip="mark the previous event or finding"),
         Binding("home", "goto('start')", "Start", show=False, tooltip="replay: the first step"),
         Binding("end", "goto('end')", "End/live", show=False, tooltip="replay: the last step; live: drop the mark"),
-        Binding("l", "job('lr_find')", "LR finder", show=False, tooltip="sweep the LR on a copy, suggest one"),
-        Binding("n", "job('nan_hunt')", "NaN hunt", show=False, tooltip="find the first op that makes a NaN"),
-        Binding("o", "job('overfit_batch')", "Overfit", show=False, tooltip="can the model overfit one batch?"),
-        Binding("s", "job('sharpness')", "Sharpness", show=False, tooltip="how sharp is the loss around the weights"),
-        Binding("x", "app.cancel_job", "Cancel job", show=False, tooltip="stop the running job"),
+        *[Binding(kind.key, f"job('{kind.name}')", kind.label, show=False, tooltip=kind.help) for kind in job_kinds.kinds()],
+        Binding(CANCEL_KEY, "app.cancel_job", "Cancel job", show=False, tooltip="stop the running job or the armed NaN hunt"),
         Binding("a", "live_action", "Apply fix", show=False, tooltip="change the live training: scale the LR, clip, checkpoint"),
         Binding("k", "rank_mode", "Ranks", show=False, tooltip="multi-rank runs: all ranks, their spread, one rank"),
     ]
@@ -87,6 +89,11 @@ class RunScreen(Screen):
         self._finding_index = -1
         self.rank_mode = 0
         """Index into ``rank_modes``: the default chart, all ranks, the spread, one rank."""
+        self.job: JobView | None = None
+        """The progress of the job the monitor runs on this run (None: none)."""
+        for kind in job_kinds.kinds():  # a job kind registered after this class was defined gets its key too
+            if kind.key not in self._bindings.key_to_bindings:
+                self._bindings.bind(kind.key, f"job('{kind.name}')", kind.label, show=kind.shown)
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
@@ -97,6 +104,7 @@ class RunScreen(Screen):
                     with TabPane(tab_title(tab), id=tab.id):
                         yield from self._pane(tab.id)
             yield DiagnosisPanel(id="diagnosis")
+        yield JobBar(CANCEL_KEY, id="job-bar")
         yield Static(id="cursor-bar")
         yield Footer(compact=True)
 
@@ -121,6 +129,7 @@ class RunScreen(Screen):
             self.set_interval(0.25, self._tick)
         if self.detail is not None:  # a refresh that came before the widgets did
             self.show(self.detail)
+        self.show_job(self.job)
 
     def on_resize(self) -> None:
         self._apply_width(self.size.width)
@@ -146,6 +155,14 @@ class RunScreen(Screen):
             self.query_one("#jobs-text", Static).update(jobs_text(detail.jobs))
         self.query_one("#system-strip", Static).update(_system(detail))
         self._cursor_bar()
+
+    def show_job(self, view: JobView | None) -> None:
+        """Show the progress of this run's job (None: no job); kept for ``on_mount``."""
+        self.job = view
+        try:
+            self.query_one("#job-bar", JobBar).show(view)
+        except NoMatches:  # not composed yet: on_mount shows it
+            return
 
     def _show_charts(self, detail: RunDetail) -> None:
         modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
