@@ -213,8 +213,13 @@ def log_axis(lo: float, hi: float, count: int) -> Axis:
         return _evenly(lo, hi, count, lambda v: fmt(exp10(v)))
     decades = all(float(v).is_integer() for v in values)
     positions = unit(np.array(values, dtype=np.float64), lo, hi)
-    labels = tuple(f"{exp10(v):g}" for v in values) if decades else distinct_labels([exp10(v) for v in values])
+    labels = tuple(decade_label(int(v)) for v in values) if decades else distinct_labels([exp10(v) for v in values])
     return Axis(tuple(float(p) for p in positions), labels)
+
+
+def decade_label(exponent: int) -> str:
+    """``10 ** exponent`` as a tick label: plain from 0.001 to 10000, else ``1e-5``, ``1e22``."""
+    return f"{10.0 ** exponent:g}" if -3 <= exponent <= 4 else f"1e{exponent}"
 
 
 def step_axis(lo: float, hi: float, count: int) -> Axis:

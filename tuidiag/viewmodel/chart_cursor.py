@@ -63,21 +63,38 @@ def readout(lines: tuple[tuple[str, np.ndarray, np.ndarray], ...], at: float,
     return tuple(samples)
 
 
-def readout_text(at: int, samples: tuple[Sample | None, ...], glyphs: tuple[str, ...], elapsed: float | None = None) -> str:
-    """``step 1200 (12m05s): ⠤ train 0.532 ema 0.551  • val 0.61 @1000``: ``glyphs`` go with ``samples``
-    in order; a sample recorded at another step than the cursor's says where (``@``)."""
+def readout_text(at: int, samples: tuple[Sample | None, ...], glyphs: tuple[str, ...], elapsed: float | None = None,
+                 width: int | None = None) -> str:
+    """``step 1200 (12m05s): ⠤ train 0.532 (ema 0.551)  • val 0.61 @1000``: ``glyphs`` go with ``samples``
+    in order. A sample recorded at another step than the cursor's says where (``@``); when every
+    sample was, the step is said once (``step 1999, nearest 1975:``). Wider than ``width``, the EMA
+    values are left out first."""
+    shown = [(sample, glyph) for sample, glyph in zip(samples, glyphs) if sample is not None]
+    steps = {sample.step for sample, _ in shown}
+    shared = steps.pop() if len(steps) == 1 else None
     head = f"step {at}" + (f" ({duration(elapsed)})" if elapsed is not None and math.isfinite(elapsed) else "")
-    parts = [head + ":" if any(samples) else head + ": no data"]
-    for sample, glyph in zip(samples, glyphs):
-        if sample is None:
-            continue
-        part = f"{glyph} {sample.label} {fmt(sample.value)}"
-        if sample.smoothed is not None:
-            part += f" ema {fmt(sample.smoothed)}"
-        if sample.step != at:
-            part += f" @{sample.step:.0f}" if abs(sample.step) < 1e15 else f" @{fmt(sample.step)}"
-        parts.append(part)
-    return "  ".join(parts)
+    if shared is not None and shared != at:
+        head += f", nearest {_step(shared)}"
+    if not shown:
+        return head + ": no data"
+    text = ""
+    for with_ema in (True, False):
+        parts = [head + ":"]
+        for sample, glyph in shown:
+            part = f"{glyph} {sample.label} {fmt(sample.value)}"
+            if with_ema and sample.smoothed is not None:
+                part += f" (ema {fmt(sample.smoothed)})"
+            if shared is None and sample.step != at:
+                part += f" @{_step(sample.step)}"
+            parts.append(part)
+        text = "  ".join(parts)
+        if width is None or len(text) <= width:
+            break
+    return text
+
+
+def _step(step: float) -> str:
+    return f"{step:.0f}" if abs(step) < 1e15 else fmt(step)
 
 
 def move_cursor(cursor: int | None, first: int, last: int, columns: int, direction: int, big: bool = False) -> int:

@@ -138,7 +138,7 @@ def draw_chart(chart: Chart | None, *, log: bool, marker: int | None, width: int
     if chart is None or data is None:
         return _nothing(chart, log, width, height, theme)
     ys = y_labels(data.y_axis, rows, min_width=len(data.x_name))
-    if len(ys.ticks) < 2 and rows >= 3:  # round values on neighbouring rows only: label the two ends instead
+    if len(ys.ticks) < 2 and len(data.y_ends.ticks) == 2 and rows >= 3:  # round values on neighbouring rows: label the ends
         ys = y_labels(data.y_ends, rows, min_width=len(data.x_name))
     margin = ys.width
     xs = x_labels(data.x_axis, width, margin, width - margin - 2, data.x_name)
@@ -156,7 +156,7 @@ def draw_chart(chart: Chart | None, *, log: bool, marker: int | None, width: int
         lines.append(_words(ys.rows.get(r - 1, "").rjust(margin), style) + row)
     lines.append(_words(xs.row, style))
     if bottom:
-        lines.append(_words(one_cell_each(_bottom_row(chart, data, cursor), width).ljust(width), style))
+        lines.append(_words(one_cell_each(_bottom_row(chart, data, cursor, width), width).ljust(width), style))
     return Text("\n").join(lines)
 
 
@@ -257,7 +257,7 @@ def glyph_of(index: int) -> str:
     return LEGEND_GLYPHS.get(glyph, glyph)
 
 
-def _bottom_row(chart: Chart, data: PlotData, cursor: int | None) -> str:
+def _bottom_row(chart: Chart, data: PlotData, cursor: int | None, width: int) -> str:
     """The cursor's readout, or the legend: each series' glyph and name."""
     labels = [label for label, _, _ in chart.lines]
     glyphs = tuple(glyph_of(i) for i in range(len(labels)))
@@ -265,7 +265,7 @@ def _bottom_row(chart: Chart, data: PlotData, cursor: int | None) -> str:
         lines = tuple((label, x, y) for label, (x, y, _) in zip(labels, data.points))
         samples = readout(lines, float(cursor), tuple(s for _, _, s in data.points))
         elapsed = float(elapsed_at(chart.clock, np.array([float(cursor)]))[0]) if data.x_name == TIME and chart.clock else None
-        return " " + readout_text(cursor, samples, glyphs, elapsed)
+        return " " + readout_text(cursor, samples, glyphs, elapsed, width=width - 1)
     legend = "  ".join(f"{glyph} {clean(label, 30)}" for glyph, label in zip(glyphs, labels))
     return " " + legend + ("   faint: raw" if any(s is not None for s in data.smoothed) else "")
 
