@@ -28,7 +28,10 @@ Run view
   g          log/linear y axis      f        jump to the next finding's first step
   k          multi-rank runs: loss and grad norm of all ranks, their spread, one rank
   [ ]        previous/next event or finding   enter on an event: mark its step
-  esc        back to the overview
+  e          smoothing (EMA) of loss, grad norm, update: off, 0.6, 0.9, 0.99
+  t          x axis: step or wall-clock time since the first step
+  , .        chart cursor left/right (< > ten times as far): values at its step
+  esc        hide the chart cursor, else back to the overview
 
 Replay (tuidiag replay RUN)
   space      play/pause             left/right  step back/forward

@@ -17,6 +17,8 @@ from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.layers import LayerHeatmap
+from tuidiag.viewmodel.chart_cursor import move_cursor
+from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
 from tuidiag.viewmodel.jobs_view import jobs_text
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
@@ -24,6 +26,11 @@ from tuidiag.text.safe import literal
 
 CHART_TABS = (("loss", "Loss", "1"), ("grad", "Grad norm", "2"), ("lr", "LR", "3"), ("update", "Update ratio", "4"))
 SPEEDS = (1, 2, 5, 10, 25, 100)
+SMOOTHED_TABS = ("loss", "grad", "update")
+"""Charts the smoothing key smooths (not the LR: smoothing a schedule only makes it lag)."""
+DEFAULT_SMOOTHING = STRENGTHS[2]
+"""0.9: a chart is 100-200 columns, not TensorBoard's 1000 points, so its default 0.6 would barely
+show; 0.9 spreads over about one percent of the run, a column or two, and noisy losses read as a line."""
 NARROW = 110
 
 
@@ -54,6 +61,12 @@ class RunScreen(Screen):
         Binding("x", "app.cancel_job", "Cancel job", show=False),
         Binding("a", "live_action", "Apply fix", show=False),
         Binding("k", "rank_mode", "Ranks", show=False),
+        Binding("e", "smoothing", "Smooth", show=False),
+        Binding("t", "time_axis", "Step/time", show=False),
+        Binding("comma", "cursor(-1)", "Cursor left", show=False),
+        Binding("full_stop", "cursor(1)", "Cursor right", show=False),
+        Binding("less_than_sign", "cursor(-1, True)", "Cursor far left", show=False),
+        Binding("greater_than_sign", "cursor(1, True)", "Cursor far right", show=False),
     ]
 
     @dataclass
@@ -88,6 +101,12 @@ class RunScreen(Screen):
         self._finding_index = -1
         self.rank_mode = 0
         """Index into ``rank_modes``: the default chart, all ranks, the spread, one rank."""
+        self.smoothing = DEFAULT_SMOOTHING
+        """EMA weight of the smoothed charts (0: raw)."""
+        self.time_axis = False
+        """Whether the charts' x axis is the wall-clock time since the first step instead of the step."""
+        self.cursor: int | None = None
+        """The chart cursor's step (None: hidden); every chart marks it and reads out its series there."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
@@ -147,6 +166,37 @@ class RunScreen(Screen):
         for tab, _, _ in CHART_TABS:
             chart = chart_for_mode(detail.charts[tab], detail.ranks, tab, mode)
             self.query_one(f"#chart-{tab}", MetricChart).show(chart, self._marker())
+        self._chart_views()
+
+    def _chart_views(self) -> None:
+        """Every chart with the current smoothing, x axis and cursor."""
+        for tab, _, _ in CHART_TABS:
+            self.query_one(f"#chart-{tab}", MetricChart).view(
+                smoothing=self.smoothing if tab in SMOOTHED_TABS else 0.0, time_axis=self.time_axis, cursor=self.cursor)
+
+    def action_smoothing(self) -> None:
+        """Cycle the EMA smoothing of the loss, grad-norm and update charts: off, 0.6, 0.9, 0.99."""
+        self.smoothing = next_strength(self.smoothing)
+        self._chart_views()
+
+    def action_time_axis(self) -> None:
+        """Switch the charts' x axis between the step and the wall-clock time since the first step."""
+        if self.detail is not None and not self.time_axis and all(c.clock is None for c in self.detail.charts.values()):
+            self.notify("no wall times recorded: the x axis stays the step")
+            return
+        self.time_axis = not self.time_axis
+        self._chart_views()
+
+    def action_cursor(self, direction: int, big: bool = False) -> None:
+        """Show the chart cursor (at the newest step), or move it one chart column (ten when ``big``)."""
+        if self.detail is None:
+            return
+        first, last = self.detail.steps
+        active = self.query_one("#charts", TabbedContent).active
+        widget = self.query_one(f"#chart-{active}", MetricChart) if active in dict((t, 0) for t, _, _ in CHART_TABS) else None
+        columns = max(10, (widget.size.width if widget is not None else self.size.width) - 8)
+        self.cursor = move_cursor(self.cursor, first, last, columns, direction, big)
+        self._chart_views()
 
     def action_rank_mode(self) -> None:
         """Cycle the loss and grad-norm charts of a multi-rank run: default, all ranks, spread, each rank."""
@@ -200,6 +250,10 @@ class RunScreen(Screen):
             self._move(min(at, last))
 
     def action_back(self) -> None:
+        if self.cursor is not None:  # esc first hides the chart cursor, then leaves
+            self.cursor = None
+            self._chart_views()
+            return
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
         else:
