@@ -27,7 +27,7 @@ def ema(steps: np.ndarray, values: np.ndarray, weight: float) -> np.ndarray:
 
     Each value is a weighted mean of the finite values up to it, so it lies between their minimum
     and maximum (a constant series stays exactly that constant). Non-finite values are skipped
-    and give NaN at their own position. Any finite magnitude works (1e308, subnormals).
+    and give NaN at their own position. Any finite magnitude works (1e308 next to -1e308, subnormals).
     """
     x = np.asarray(steps, dtype=np.float64).reshape(-1)
     y = np.array(values, dtype=np.float64, copy=True).reshape(-1)
@@ -40,8 +40,6 @@ def ema(steps: np.ndarray, values: np.ndarray, weight: float) -> np.ndarray:
     out = np.full(n, np.nan)
     if not finite.any():
         return out
-    exponent = math.frexp(float(np.max(np.abs(y[finite]))))[1]
-    scaled = np.ldexp(np.where(finite, y, 0.0), -exponent)  # |scaled| < 1: differences cannot overflow
     xs = _unit_steps(x)
     mean = total = 0.0
     previous: float | None = None
@@ -52,14 +50,16 @@ def ema(steps: np.ndarray, values: np.ndarray, weight: float) -> np.ndarray:
         gap = 1.0 if previous is None or math.isnan(here) else max(0.0, here - previous) * VIEWPORT_POINTS
         previous = here if not math.isnan(here) else previous
         total = total * weight**gap + 1.0
-        v = float(scaled[i])
+        v = float(y[i])
         if total == 1.0:
             mean = v
-        else:
-            moved = mean + (v - mean) / total
+        elif v != mean:
+            share = 1.0 / total
+            difference = v - mean
+            moved = mean + difference * share if math.isfinite(difference) else mean * (1.0 - share) + v * share
             mean = min(max(moved, min(mean, v)), max(mean, v))  # rounding never leaves the range
         out[i] = mean
-    return np.ldexp(out, exponent)
+    return out
 
 
 def _unit_steps(x: np.ndarray) -> np.ndarray:
