@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 SUFFIXES = {"G": 1e9, "M": 1e6, "k": 1e3}
 
@@ -11,8 +13,8 @@ def label_value(label: str) -> float:
     text = label.strip()
     sign = -1.0 if text.startswith("-") else 1.0
     text = text.removeprefix("-")
-    if text[-1:] in SUFFIXES:
-        return sign * float(text[:-1]) * SUFFIXES[text[-1]]
+    if text[-1:] in SUFFIXES:  # exact: 266650.83M is 266650830000, not ...0.00003
+        return sign * float(Fraction(text[:-1]) * int(SUFFIXES[text[-1]]))
     if text[-1:] in UNITS:
         total, number = 0.0, ""
         for ch in text:

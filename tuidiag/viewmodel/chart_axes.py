@@ -25,7 +25,7 @@ import numpy as np
 from tuidiag.text.numbers import fmt
 from tuidiag.viewmodel.chart_clock import elapsed_at
 from tuidiag.viewmodel.chart_smoothing import ema
-from tuidiag.viewmodel.chart_ticks import duration_ticks, integer_ticks, linear_ticks, log_ticks, step_label, time_label
+from tuidiag.viewmodel.chart_ticks import duration_labels, duration_ticks, integer_ticks, linear_ticks, log_ticks, step_label, time_label
 from tuidiag.viewmodel.snapshot import Chart
 
 NONFINITE, ACTION, FAILED_ACTION, RESUME, MARKER = "nonfinite", "action", "failed_action", "resume", "marker"
@@ -235,4 +235,6 @@ def time_axis_ticks(lo: float, hi: float, count: int) -> Axis:
     if not hi > lo:
         return Axis((0.5,), (time_label(lo),))
     values = duration_ticks(lo, hi, count)
-    return _at(values, lo, hi, time_label) if values else _evenly(lo, hi, count, time_label)
+    if not values:
+        return _evenly(lo, hi, count, time_label)
+    return Axis(tuple(float(p) for p in unit(np.array(values, dtype=np.float64), lo, hi)), duration_labels(values))

@@ -10,6 +10,8 @@ returns tick values inside [lo, hi], increasing; callers place them on screen.
 from __future__ import annotations
 
 import math
+import sys
+from fractions import Fraction
 
 from tuidiag.text.numbers import duration, fmt
 
@@ -51,10 +53,10 @@ def _most_within(lo: float, hi: float, spacings: list[float], count: int, whole:
 
 
 def linear_ticks(lo: float, hi: float, count: int) -> list[float]:
-    """2 to ``count`` (at least 2) round values inside [lo, hi]; [] when none fit (a flat, overflowing
-    or awkward range: the caller spaces ticks evenly instead)."""
+    """2 to ``count`` (at least 2) round values inside [lo, hi]; [] when none fit (a flat, overflowing,
+    subnormal or awkward range: the caller spaces ticks evenly instead)."""
     span = hi - lo
-    if not (hi > lo and math.isfinite(span) and span > 0):
+    if not (hi > lo and math.isfinite(span) and span / max(2, count) >= sys.float_info.min):
         return []
     return _most_within(lo, hi, nice_steps(span / max(2, count)), max(2, count))
 
@@ -110,8 +112,9 @@ def duration_ticks(lo: float, hi: float, count: int) -> list[float]:
 
 
 def step_label(value: float) -> str:
-    """A step for an axis: exact below 100000, then ``250k`` or ``1.5M`` when that is exact and shorter, else ``fmt``."""
-    if not math.isfinite(value) or not float(value).is_integer() or abs(value) >= 1e12:
+    """A step for an axis, always exact: plain below 100000, then ``250k`` or ``1.5M`` when that is
+    exact and shorter; ``fmt`` only for what is not a whole step a float holds exactly."""
+    if not math.isfinite(value) or not float(value).is_integer() or abs(value) >= EXACT_INTEGERS:
         return fmt(value)
     whole = int(value)
     plain = str(whole)
@@ -120,11 +123,48 @@ def step_label(value: float) -> str:
     size, suffix = (10**6, "M") if abs(whole) >= 10**6 else (10**3, "k")
     for digits in range(4):
         text = f"{whole / size:.{digits}f}"
-        if round(float(text) * size) == whole:
-            return text + suffix if len(text) + 1 < len(plain) else plain
+        if len(text) + 1 < len(plain) and Fraction(text) * size == whole:
+            return text + suffix
     return plain
 
 
 def time_label(seconds: float) -> str:
-    """A wall-clock tick: the elapsed time since the run's first step (``12m``)."""
+    """One wall-clock value alone (a flat axis): the elapsed time since the run's first step (``12m``)."""
     return duration(seconds)
+
+
+CLOCK_UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+
+
+def duration_labels(values: list[float]) -> tuple[str, ...]:
+    """Labels of wall-clock ticks, exact and apart: down to the finest unit the ticks need
+    (``0m 30m 1h00m``, ``1h00m01s 1h00m02s``, ``0.2s 0.4s``)."""
+    spacing = min((b - a for a, b in zip(values, values[1:])), default=1.0)
+    decimals = 0
+    while decimals < 9 and any(abs(round(v, decimals) - v) > 1e-6 * spacing for v in values):
+        decimals += 1
+    finest = 1
+    if not decimals:
+        for _, size in CLOCK_UNITS[:-1][::-1]:  # minutes, hours, days: the coarsest unit every tick is a multiple of
+            if all(round(v) % size == 0 for v in values):
+                finest = size
+    return tuple(_clock(v, finest, decimals) for v in values)
+
+
+def _clock(value: float, finest: int, decimals: int) -> str:
+    """``value`` seconds in units from the largest it reaches down to ``finest``; later units padded."""
+    rest = round(abs(value), decimals)
+    parts: list[str] = []
+    for name, size in CLOCK_UNITS:
+        if size < finest:
+            break
+        if size == 1:
+            amount = f"{rest:0{(3 + decimals) if decimals else 2}.{decimals}f}" if parts else f"{rest:.{decimals}f}"
+            parts.append(amount + name)
+            break
+        count, rest = int(rest // size), round(rest - (rest // size) * size, decimals)
+        if parts:
+            parts.append(f"{count:02d}{name}")
+        elif count or size == finest:
+            parts.append(f"{count}{name}")
+    return ("-" if value < 0 else "") + "".join(parts)
