@@ -15,6 +15,7 @@ the cursor's readout. Each series has its own glyph as well as its own colour
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import numpy as np
@@ -165,8 +166,8 @@ def _words(text: str, style: Style, word_style: Style | None = None) -> Text:
     leading blanks of a text run, which moved right-aligned labels and titles in exported screenshots."""
     word_style = word_style if word_style is not None else style + Style(bold=False)
     row = Text()
-    for i, ch in enumerate(text):
-        row.append(ch, style if ch == " " else word_style)
+    for run in re.findall(r" +|[^ ]+", text):
+        row.append(run, style if run[0] == " " else word_style)
     return row
 
 
