@@ -265,7 +265,7 @@ def test_smoothing_cycles_off_and_back() -> None:
 def chart_lines(draw):
     lines = []
     for i in range(draw(st.integers(1, 4))):
-        n = draw(st.integers(0, 50))
+        n = draw(st.integers(0, 25))
         x = np.array(draw(st.lists(st.one_of(st.integers(0, 5000).map(float), st.just(math.nan)), min_size=n, max_size=n)))
         y = np.array(draw(st.lists(values, min_size=n, max_size=n)), dtype=np.float64)
         lines.append((f"l{i}", x, y))
