@@ -28,7 +28,7 @@ from textual_plotext.plot import Plot
 from plotext._dict import themes as plotext_themes
 
 from tuidiag.app.widgets.guard import failure_text
-from tuidiag.viewmodel.chart_axes import ACTION, FAILED_ACTION, MARKER, NONFINITE, RESUME, TIME, PlotData, plot_data
+from tuidiag.viewmodel.chart_axes import ACTION, Axis, FAILED_ACTION, MARKER, NONFINITE, RESUME, TIME, PlotData, plot_data
 from tuidiag.viewmodel.chart_clock import elapsed_at
 from tuidiag.viewmodel.chart_cursor import readout, readout_text
 from tuidiag.viewmodel.chart_labels import x_labels, y_labels
@@ -141,6 +141,8 @@ def draw_chart(chart: Chart | None, *, log: bool, marker: int | None, width: int
     ys = y_labels(data.y_axis, rows, min_width=len(data.x_name))
     if len(ys.ticks) < 2 and len(data.y_ends.ticks) == 2 and rows >= 3:  # round values on neighbouring rows: label the ends
         ys = y_labels(data.y_ends, rows, min_width=len(data.x_name))
+    if ys.width > width // 3:  # labels that would take the plot's room (a narrow chart, 15-digit labels): none
+        ys = y_labels(Axis((), ()), rows, min_width=len(data.x_name))
     margin = ys.width
     xs = x_labels(data.x_axis, width, margin, width - margin - 2, data.x_name)
     plt = _figure(width - margin, frame_height, theme)
