@@ -12,6 +12,7 @@ from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
 from tuidiag.format import EVENT_ACTION, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
 from tuidiag.viewmodel.actions import past_actions
+from tuidiag.viewmodel.chart_clock import Clock, clock_of
 from tuidiag.viewmodel.downsample import downsample
 from tuidiag.viewmodel.jobs_view import job_texts
 from tuidiag.viewmodel.ranks import RankLines, rank_lines
@@ -85,7 +86,7 @@ def _line(view: RunView, name: str, points: int, label: str | None = None) -> tu
 
 
 def build_charts(view: RunView, points: int) -> dict[str, Chart]:
-    """Loss (train and validation), gradient norm, LR and update ratio charts."""
+    """Loss (train and validation), gradient norm, LR and update ratio charts, each with the run's clock."""
     charts: dict[str, Chart] = {}
     past = past_actions(view.events(EVENT_ACTION))
     actions = tuple(sorted({a.step for a in past if not a.failed}))[:20]  # marked on every chart
@@ -105,7 +106,15 @@ def build_charts(view: RunView, points: int) -> dict[str, Chart]:
     picks = [layers[i] for i in sorted({0, len(layers) // 2, len(layers) - 1})] if layers else []
     updates = [line for name in picks for line in [_line(view, UPDATE_RATIO_PREFIX + name, points, name)] if line]
     charts["update"] = Chart("update/weight ratio", tuple(updates), log_default=True, actions=actions, failed_actions=failed)
-    return charts
+    clock = run_clock(view, points)
+    return {name: replace(chart, clock=clock) for name, chart in charts.items()} if clock is not None else charts
+
+
+def run_clock(view: RunView, points: int) -> Clock | None:
+    """(step, seconds since the first step) of the loss rows up to the view's step, at most ``points`` of them."""
+    steps = view.loss[0]
+    walls = view.run.series(LOSS).wall_times[: len(steps)]  # the view's loss is a prefix of the run's
+    return clock_of(steps, walls, points)
 
 
 def mark_resumes(charts: dict[str, Chart], resumes: tuple[int, ...]) -> dict[str, Chart]:

@@ -19,6 +19,7 @@ from tuidiag.store import Event, Run
 from tuidiag.store.recorder_losses import run_losses
 
 if TYPE_CHECKING:
+    from tuidiag.viewmodel.chart_clock import Clock
     from tuidiag.viewmodel.ranks import RankLines
 
 STALLED_AFTER = 120.0
@@ -69,6 +70,8 @@ class Chart:
     """Steps of live actions the steps after them did not show (undone by a scheduler, clipping that missed)."""
     resumes: tuple[int, ...] = ()
     """Steps at which a later session continued the run (another process recorded from there on)."""
+    clock: "Clock | None" = None
+    """(steps, seconds since the first step) of the run, for a wall-clock x axis; None when unknown."""
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,19 @@ from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.job_bar import JobBar
 from tuidiag.app.widgets.layers import LayerHeatmap
 from tuidiag.viewmodel.job_progress import JobView
+from tuidiag.viewmodel.chart_cursor import move_cursor
+from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
 from tuidiag.viewmodel.jobs_view import jobs_text
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
 from tuidiag.text.safe import literal
 
 SPEEDS = (1, 2, 5, 10, 25, 100)
+SMOOTHED_TABS = ("loss", "grad", "update")
+"""Charts the smoothing key smooths (not the LR: smoothing a schedule only makes it lag)."""
+DEFAULT_SMOOTHING = STRENGTHS[2]
+"""0.9: a chart is 100-200 columns, not TensorBoard's 1000 points, so its default 0.6 would barely
+show; 0.9 spreads over about one percent of the run, a column or two, and noisy losses read as a line."""
 NARROW = 110
 CANCEL_KEY = "x"
 """Cancels the running job (the progress bar names it)."""
@@ -55,6 +62,12 @@ class RunScreen(Screen):
         Binding(CANCEL_KEY, "app.cancel_job", "Cancel job", show=False, tooltip="stop the running job or the armed NaN hunt"),
         Binding("a", "live_action", "Apply fix", show=False, tooltip="change the live training: scale the LR, clip, checkpoint"),
         Binding("k", "rank_mode", "Ranks", show=False, tooltip="multi-rank runs: all ranks, their spread, one rank"),
+        Binding("e", "smoothing", "Smooth", show=False, tooltip="smooth the charts (EMA): off, 0.6, 0.9, 0.99; the raw series stays faint"),
+        Binding("t", "time_axis", "Step/time", show=False, tooltip="x axis: step, or wall-clock time since the first step"),
+        Binding("comma", "cursor(-1)", "Cursor left", show=False, key_display=",", tooltip="move the chart cursor one column left; the readout shows each series there"),
+        Binding("full_stop", "cursor(1)", "Cursor right", show=False, key_display=".", tooltip="move the chart cursor one column right"),
+        Binding("less_than_sign", "cursor(-1, True)", "Cursor far left", show=False, key_display="<", tooltip="move the chart cursor ten columns left"),
+        Binding("greater_than_sign", "cursor(1, True)", "Cursor far right", show=False, key_display=">", tooltip="move the chart cursor ten columns right"),
     ]
 
     @dataclass
@@ -94,6 +107,12 @@ class RunScreen(Screen):
         for kind in job_kinds.kinds():  # a job kind registered after this class was defined gets its key too
             if kind.key not in self._bindings.key_to_bindings:
                 self._bindings.bind(kind.key, f"job('{kind.name}')", kind.label, show=kind.shown)
+        self.smoothing = DEFAULT_SMOOTHING
+        """EMA weight of the smoothed charts (0: raw)."""
+        self.time_axis = False
+        """Whether the charts' x axis is the wall-clock time since the first step instead of the step."""
+        self.cursor: int | None = None
+        """The chart cursor's step (None: hidden); every chart marks it and reads out its series there."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
@@ -170,6 +189,37 @@ class RunScreen(Screen):
         for tab in CHART_TABS:
             chart = chart_for_mode(detail.charts[tab.id], detail.ranks, tab.id, mode)
             self.query_one(f"#chart-{tab.id}", MetricChart).show(chart, self._marker())
+        self._chart_views()
+
+    def _chart_views(self) -> None:
+        """Every chart with the current smoothing, x axis and cursor."""
+        for tab in CHART_TABS:
+            self.query_one(f"#chart-{tab.id}", MetricChart).view(
+                smoothing=self.smoothing if tab.id in SMOOTHED_TABS else 0.0, time_axis=self.time_axis, cursor=self.cursor)
+
+    def action_smoothing(self) -> None:
+        """Cycle the EMA smoothing of the loss, grad-norm and update charts: off, 0.6, 0.9, 0.99."""
+        self.smoothing = next_strength(self.smoothing)
+        self._chart_views()
+
+    def action_time_axis(self) -> None:
+        """Switch the charts' x axis between the step and the wall-clock time since the first step."""
+        if self.detail is not None and not self.time_axis and all(c.clock is None for c in self.detail.charts.values()):
+            self.notify("no wall times recorded: the x axis stays the step")
+            return
+        self.time_axis = not self.time_axis
+        self._chart_views()
+
+    def action_cursor(self, direction: int, big: bool = False) -> None:
+        """Show the chart cursor (at the newest step), or move it one chart column (ten when ``big``)."""
+        if self.detail is None:
+            return
+        first, last = self.detail.steps
+        active = self.query_one("#charts", TabbedContent).active
+        widget = self.query_one(f"#chart-{active}", MetricChart) if active in {tab.id for tab in CHART_TABS} else None
+        columns = max(10, (widget.size.width if widget is not None else self.size.width) - 8)
+        self.cursor = move_cursor(self.cursor, first, last, columns, direction, big)
+        self._chart_views()
 
     def action_rank_mode(self) -> None:
         """Cycle the loss and grad-norm charts of a multi-rank run: default, all ranks, spread, each rank."""
@@ -225,7 +275,12 @@ class RunScreen(Screen):
     def action_back(self) -> None:
         if self.has_class("diagnosis-full"):
             self.action_toggle_diagnosis()
-        elif len(self.app.screen_stack) > 2:
+            return
+        if self.cursor is not None:  # esc first hides the chart cursor, then leaves
+            self.cursor = None
+            self._chart_views()
+            return
+        if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
         else:
             self.app.exit()
