@@ -31,7 +31,7 @@ def _pct(metric: Metric) -> Text:
         else:
             text = {"better": "A NaN/Inf", "worse": "B NaN/Inf"}.get(metric.outcome, "")
     else:
-        text = f"{gain:+.1f}%"
+        text = f"{gain:+.1f}%" if abs(gain) < 10_000 else f"{gain:+.2g}%"  # -5.5e+09%, not cut to -5545285250.…
     return Text(text, style=OUTCOME_STYLE.get(metric.outcome, ""))
 
 

@@ -23,12 +23,12 @@ from typing import Callable
 from pathlib import Path
 
 from tuidiag.diagnosis import Diagnosis, diagnose
-from tuidiag.diagnosis.view import VAL_LOSS_NAMES, RunView
-from tuidiag.format import GRAD_NORM_TOTAL, LOSS
+from tuidiag.format import LOSS
+from tuidiag.viewmodel.compare_view import CompareView, compare_view, run_compared
 from tuidiag.viewmodel.detail import DetailData, build_detail, detail_data
-from tuidiag.viewmodel.downsample import downsample, tail_spark
+from tuidiag.viewmodel.downsample import tail_spark
 from tuidiag.viewmodel.read_pool import ReadPool, ReadTask
-from tuidiag.viewmodel.snapshot import Chart, RunDetail, RunSummary, reading_summary, summarize, unreadable_summary
+from tuidiag.viewmodel.snapshot import RunDetail, RunSummary, reading_summary, summarize, unreadable_summary
 from tuidiag.store import Run, find_runs, open_run
 from tuidiag.store.unreadable import reason_of
 
@@ -223,27 +223,14 @@ class RunsModel:
         cost = sum(diagnosed[p].cost for p, t in list(self._growing.items()) if now - t < DIAGNOSIS_MAX_AGE and p in diagnosed)
         return min(DIAGNOSIS_MAX_AGE, cost / DIAGNOSIS_BUDGET)
 
-    def compare(self, keys: tuple[str, ...], points: int = 300) -> dict[str, Chart]:
-        """Loss, validation loss and gradient norm of several runs on shared charts, by step."""
+    def compare(self, keys: tuple[str, ...], points: int = 300) -> CompareView:
+        """Loss, validation loss and gradient norm of several runs on shared charts, by step, and the
+        first run (A, before) compared with each later one as ``tuidiag compare`` does."""
         with self._lock:
             slots = [slot for key in keys if (slot := self._slots.get(Path(key))) is not None]
-        views = []
+        runs = []
         for slot in slots:
-            with slot.lock:
+            with slot.lock:  # each run read whole while no refresh touches it
                 if slot.run is not None and slot.problem is None:
-                    views.append((slot.run.name, RunView(slot.run)))
-        return {
-            "loss": Chart("train loss", _lines(views, LOSS, points), log_default=True),
-            "val": Chart("validation loss", tuple(line for n, v in views if (name := v.first_present(VAL_LOSS_NAMES))
-                                                  for line in _lines([(n, v)], name, points))),
-            "grad": Chart("gradient norm", _lines(views, GRAD_NORM_TOTAL, points), log_default=True),
-        }
-
-
-def _lines(views: list[tuple[str, RunView]], metric: str, points: int) -> tuple[tuple[str, object, object], ...]:
-    lines = []
-    for name, view in views:
-        steps, values = view.series(metric)
-        if len(steps):
-            lines.append((name, *downsample(steps, values, points)))
-    return tuple(lines)
+                    runs.append(run_compared(str(slot.path), slot.run, self._diagnosis(slot.path, slot.run), points))
+        return compare_view(keys, runs)
