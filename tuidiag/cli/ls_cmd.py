@@ -24,7 +24,8 @@ from tuidiag.store.recorder_losses import run_losses
 from tuidiag.store.unreadable import reason_of
 from tuidiag.text.safe import literal
 
-STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "red", "unknown": "yellow"}
+STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "red", "interrupted": "yellow",
+                "unknown": "yellow"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
