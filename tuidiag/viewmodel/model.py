@@ -18,9 +18,11 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 from pathlib import Path
+
+import numpy as np
 
 from tuidiag.diagnosis import Diagnosis, diagnose
 from tuidiag.format import LOSS
@@ -85,6 +87,8 @@ class RunsModel:
         self._details: dict[Path, tuple[tuple[int, int, int | None, int], object, DetailData]] = {}
         self._resolved: dict[Path, Path] = {}
         self._sparks: dict[Path, tuple[object, tuple[float, ...]]] = {}
+        self._samples: dict[Path, tuple[int, np.ndarray]] = {}
+        """Each run's loss steps (a read-only copy) and the ``rows_read`` they were copied at."""
         self._lock = threading.Lock()
         """Guards ``_slots`` (not the runs: each slot has its own lock)."""
 
@@ -180,7 +184,8 @@ class RunsModel:
             cached = self._details.get(path)
             if cached is None or cached[0] != stamp or cached[1] != model:
                 cached = self._details[path] = (stamp, model, detail_data(run, at, points))
-            return build_detail(run, self._summary(path, run, live), diagnosis, at, points, live, cached[2])
+            detail = build_detail(run, self._summary(path, run, live), diagnosis, at, points, live, cached[2])
+            return replace(detail, samples=self._loss_steps(path, run))
         except Exception:  # a run whose data breaks the view: the overview still says what it can
             return None
         finally:
@@ -193,6 +198,15 @@ class RunsModel:
         if spark is None or spark[0] is not loss:
             spark = self._sparks[path] = (loss, tuple(tail_spark(loss.values)))
         return summarize(run, self._diagnosis(path, run) if diagnosis is None else diagnosis, self.clock(), spark[1])
+
+    def _loss_steps(self, path: Path, run: Run) -> np.ndarray:
+        """The steps of ``run``'s loss, copied once per change of its data (the UI never sees the run's arrays)."""
+        kept = self._samples.get(path)
+        if kept is None or kept[0] != run.rows_read:
+            steps = np.array(run.series(LOSS).steps, dtype=np.int64)
+            steps.flags.writeable = False
+            kept = self._samples[path] = (run.rows_read, steps)
+        return kept[1]
 
     def _resolve(self, path: Path) -> Path:
         resolved = self._resolved.get(path)

@@ -100,6 +100,8 @@ class RunDetail:
     """(job, rendered result) of the newest result of each job in ``RUN/jobs/``."""
     ranks: "RankLines | None" = None
     """Per-rank and spread lines of the loss and gradient-norm charts (multi-rank runs only)."""
+    samples: np.ndarray | None = None
+    """Steps with a recorded loss, ascending (a read-only copy): replay's left/right move from one to the next."""
 
 
 def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: tuple[float, ...] | None = None) -> RunSummary:
