@@ -26,12 +26,18 @@ def run_label(summary: RunSummary, root: str) -> str:
     """The run's place under ``root``: its parent directories relative to the root, then its name.
 
     ``a/seed0`` and ``b/seed0`` stay apart; a run directly under the root (or the root itself)
-    is its name alone."""
+    is its name alone, and a name that already ends with the run's path (``tuidiag import``
+    names runs so) is not repeated."""
     try:
-        parents = PurePath(summary.key).relative_to(root).parent
+        relative = PurePath(summary.key).relative_to(root)
     except ValueError:  # not under the root (a symlinked run resolved elsewhere): its name
         return summary.name
-    return summary.name if str(parents) in ("", ".") else f"{parents.as_posix()}/{summary.name}"
+    parents, named = relative.parent, PurePath(summary.name).parts
+    if str(parents) in ("", "."):
+        return summary.name
+    if named and relative.parts[-len(named):] == named:
+        return relative.as_posix()
+    return f"{parents.as_posix()}/{summary.name}"
 
 
 def visible(summaries: list[RunSummary], root: str, needle: str, sort: str) -> list[RunSummary]:
