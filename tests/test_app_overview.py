@@ -18,7 +18,7 @@ from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.overview import COLUMNS
 from tuidiag.importers.run_writer import write_run
 from tuidiag.importers.source import SourceRun, SourceSeries
-from tuidiag.viewmodel.overview_rows import SORT_NAMES, run_label
+from tuidiag.viewmodel.overview_rows import SORT_NAMES, run_label, shorten_label
 from tuidiag.viewmodel.snapshot import reading_summary
 
 RUNS = {  # directory under the root -> (last step, final loss)
@@ -114,3 +114,16 @@ def test_two_runs_of_one_name_in_different_places_read_differently(first: list[s
     a, b = PurePosixPath("/runs", *first, name), PurePosixPath("/runs", *second, name)
     if a != b:
         assert run_label(reading_summary(str(a), name, 0), "/runs") != run_label(reading_summary(str(b), name, 0), "/runs")
+
+
+@given(st.lists(st.text(alphabet="ab-/", min_size=1, max_size=12), min_size=1, max_size=4), st.integers(4, 30))
+def test_a_long_label_keeps_the_runs_name_or_its_start(parts: list[str], width: int) -> None:
+    name, label = parts[-1], "/".join(parts)
+    shown = shorten_label(label, name, width)
+    assert len(shown) <= width
+    if len(label) <= width:
+        assert shown == label
+    elif len(name) < width:
+        assert shown.endswith(name) and shown.startswith("\N{HORIZONTAL ELLIPSIS}")  # the parents give way
+    else:
+        assert shown == label[: width - 1] + "\N{HORIZONTAL ELLIPSIS}"  # a name too long: its start

@@ -60,6 +60,11 @@ def count_text(shown: int, total: int, filtering: bool) -> str:
     return f"{shown} of {total} {plural}" if filtering else f"{total} {plural}"
 
 
-def shorten_left(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters from the left (``…ments/seed0``): the run's own name stays."""
-    return text if len(text) <= width else "\N{HORIZONTAL ELLIPSIS}" + text[len(text) - width + 1:]
+def shorten_label(label: str, name: str, width: int) -> str:
+    """``label`` in ``width`` characters: its parents cut from the left (``…ments/seed0``) while the
+    run's own ``name`` fits whole, else cut from the right as any long name is (``very-long-na…``)."""
+    if len(label) <= width:
+        return label
+    if label.endswith(name) and len(name) < width:
+        return "\N{HORIZONTAL ELLIPSIS}" + label[len(label) - width + 1:]
+    return label[: width - 1] + "\N{HORIZONTAL ELLIPSIS}"

@@ -15,7 +15,7 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Input, Static
 
 from tuidiag.text.numbers import fmt
-from tuidiag.viewmodel.overview_rows import SORT_NAMES, count_text, header, run_label, shorten_left, visible
+from tuidiag.viewmodel.overview_rows import SORT_NAMES, count_text, header, run_label, shorten_label, visible
 from tuidiag.viewmodel.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSummary
 from tuidiag.text.safe import clean, literal
 
@@ -28,7 +28,7 @@ HEALTH_STYLE = {"critical": "bold red", "warning": "yellow", "info": "green"}
 COLUMNS = ("", "run", "status", "health", "step", "loss", "trend", "steps/s", "lr", "grad")
 """Headers; ``step`` is the last recorded step (the same number as the run view's "step N" and ``tuidiag ls``)."""
 RUN_WIDTH = 28
-"""Characters of a run's label shown (cut from the left, so its own name stays)."""
+"""Characters of a run's label shown (:func:`shorten_label`)."""
 
 
 class OverviewScreen(Screen):
@@ -98,9 +98,6 @@ class OverviewScreen(Screen):
         """Runs shown (``2 of 5 runs`` while filtered), live ones, and the root."""
         live = sum(s.status == "running" for s in self.summaries)
         title = Text(f" tuidiag  {count_text(shown, len(self.summaries), bool(self.filter_text))}, {live} live", style="bold")
-        if self.filter_text:
-            title.append("  filter ", style="dim")
-            title.append_text(literal(self.filter_text, "bold yellow", 30))
         title.append("  under ", style="bold")
         title.append_text(literal(self._root, "bold"))
         return title
@@ -136,7 +133,7 @@ class OverviewScreen(Screen):
         for row, ((_, cells), (_, before)) in enumerate(zip(rows, self._shown)):
             for column, (cell, old) in enumerate(zip(cells, before)):
                 if _signature(cell) != old:
-                    table.update_cell_at(Coordinate(row, column), cell)
+                    table.update_cell_at(Coordinate(row, column), cell, update_width=True)
 
     def _visible(self) -> list[RunSummary]:
         return visible(self.summaries, self._root, self.filter_text, self.sort)
@@ -150,7 +147,7 @@ class OverviewScreen(Screen):
         if s.recorder_losses:
             status_cell.append_text(literal(f", {s.recorder_losses}", "yellow"))
         return [
-            mark, literal(shorten_left(clean(run_label(s, self._root), 1000), RUN_WIDTH), "bold"), status_cell,
+            mark, literal(shorten_label(clean(run_label(s, self._root), 1000), clean(s.name, 1000), RUN_WIDTH), "bold"), status_cell,
             literal(health, HEALTH_STYLE.get(s.health_severity, ""), 30),
             literal("-" if s.step is None else f"{s.step:,}"), literal(_num(s.last_loss)), spark,
             literal(_num(s.steps_per_s)), literal(_num(s.lr)), literal(_num(s.grad_norm)),
@@ -214,8 +211,7 @@ class OverviewScreen(Screen):
         self._fill()
 
     def action_cycle_sort(self) -> None:
-        self.sort = SORT_NAMES[(SORT_NAMES.index(self.sort) + 1) % len(SORT_NAMES)]
-        self.notify(f"sorted by {self.sort}")
+        self.sort = SORT_NAMES[(SORT_NAMES.index(self.sort) + 1) % len(SORT_NAMES)]  # the header's arrow shows it
         self._fill()
 
 
