@@ -8,7 +8,6 @@ from textual.widgets import DataTable, Static
 import tuidiag
 from tests.app_helpers import DEMO_RUNS, fixed_clock, run_keys, wait_for
 from tuidiag.app.app import TuidiagApp
-from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
@@ -51,15 +50,6 @@ async def test_filter_sort_and_help() -> None:
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
         assert isinstance(app.screen, OverviewScreen)
-
-
-async def test_compare_selected_runs() -> None:
-    app = TuidiagApp(DEMO_RUNS, clock=fixed_clock)
-    async with app.run_test(size=(100, 30)) as pilot:
-        assert await wait_for(pilot, lambda: len(run_keys(app)) == 5)
-        await pilot.press("space", "down", "space", "c")
-        assert isinstance(app.screen, CompareScreen)
-        assert len(app.screen.keys) == 2
 
 
 async def test_live_appends_arrive_through_the_watcher(tmp_path) -> None:
