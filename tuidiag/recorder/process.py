@@ -103,14 +103,15 @@ def watch_sigterm(close: Callable[[], None]) -> None:
     _state["watching"], _state["pid"] = True, os.getpid()
 
     def on_sigterm(signum: int, frame: FrameType | None) -> Any:
-        if os.getpid() != _state["pid"]:  # a forked child (a DataLoader worker): its parent's runs are not its own
-            _default_action(signum)
-        _state["sigterm"] = True
+        ours = os.getpid() == _state["pid"]  # else a forked child (a DataLoader worker): the runs are its parent's
+        if ours:
+            _state["sigterm"] = True
         if callable(previous):
             return previous(signum, frame)
         if signal.getsignal(signal.SIGTERM) is not on_sigterm:
             return None  # chained to by a handler installed later: it decides what SIGTERM does
-        _close_all()
+        if ours:
+            _close_all()
         _default_action(signum)
         return None
 
