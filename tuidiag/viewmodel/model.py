@@ -185,6 +185,8 @@ class RunsModel:
             if cached is None or cached[0] != stamp or cached[1] != model:
                 cached = self._details[path] = (stamp, model, detail_data(run, at, points))
             detail = build_detail(run, self._summary(path, run, live), diagnosis, at, points, live, cached[2])
+            if at is None and run.status == "running":  # live: the steps change at every flush, and only replay uses them
+                return detail
             return replace(detail, samples=self._loss_steps(path, run))
         except Exception:  # a run whose data breaks the view: the overview still says what it can
             return None
