@@ -29,6 +29,8 @@ STATUS_RUNNING = "running"
 STATUS_FINISHED = "finished"
 STATUS_FAILED = "failed"
 STATUS_CRASHED = "crashed"
+STATUS_INTERRUPTED = "interrupted"
+"""Written when the training ended by Ctrl-C (``KeyboardInterrupt``) or SIGTERM."""
 
 
 def _schema(fields: list[pa.Field], table: str) -> pa.Schema:

@@ -37,7 +37,8 @@ from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import CANCEL_KEY, RunScreen
 from tuidiag.viewmodel.job_progress import JobTracker, JobView, outcome as job_outcome
 from tuidiag.viewmodel.model import RunsModel
-from tuidiag.viewmodel.snapshot import STATUS_READING, Chart, RunDetail, RunSummary
+from tuidiag.viewmodel.compare_view import CompareView
+from tuidiag.viewmodel.snapshot import STATUS_READING, RunDetail, RunSummary
 from tuidiag.viewmodel.watcher import RunWatcher
 from tuidiag.store.discovery import is_run_dir
 from tuidiag.store.control_channel import ControlError, live_problem
@@ -60,6 +61,14 @@ READ_WAIT = 0.5
 
 CSS = """
 #run-title, #overview-title, #compare-title { height: 1; background: $boost; }
+#compare-head { dock: top; height: auto; }
+#compare-verdict { height: auto; max-height: 6; }
+#compare-tabs { height: 1fr; }
+#compare-numbers { height: auto; max-height: 100%; }
+#cmp-chart-numbers { height: 1fr; }
+CompareScreen.short #compare-numbers { height: 1fr; }
+CompareScreen.short #cmp-chart-numbers { display: none; }
+#compare-table { width: auto; }
 #system-strip { height: 1; color: $text-muted; }
 #overview-hint { height: auto; color: $text-muted; }
 #run-main { height: 1fr; }
@@ -175,9 +184,9 @@ class TuidiagApp(App):
 
     @dataclass
     class CompareReady(Message):
-        """Overlay charts for the compare screen."""
+        """The compare screen's data: charts, table and verdicts."""
 
-        charts: dict[str, Chart]
+        view: CompareView
 
     def __init__(self, root: Path, replay: bool = False, poll: bool = False, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
@@ -289,7 +298,7 @@ class TuidiagApp(App):
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def load_compare(self, keys: tuple[str, ...]) -> None:
-        """Worker: overlay charts of ``keys``."""
+        """Worker: overlay charts of ``keys``, and the first run compared with each later one."""
         self.post_message(self.CompareReady(self.model.compare(keys)))
 
     def on_tuidiag_app_runs_refreshed(self, message: RunsRefreshed) -> None:
@@ -333,7 +342,7 @@ class TuidiagApp(App):
     def on_tuidiag_app_compare_ready(self, message: CompareReady) -> None:
         top = self._top_screen()
         if isinstance(top, CompareScreen):
-            top.show(message.charts)
+            top.show(message.view)
 
     # ---- navigation --------------------------------------------------------------
     def on_overview_screen_run_chosen(self, message: OverviewScreen.RunChosen) -> None:
@@ -349,7 +358,7 @@ class TuidiagApp(App):
         self.load_detail(key, None)
 
     def on_overview_screen_compare_chosen(self, message: OverviewScreen.CompareChosen) -> None:
-        self.push_screen(CompareScreen(message.keys))
+        self.push_screen(CompareScreen(message.keys, message.names))
         self.load_compare(message.keys)
 
     def on_run_screen_cursor_moved(self, message: RunScreen.CursorMoved) -> None:

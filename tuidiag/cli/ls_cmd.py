@@ -1,4 +1,7 @@
-"""``tuidiag ls DIR``: a table of the runs under DIR with status, steps and last loss.
+"""``tuidiag ls DIR``: a table of the runs under DIR with status, last step and last loss.
+
+``step`` is the last recorded step, the same number the monitor shows as "step" (not a count:
+a run resumed from step 1000 or logging every 10th step has fewer rows than that).
 
 A run whose recorder rejected or lost anything says so next to its status
 (``finished, 1 value rejected``). A run that cannot be read at all is listed as
@@ -21,7 +24,8 @@ from tuidiag.store.recorder_losses import run_losses
 from tuidiag.store.unreadable import reason_of
 from tuidiag.text.safe import literal
 
-STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "red", "unknown": "yellow"}
+STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "red", "interrupted": "yellow",
+                "unknown": "yellow"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
 def runs_table(runs: list[Run], root: Path) -> Table:
     """A Rich table of runs; every cell taken from run files is literal text."""
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("run", "status", "steps", "last loss", "updated", "path"):
-        table.add_column(column, justify="right" if column in ("steps", "last loss") else "left")
+    for column in ("run", "status", "step", "last loss", "updated", "path"):
+        table.add_column(column, justify="right" if column in ("step", "last loss") else "left")
     for run_ in runs:
         loss = run_.series(LOSS).last
         status = run_.status
@@ -69,7 +73,7 @@ def runs_table(runs: list[Run], root: Path) -> Table:
         table.add_row(
             literal(run_.name, max_len=40),
             status_cell,
-            literal("-" if run_.last_step is None else f"{run_.last_step + 1:,}"),
+            literal("-" if run_.last_step is None else f"{run_.last_step:,}"),
             literal(_fmt_loss(loss)),
             literal(_age(run_.manifest.get("heartbeat"))),
             literal(_relative(run_.path, root)),

@@ -15,7 +15,7 @@ Subcommand = tuple[str, str, str, str, str]
 SUBCOMMANDS: list[Subcommand] = [
     ("watch", "the live monitor (Textual) over a directory of runs or one run", "watch_cmd", "add_watch_arguments", "watch"),
     ("replay", "play a finished run back with a time cursor", "watch_cmd", "add_replay_arguments", "replay"),
-    ("ls", "list runs with status, steps and last loss", "ls_cmd", "add_arguments", "run"),
+    ("ls", "list runs with status, last step and last loss", "ls_cmd", "add_arguments", "run"),
     ("diagnose", "ranked causes of a run's problems, with evidence and fixes", "diagnose_cmd", "add_arguments", "run"),
     ("report", "write a Markdown report with plots for a run", "report_cmd", "add_arguments", "run"),
     ("compare", "compare two runs before/after a fix, with a verdict", "compare_cmd", "add_arguments", "run"),

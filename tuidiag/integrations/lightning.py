@@ -33,7 +33,7 @@ Where each value comes from (checked against Lightning 2.6's source):
   a new ``fit`` never mixes with a run already there: it goes to ``run_dir-N``
   (``resume="never"``). Pass ``resume=`` to decide yourself.
 - The recorder closes as ``finished`` at ``on_fit_end`` and ``failed`` at
-  ``on_exception`` (Ctrl-C included). Only ``fit`` is recorded: a later
+  ``on_exception``, ``interrupted`` there after Ctrl-C or SIGTERM. Only ``fit`` is recorded: a later
   ``trainer.validate()`` or ``test()`` writes nothing.
 - Weight norms and update ratios come from the recorder's optimizer hooks;
   Lightning runs the closure (and so the recorded step) inside
@@ -47,7 +47,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from tuidiag.format import STATUS_FAILED, STATUS_FINISHED
+from tuidiag.format import STATUS_FINISHED, STATUS_INTERRUPTED
 from tuidiag.integrations.callback_base import (
     GuardedCallback, base_optimizer, guarded_hook, json_safe_dict, recorder_arguments, split_batch, take_activations,
 )
@@ -171,8 +171,11 @@ class TuidiagCallback(GuardedCallback, Callback):
 
     @guarded_hook
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        """Close the run as failed."""
-        self._close(STATUS_FAILED)
+        """Close the run as failed, or interrupted after Ctrl-C or SIGTERM (Lightning's ``SIGTERMException``)."""
+        from tuidiag.recorder.process import end_status
+
+        sigterm = type(exception).__name__ == "SIGTERMException"
+        self._close(STATUS_INTERRUPTED if sigterm else end_status(type(exception)))
 
     def _ensure_watch(self, trainer: Any, pl_module: Any) -> None:
         """Watch the module and first optimizer, late: no forward pass runs between this and ``batch``."""

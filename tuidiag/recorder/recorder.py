@@ -38,13 +38,22 @@ from tuidiag.format import (
     RECORDER_REJECTED,
     STATUS_FAILED,
     STATUS_FINISHED,
+    STATUS_INTERRUPTED,
 )
 from tuidiag.recorder.actions import LiveChanges
 from tuidiag.recorder.request_runner import RequestRunner
 from tuidiag.recorder.errors import ErrorReporter, Rejections, guarded
 from tuidiag.recorder.layouts import LayoutCache
 from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
-from tuidiag.recorder.process import detect_rank, died_of_exception, import_torch, install_excepthook
+from tuidiag.recorder.process import (
+    detect_rank,
+    end_status,
+    exit_status,
+    import_torch,
+    install_excepthook,
+    interrupted_now,
+    watch_sigterm,
+)
 from tuidiag.recorder.arguments import Arguments, check_arguments
 from tuidiag.recorder.user_json import config_json, event_data, event_texts
 from tuidiag.recorder.placement import RESUME_NEVER, ResumeError
@@ -58,8 +67,10 @@ CAPTURE_MAX_BYTES = 1 << 30
 STEP_RANGE = range(-(2**63), 2**63)
 """Steps the int64 ``step`` column can hold."""
 STEP_MAX = STEP_RANGE[-1]
-CLOSE_STATUSES = (STATUS_FINISHED, STATUS_FAILED)
+CLOSE_STATUSES = (STATUS_FINISHED, STATUS_FAILED, STATUS_INTERRUPTED)
 """What ``close(status)`` may write; the reader tells a ``crashed`` run by itself."""
+SIGTERM_FLUSH_SECONDS = 5.0
+"""At most this long, on SIGTERM, to write the rows queued before the process ends."""
 
 
 class Recorder:
@@ -166,6 +177,10 @@ class Recorder:
             self.rejections.reject("config", key, reason)
         install_excepthook()
         atexit.register(self._close_at_exit)
+        try:
+            watch_sigterm(self._close_on_sigterm)
+        except Exception as exc:  # a signal module that refuses: SIGTERM then reads as crashed, nothing else changes
+            self.errors.report("start", exc)
 
     def _start(self, args: Arguments, config: dict[str, Any]) -> None:
         """Place the run, write its manifest, start the writer thread (and the control channel)."""
@@ -382,15 +397,19 @@ class Recorder:
         self._writer.flush(min(seconds, 86_400.0))
 
     def close(self, status: str | None = None) -> None:
-        """Flush, compact and mark the run finished (or ``status``: ``"finished"`` or ``"failed"``;
-        another value is reported and ``"finished"`` is written); safe to call twice."""
+        """Flush, compact and mark the run finished (or ``status``: ``"finished"``, ``"failed"`` or
+        ``"interrupted"``; another value is reported and the default written); safe to call twice.
+
+        The default is ``"interrupted"`` once SIGTERM arrived or while a ``KeyboardInterrupt`` is
+        being handled (``close()`` in ``except KeyboardInterrupt:``), else ``"finished"``."""
         if self._closed:
             return
         self._closed = True
+        default = STATUS_INTERRUPTED if interrupted_now() else STATUS_FINISHED
         try:
             if status is not None and (type(status) is not str or status not in CLOSE_STATUSES):
                 self.rejections.reject("close", "status", f"is not one of {', '.join(map(repr, CLOSE_STATUSES))}: "
-                                       f"{STATUS_FINISHED!r} was written")
+                                       f"{default!r} was written")
                 status = None
             if self._control is not None:
                 self._control.end_checks(self._current_step)
@@ -399,20 +418,36 @@ class Recorder:
             self._writer.close()
         except Exception as exc:
             self.errors.report("close", exc)
+        self._mark_ended(status or default)
+
+    def _mark_ended(self, status: str) -> None:
+        """Answer pending requests, write ``status`` into ``run.json`` and free the run directory."""
         if self._control is not None:  # answered before run.json says the run ended: a requester that sees it
-            self._control.close(self._current_step, status or STATUS_FINISHED)  # ended finds every answer there
+            self._control.close(self._current_step, status)  # ended finds every answer there
         try:
-            self._manifest.finish(status or STATUS_FINISHED, self._writer.last_step, self._stats())
+            self._manifest.finish(status, self._writer.last_step, self._stats())
         except Exception as exc:
             self.errors.report("close", exc)
         finally:
             self._manifest.release()  # the run directory is free for the next writer
 
+    def _close_on_sigterm(self) -> None:
+        """SIGTERM is about to end the process: write what is queued (within :data:`SIGTERM_FLUSH_SECONDS`,
+        no compaction) and mark the run interrupted."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._writer.flush(SIGTERM_FLUSH_SECONDS)
+        except Exception as exc:
+            self.errors.report("close", exc)
+        self._mark_ended(STATUS_INTERRUPTED)
+
     def __enter__(self) -> "Recorder":
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.close(STATUS_FAILED if exc_type is not None else STATUS_FINISHED)
+        self.close(end_status(exc_type))
 
     @property
     def step_index(self) -> int:
@@ -651,4 +686,4 @@ class Recorder:
                 "rejected_values": self.rejections.count, "lost_rows": writer.lost_rows}
 
     def _close_at_exit(self) -> None:
-        self.close(STATUS_FAILED if died_of_exception() else STATUS_FINISHED)
+        self.close(exit_status())

@@ -160,7 +160,11 @@ HEADLINES = ("best_val_loss", "best_val_acc", "final_val_loss", "final_train_los
 
 def compare_runs(a: Run, b: Run) -> Comparison:
     """Compare run ``a`` (before) with run ``b`` (after): metrics, findings by code, verdict."""
-    sa, sb = summarize(a, diagnose(a, jobs=job_records(a))), summarize(b, diagnose(b, jobs=job_records(b)))
+    return compare_summaries(summarize(a, diagnose(a, jobs=job_records(a))), summarize(b, diagnose(b, jobs=job_records(b))))
+
+
+def compare_summaries(sa: dict[str, Any], sb: dict[str, Any]) -> Comparison:
+    """Compare two :func:`summarize` results, ``sa`` before and ``sb`` after (no run is read here)."""
     metrics = [Metric(key, label, _num(sa[key]), _num(sb[key]), better) for key, label, better in METRICS]
     codes_a = {f["code"]: f for f in sa["findings"]}
     codes_b = {f["code"]: f for f in sb["findings"]}

@@ -16,7 +16,7 @@ from tuidiag.viewmodel.chart_clock import Clock, clock_of
 from tuidiag.viewmodel.downsample import downsample
 from tuidiag.viewmodel.jobs_view import job_texts
 from tuidiag.viewmodel.ranks import RankLines, rank_lines
-from tuidiag.viewmodel.snapshot import Chart, LayerGrid, RunDetail, RunSummary
+from tuidiag.viewmodel.snapshot import Chart, LayerGrid, RunDetail, RunSummary, run_speed
 from tuidiag.store import Event, Run
 from tuidiag.store.job_results import step_from_run
 
@@ -151,13 +151,15 @@ def layer_grid(view: RunView, bins: int) -> LayerGrid:
 
 
 def system_figures(view: RunView) -> tuple[tuple[str, str], ...]:
-    """Steps/s, data-wait share, device memory and GPU utilisation, as labelled strings."""
+    """Steps/s (:func:`run_speed`, as the overview shows it), data-wait share, device memory and GPU
+    utilisation, as labelled strings."""
     figures = []
     _, step_time = view.series("time/step")
     _, wait = view.series("time/data_wait")
     recent_step = median(step_time[-200:])
-    if np.isfinite(recent_step) and recent_step > 0:
-        figures.append(("steps/s", fmt(1 / recent_step)))
+    speed = run_speed(view.run, view.at)
+    if speed is not None:
+        figures.append(("steps/s", fmt(speed)))
     if len(wait) and np.isfinite(recent_step) and recent_step > 0:
         figures.append(("data wait", f"{median(wait[-200:]) / recent_step:.0%}"))
     for name, label in (("sys/mem_allocated", "mem"), ("sys/mem_peak", "peak")):

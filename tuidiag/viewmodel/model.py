@@ -18,17 +18,19 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 from pathlib import Path
 
+import numpy as np
+
 from tuidiag.diagnosis import Diagnosis, diagnose
-from tuidiag.diagnosis.view import VAL_LOSS_NAMES, RunView
-from tuidiag.format import GRAD_NORM_TOTAL, LOSS
+from tuidiag.format import LOSS
+from tuidiag.viewmodel.compare_view import CompareView, compare_view, run_compared
 from tuidiag.viewmodel.detail import DetailData, build_detail, detail_data
-from tuidiag.viewmodel.downsample import downsample, tail_spark
+from tuidiag.viewmodel.downsample import tail_spark
 from tuidiag.viewmodel.read_pool import ReadPool, ReadTask
-from tuidiag.viewmodel.snapshot import Chart, RunDetail, RunSummary, reading_summary, summarize, unreadable_summary
+from tuidiag.viewmodel.snapshot import RunDetail, RunSummary, reading_summary, summarize, unreadable_summary
 from tuidiag.store import Run, find_runs, open_run
 from tuidiag.store.job_results import job_records
 from tuidiag.store.unreadable import reason_of
@@ -86,6 +88,8 @@ class RunsModel:
         self._details: dict[Path, tuple[tuple[int, int, int | None, int], object, DetailData]] = {}
         self._resolved: dict[Path, Path] = {}
         self._sparks: dict[Path, tuple[object, tuple[float, ...]]] = {}
+        self._samples: dict[Path, tuple[int, np.ndarray]] = {}
+        """Each run's loss steps (a read-only copy) and the ``rows_read`` they were copied at."""
         self._lock = threading.Lock()
         """Guards ``_slots`` (not the runs: each slot has its own lock)."""
 
@@ -181,7 +185,10 @@ class RunsModel:
             cached = self._details.get(path)
             if cached is None or cached[0] != stamp or cached[1] != model:
                 cached = self._details[path] = (stamp, model, detail_data(run, at, points))
-            return build_detail(run, self._summary(path, run, live), diagnosis, at, points, live, cached[2])
+            detail = build_detail(run, self._summary(path, run, live), diagnosis, at, points, live, cached[2])
+            if at is None and run.status == "running":  # live: the steps change at every flush, and only replay uses them
+                return detail
+            return replace(detail, samples=self._loss_steps(path, run))
         except Exception:  # a run whose data breaks the view: the overview still says what it can
             return None
         finally:
@@ -194,6 +201,15 @@ class RunsModel:
         if spark is None or spark[0] is not loss:
             spark = self._sparks[path] = (loss, tuple(tail_spark(loss.values)))
         return summarize(run, self._diagnosis(path, run) if diagnosis is None else diagnosis, self.clock(), spark[1])
+
+    def _loss_steps(self, path: Path, run: Run) -> np.ndarray:
+        """The steps of ``run``'s loss, copied once per change of its data (the UI never sees the run's arrays)."""
+        kept = self._samples.get(path)
+        if kept is None or kept[0] != run.rows_read:
+            steps = np.array(run.series(LOSS).steps, dtype=np.int64)
+            steps.flags.writeable = False
+            kept = self._samples[path] = (run.rows_read, steps)
+        return kept[1]
 
     def _resolve(self, path: Path) -> Path:
         resolved = self._resolved.get(path)
@@ -224,27 +240,14 @@ class RunsModel:
         cost = sum(diagnosed[p].cost for p, t in list(self._growing.items()) if now - t < DIAGNOSIS_MAX_AGE and p in diagnosed)
         return min(DIAGNOSIS_MAX_AGE, cost / DIAGNOSIS_BUDGET)
 
-    def compare(self, keys: tuple[str, ...], points: int = 300) -> dict[str, Chart]:
-        """Loss, validation loss and gradient norm of several runs on shared charts, by step."""
+    def compare(self, keys: tuple[str, ...], points: int = 300) -> CompareView:
+        """Loss, validation loss and gradient norm of several runs on shared charts, by step, and the
+        first run (A, before) compared with each later one as ``tuidiag compare`` does."""
         with self._lock:
             slots = [slot for key in keys if (slot := self._slots.get(Path(key))) is not None]
-        views = []
+        runs = []
         for slot in slots:
-            with slot.lock:
+            with slot.lock:  # each run read whole while no refresh touches it
                 if slot.run is not None and slot.problem is None:
-                    views.append((slot.run.name, RunView(slot.run)))
-        return {
-            "loss": Chart("train loss", _lines(views, LOSS, points), log_default=True),
-            "val": Chart("validation loss", tuple(line for n, v in views if (name := v.first_present(VAL_LOSS_NAMES))
-                                                  for line in _lines([(n, v)], name, points))),
-            "grad": Chart("gradient norm", _lines(views, GRAD_NORM_TOTAL, points), log_default=True),
-        }
-
-
-def _lines(views: list[tuple[str, RunView]], metric: str, points: int) -> tuple[tuple[str, object, object], ...]:
-    lines = []
-    for name, view in views:
-        steps, values = view.series(metric)
-        if len(steps):
-            lines.append((name, *downsample(steps, values, points)))
-    return tuple(lines)
+                    runs.append(run_compared(str(slot.path), slot.run, self._diagnosis(slot.path, slot.run), points))
+        return compare_view(keys, runs)

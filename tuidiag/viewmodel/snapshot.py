@@ -104,6 +104,8 @@ class RunDetail:
     """Per-rank and spread lines of the loss and gradient-norm charts (multi-rank runs only)."""
     clip_threshold: float | None = None
     """The gradient-clipping ``max_norm`` in force at the newest step (:attr:`RunView.clip_threshold`; None: no clipping)."""
+    samples: np.ndarray | None = None
+    """Steps with a recorded loss, ascending (a read-only copy): replay's left/right move from one to the next."""
 
 
 def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: tuple[float, ...] | None = None) -> RunSummary:
@@ -122,7 +124,7 @@ def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: t
         status = STATUS_UNREADABLE  # nothing of it could be read
     return RunSummary(
         key=str(run.path), name=run.name, status=status, step=run.last_step,
-        steps_per_s=steps_per_second(loss.steps, loss.wall_times), last_loss=loss.last,
+        steps_per_s=run_speed(run), last_loss=loss.last,
         spark=tuple(tail_spark(loss.values)) if spark is None else spark, lr=run.series("lr/group0").last,
         grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code,
         health_severity=top.severity, health_confidence=top.confidence, data_age=age,
@@ -150,8 +152,26 @@ def _placeholder(key: str, name: str, status: str, problem: str) -> RunSummary:
                       health_confidence=0.0, data_age=None, problem=problem)
 
 
-def steps_per_second(steps: np.ndarray, walls: np.ndarray, window: float = 30.0) -> float | None:
-    """Training speed over the newest ``window`` seconds of recorded steps."""
+SPEED_WINDOW = 30.0
+"""Seconds of wall-clock time, the newest recorded, over which steps/s is taken."""
+
+
+def run_speed(run: Run, at: int | None = None) -> float | None:
+    """The run's steps/s as of step ``at`` (None: its end): the one figure the overview and the run view show.
+
+    Steps advanced per second of wall-clock time over the newest :data:`SPEED_WINDOW` seconds of the
+    loss series: the throughput, data loading, evaluation and logging pauses included (not the
+    inverse of a median step time, which leaves pauses out)."""
+    loss = run.series(LOSS)
+    steps, walls = loss.steps, loss.wall_times
+    if at is not None and len(steps) and steps[-1] > at:
+        cut = int(np.searchsorted(steps, at, side="right"))
+        steps, walls = steps[:cut], walls[:cut]
+    return steps_per_second(steps, walls)
+
+
+def steps_per_second(steps: np.ndarray, walls: np.ndarray, window: float = SPEED_WINDOW) -> float | None:
+    """Training speed over the newest ``window`` seconds of recorded steps (see :func:`run_speed`)."""
     if len(steps) < 2:
         return None
     start = int(np.searchsorted(walls, walls[-1] - window))

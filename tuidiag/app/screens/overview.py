@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -17,16 +16,20 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from tuidiag.diagnosis.codes import badge
 from tuidiag.text.numbers import fmt
+from tuidiag.viewmodel.overview_rows import SORT_NAMES, count_text, header, run_label, shorten_label, visible
 from tuidiag.viewmodel.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSummary
 from tuidiag.text.safe import clean, literal
 
 STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "bold red", "stalled": "yellow", "unknown": "dim",
+                "interrupted": "yellow",
                 STATUS_UNREADABLE: "bold red", STATUS_READING: "dim"}
 PROBLEM_WIDTH = 70
 """Characters of a run's read problem shown in its status cell (the whole text is in the notice on Enter)."""
 HEALTH_STYLE = {"critical": "bold red", "warning": "yellow", "info": "green"}
-SORTS = ("name", "status", "step", "loss", "health")
 COLUMNS = ("", "run", "status", "health", "step", "loss", "trend", "steps/s", "lr", "grad")
+"""Headers; ``step`` is the last recorded step (the same number as the run view's "step N" and ``tuidiag ls``)."""
+RUN_WIDTH = 28
+"""Characters of a run's label shown (:func:`shorten_label`)."""
 
 
 class OverviewScreen(Screen):
@@ -49,16 +52,19 @@ class OverviewScreen(Screen):
 
     @dataclass
     class CompareChosen(Message):
-        """Overlay the runs ``keys``."""
+        """Compare the runs ``keys`` (the first is A, before), called ``names`` until they are read."""
 
         keys: tuple[str, ...]
+        names: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         super().__init__()
         self.summaries: list[RunSummary] = []
-        self.selected: set[str] = set()
+        self.selected: dict[str, None] = {}
+        """The runs marked with Space, in the order they were marked (the first is A in a comparison)."""
         self.filter_text = ""
         self.sort = "name"
+        self._headers: tuple[str, ...] = ()
         self._root = ""
         self._shown: list[tuple[str, list[object]]] = []
         """(key, cell signatures) of the rows on screen, to update only the cells that changed."""
@@ -75,7 +81,7 @@ class OverviewScreen(Screen):
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
         table = self.query_one("#runs", DataTable)
-        table.add_columns(*COLUMNS)
+        self._set_headers(table)
         table.focus()
         if self.summaries:  # a refresh that arrived before the screen was mounted
             self.show(self.summaries, self._root)
@@ -86,23 +92,37 @@ class OverviewScreen(Screen):
         Before the screen's widgets exist the summaries are kept and drawn by ``on_mount``."""
         self.summaries, self._root = summaries, root
         try:
-            heading = self.query_one("#overview-title", Static)
+            self.query_one("#overview-title", Static)
         except NoMatches:  # not composed yet, or being torn down: on_mount draws what was kept
             return
-        live = sum(s.status == "running" for s in summaries)
-        title = Text(f" tuidiag  {len(summaries)} runs, {live} live  under ", style="bold")
-        title.append_text(literal(root, "bold"))
-        heading.update(title)
         self._fill()
+
+    def _title(self, shown: int) -> Text:
+        """Runs shown (``2 of 5 runs`` while filtered), live ones, and the root."""
+        live = sum(s.status == "running" for s in self.summaries)
+        title = Text(f" tuidiag  {count_text(shown, len(self.summaries), bool(self.filter_text))}, {live} live", style="bold")
+        title.append("  under ", style="bold")
+        title.append_text(literal(self._root, "bold"))
+        return title
+
+    def _set_headers(self, table: DataTable) -> None:
+        """The column headers, the sorted column with its arrow (the rows are added again after)."""
+        headers = tuple(header(column, self.sort) for column in COLUMNS)
+        if headers != self._headers:
+            table.clear(columns=True)
+            table.add_columns(*headers)
+            self._headers, self._shown = headers, []
 
     def _fill(self) -> None:
         table = self.query_one("#runs", DataTable)
+        keep = self._current_key()
+        self._set_headers(table)
         visible = self._visible()
+        self.query_one("#overview-title", Static).update(self._title(len(visible)))
         rows = [(s.key, self._cells(s)) for s in visible]
         if [key for key, _ in rows] == [k for k, _ in self._shown] and self._same_widths(rows):
             self._update_changed(table, rows)  # same runs, order and widths: touch only what changed
         else:  # rebuilt with widths measured afresh: a column fits what it shows now, not its widest past text
-            keep = self._current_key()
             table.clear()
             for column in table.columns.values():
                 column.content_width = column.label.cell_len  # as add_column starts it
@@ -128,16 +148,7 @@ class OverviewScreen(Screen):
                     table.update_cell_at(Coordinate(row, column), cell, update_width=True)  # a longer text widens it
 
     def _visible(self) -> list[RunSummary]:
-        needle = self.filter_text.lower()
-        rows = [s for s in self.summaries if needle in s.name.lower() or needle in s.status]
-        keys = {
-            "name": lambda s: s.name.lower(),
-            "status": lambda s: s.status,
-            "step": lambda s: -(s.step or 0),
-            "loss": lambda s: s.last_loss if s.last_loss is not None and math.isfinite(s.last_loss) else math.inf,
-            "health": lambda s: ({"critical": 0, "warning": 1}.get(s.health_severity, 2), -s.health_confidence),
-        }
-        return sorted(rows, key=keys[self.sort])
+        return visible(self.summaries, self._root, self.filter_text, self.sort)
 
     def _cells(self, s: RunSummary) -> list[object]:
         mark = Text("*" if s.key in self.selected else " ", style="bold magenta")
@@ -148,7 +159,7 @@ class OverviewScreen(Screen):
         if s.recorder_losses:
             status_cell.append_text(literal(f", {s.recorder_losses}", "yellow"))
         return [
-            mark, literal(s.name, "bold", 28), status_cell,
+            mark, literal(shorten_label(clean(run_label(s, self._root), 1000), clean(s.name, 1000), RUN_WIDTH), "bold"), status_cell,
             literal(health, HEALTH_STYLE.get(s.health_severity, ""), 30),
             literal("-" if s.step is None else f"{s.step:,}"), literal(_num(s.last_loss)), spark,
             literal(_num(s.steps_per_s)), literal(_num(s.lr)), literal(_num(s.grad_norm)),
@@ -181,13 +192,15 @@ class OverviewScreen(Screen):
     def action_toggle_select(self) -> None:
         key = self._current_key()
         if key is not None:
-            self.selected ^= {key}
+            if self.selected.pop(key, False) is False:
+                self.selected[key] = None
             self._fill()
 
     def action_compare(self) -> None:
-        keys = tuple(sorted(self.selected)) or tuple(s.key for s in self._visible()[:4])
+        keys = tuple(self.selected) or tuple(s.key for s in self._visible()[:4])
         if len(keys) >= 2:
-            self.post_message(self.CompareChosen(keys))
+            labels = {s.key: run_label(s, self._root) for s in self.summaries}
+            self.post_message(self.CompareChosen(keys, tuple(labels.get(k, k) for k in keys)))
         else:
             self.notify("select two or more runs with Space, then press c", severity="warning")
 
@@ -210,8 +223,7 @@ class OverviewScreen(Screen):
         self._fill()
 
     def action_cycle_sort(self) -> None:
-        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
-        self.notify(f"sorted by {self.sort}")
+        self.sort = SORT_NAMES[(SORT_NAMES.index(self.sort) + 1) % len(SORT_NAMES)]  # the header's arrow shows it
         self._fill()
 
 

@@ -25,6 +25,7 @@ from tuidiag.viewmodel.job_progress import JobView
 from tuidiag.viewmodel.chart_cursor import move_cursor
 from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
 from tuidiag.viewmodel.jobs_view import jobs_text
+from tuidiag.viewmodel.replay_cursor import next_sample
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
 from tuidiag.text.safe import literal
@@ -321,10 +322,10 @@ class RunScreen(Screen):
         self._cursor_bar()
 
     def action_step(self, direction: int) -> None:
+        """Replay: move to the next (or previous) step with a recorded loss, whatever the play speed."""
         if self.detail is None or not self.replay:
             return
-        first, last = self.detail.steps
-        self._move((self.at if self.at is not None else last) + direction * max(1, (last - first) // 100))
+        self._move(next_sample(self.detail.samples, self.at if self.at is not None else self.detail.steps[1], direction))
 
     def action_speed(self, change: int) -> None:
         self.speed_index = max(0, min(len(SPEEDS) - 1, self.speed_index + change))
