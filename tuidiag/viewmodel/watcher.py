@@ -15,22 +15,9 @@ from watchdog import events as wd_events
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from tuidiag.format import EVENTS_DIR, MANIFEST_NAME, METRICS_DIR, SHARD_SUFFIX
+from tuidiag.store.discovery import run_dir_of
 
 log = logging.getLogger(__name__)
-
-
-def run_dir_of(path: Path) -> Path | None:
-    """The run directory a changed file belongs to (``None`` for files that do not matter)."""
-    if path.name.startswith("."):
-        return None
-    if path.name == MANIFEST_NAME:
-        return path.parent
-    if path.suffix == SHARD_SUFFIX and path.parent.name in (METRICS_DIR, EVENTS_DIR):
-        return path.parent.parent
-    if path.name in (METRICS_DIR, EVENTS_DIR):
-        return path.parent
-    return None
 
 
 IGNORED_EVENTS = frozenset({"opened", "closed_no_write", "modified"})
