@@ -31,7 +31,7 @@ from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.viewmodel.model import RunsModel
 from tuidiag.viewmodel.snapshot import STATUS_READING, Chart, RunDetail, RunSummary
 from tuidiag.viewmodel.watcher import RunWatcher
-from tuidiag.store.discovery import is_run_dir
+from tuidiag.sources import kind_of
 from tuidiag.store.control_channel import live_problem
 from tuidiag.store.manifest import read_manifest
 
@@ -169,7 +169,7 @@ class TuidiagApp(App):
 
     def on_mount(self) -> None:
         self.push_screen(OverviewScreen())
-        if is_run_dir(self.root):
+        if kind_of(self.root) is not None:  # the root is one run (of any kind): open it
             self.push_screen(RunScreen(str(self.root), replay=self.replay))
         if not self.force_poll and not self.replay and self.root.is_dir():
             self.watching = self.watcher.start()

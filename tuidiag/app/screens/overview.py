@@ -16,6 +16,7 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Input, Static
 
 from tuidiag.text.numbers import fmt
+from tuidiag.sources import KIND_TUIDIAG
 from tuidiag.viewmodel.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSummary
 from tuidiag.text.safe import clean, literal
 
@@ -26,6 +27,8 @@ PROBLEM_WIDTH = 70
 HEALTH_STYLE = {"critical": "bold red", "warning": "yellow", "info": "green"}
 SORTS = ("name", "status", "step", "loss", "health")
 COLUMNS = ("", "run", "status", "health", "step", "loss", "trend", "steps/s", "lr", "grad")
+SOURCE_COLUMN = "source"
+"""Shown after ``run`` when the root holds runs of other trackers (a root of tuidiag runs only does without it)."""
 
 
 class OverviewScreen(Screen):
@@ -61,10 +64,12 @@ class OverviewScreen(Screen):
         self._root = ""
         self._shown: list[tuple[str, list[object]]] = []
         """(key, cell signatures) of the rows on screen, to update only the cells that changed."""
+        self._mixed = False
+        """True while the source column is shown (some run is not tuidiag's own)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="overview-title")
-        yield Input(placeholder="filter runs by name or status (Enter to apply, Esc to clear)", id="filter")
+        yield Input(placeholder="filter runs by name, status or source (Enter to apply, Esc to clear)", id="filter")
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
         yield Static(id="overview-hint")
         yield Footer()
@@ -94,6 +99,11 @@ class OverviewScreen(Screen):
 
     def _fill(self) -> None:
         table = self.query_one("#runs", DataTable)
+        mixed = any(s.source != KIND_TUIDIAG for s in self.summaries)
+        if mixed != self._mixed:
+            self._mixed, self._shown = mixed, []
+            table.clear(columns=True)
+            table.add_columns(*(COLUMNS[:2] + (SOURCE_COLUMN,) + COLUMNS[2:] if mixed else COLUMNS))
         visible = self._visible()
         rows = [(s.key, self._cells(s)) for s in visible]
         if [key for key, _ in rows] == [k for k, _ in self._shown]:
@@ -106,7 +116,8 @@ class OverviewScreen(Screen):
             if keep is not None and keep in table.rows:
                 table.move_cursor(row=table.get_row_index(keep))
         self._shown = [(key, [_signature(c) for c in cells]) for key, cells in rows]
-        hint = "no runs yet: a run is a directory with run.json or metrics/" if not self.summaries else ""
+        hint = ("no runs yet: a run is a directory with run.json or metrics/, "
+                "a TensorBoard log, a W&B run (run-*.wandb) or a CSV log") if not self.summaries else ""
         self.query_one("#overview-hint", Static).update(hint)
 
     def _update_changed(self, table: DataTable, rows: list[tuple[str, list[object]]]) -> None:
@@ -117,7 +128,7 @@ class OverviewScreen(Screen):
 
     def _visible(self) -> list[RunSummary]:
         needle = self.filter_text.lower()
-        rows = [s for s in self.summaries if needle in s.name.lower() or needle in s.status]
+        rows = [s for s in self.summaries if needle in s.name.lower() or needle in s.status or needle == s.source]
         keys = {
             "name": lambda s: s.name.lower(),
             "status": lambda s: s.status,
@@ -135,8 +146,9 @@ class OverviewScreen(Screen):
         status_cell = _status_cell(s, status)
         if s.recorder_losses:
             status_cell.append_text(literal(f", {s.recorder_losses}", "yellow"))
+        source = [literal(s.source, "dim" if s.source == KIND_TUIDIAG else "cyan")] if self._mixed else []
         return [
-            mark, literal(s.name, "bold", 28), status_cell,
+            mark, literal(s.name, "bold", 28), *source, status_cell,
             literal(health, HEALTH_STYLE.get(s.health_severity, ""), 30),
             literal("-" if s.step is None else f"{s.step:,}"), literal(_num(s.last_loss)), spark,
             literal(_num(s.steps_per_s)), literal(_num(s.lr)), literal(_num(s.grad_norm)),
