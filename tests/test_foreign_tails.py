@@ -214,3 +214,25 @@ def test_each_kind_is_found_once_and_its_files_lead_to_it(tmp_path, layout: dict
         if "tfevents" in name or name.endswith((".wandb", "metrics.csv", "training.log")):
             assert owner_of(tmp_path / name, modified=True) == tmp_path / key
     assert owner_of(tmp_path / "keras" / "notes.csv", modified=True) is None
+
+
+@pytest.mark.parametrize("log_file, content", [
+    ("metrics.csv", "epoch,step,train_loss\n0,0,1.0\n"),
+    ("events.out.tfevents.1.h", None),
+])
+def test_lightnings_hparams_yaml_is_the_config_and_follows_its_changes(tmp_path, logs, log_file: str, content: str | None) -> None:
+    """Lightning's loggers (CSV and TensorBoard) write hparams.yaml beside the metrics, and again when hparams change."""
+    run_dir = tmp_path / "lightning_logs" / "version_0"
+    run_dir.mkdir(parents=True)
+    if content is None:
+        (run_dir / log_file).write_bytes(_files(logs["tensorboard"], "tensorboard")[0].read_bytes())
+    else:
+        (run_dir / log_file).write_text(content)
+    (run_dir / "hparams.yaml").write_text("lr: 0.01\nmodel:\n  width: 8\n")
+    kind = discover(tmp_path)[run_dir]
+    run = {"csv": CsvLogSource(), "tensorboard": TensorBoardSource()}[kind].open(run_dir)
+    assert run.name == "lightning_logs/version_0" and run.manifest["config"] == {"lr": 0.01, "model": {"width": 8}}
+    (run_dir / "hparams.yaml").write_text("lr: 0.02\n")
+    os.utime(run_dir / "hparams.yaml", ns=(1, 1))
+    run.refresh()
+    assert run.manifest["config"] == {"lr": 0.02}
