@@ -2,7 +2,7 @@
 
 One writer process (``tests/foreign_writers.py``) holds torch's ``SummaryWriter``, wandb in
 offline mode, Lightning's ``CSVLogger`` and a Keras-format CSV log for the whole module
-(torch and wandb are imported once). Each test asks it to log a step and waits, with a
+(torch, Lightning and wandb are imported once, while the snapshot tests, which need no writer, run). Each test asks it to log a step and waits, with a
 bound, until the app (Textual pilot, real watchdog) shows that step's loss.
 """
 
@@ -77,30 +77,118 @@ class Writers:
         return self.paths[kind]
 
     def close(self) -> None:
+        """Ask the writers to close; a process slow to exit (wandb's service shutting down) is killed:
+        nothing is read from its files after the module."""
         try:
             self.proc.stdin.write("quit\n")  # type: ignore[union-attr]
             self.proc.stdin.close()  # type: ignore[union-attr]
-            self.proc.wait(timeout=30)
+            self.proc.wait(timeout=2)
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
+            self.proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def writers(tmp_path_factory: pytest.TempPathFactory) -> Writers:
-    """All four writers on one mixed root (a tuidiag run beside them), each with step 0 logged."""
+@pytest.fixture(scope="module", autouse=True)
+def writer_process(tmp_path_factory: pytest.TempPathFactory) -> Writers:
+    """The writer process, started with the module so its imports (torch, Lightning, wandb) overlap the tests
+    that need no writer (the snapshots, first in the file); a tuidiag run is recorded beside it."""
     root = tmp_path_factory.mktemp("mixed")
     with tuidiag.Recorder(root / "own" / "recorded", flush_interval=0.1) as rec:
         for i in range(5):
             rec.step(1.0 / (i + 1))
     handle = Writers(root, tmp_path_factory.mktemp("wandb-home"))
     try:
-        handle.expect("ready")
-        for kind in KINDS:
-            handle.steps[kind] = -1
-            handle.log(kind, 1.0)
         yield handle
     finally:
         handle.close()
+
+
+@pytest.fixture(scope="module")
+def writers(writer_process: Writers) -> Writers:
+    """All four writers on one mixed root (a tuidiag run beside them), each with step 0 logged."""
+    writer_process.expect("ready")
+    for kind in KINDS:
+        writer_process.steps[kind] = -1
+        writer_process.log(kind, 1.0)
+    return writer_process
+
+
+OLD = 1_700_000_000.0
+"""Wall and modification times of the snapshot root's logs: fixed, so every age and status on screen is too."""
+
+
+@pytest.fixture(scope="module")
+def static_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A demo tuidiag run beside a TensorBoard log (tensorboard's own writer), a Lightning CSV log and a Keras CSV log."""
+    import shutil
+
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from tests.app_helpers import DEMO_RUNS
+
+    root = tmp_path_factory.mktemp("static") / "logs"
+    shutil.copytree(DEMO_RUNS / "healthy", root / "own" / "healthy")
+    writer = EventFileWriter(str(root / "tb" / "exp1"))
+    for step in range(200):
+        values = [Summary.Value(tag="Loss/train", simple_value=2.0 / (1 + step / 20)),
+                  Summary.Value(tag="learning_rate", simple_value=0.01)]
+        writer.add_event(Event(wall_time=OLD - 200 + step, step=step, summary=Summary(value=values)))
+    writer.close()
+    lightning = root / "lightning_logs" / "version_0"
+    lightning.mkdir(parents=True)
+    (lightning / "metrics.csv").write_text("epoch,step,train_loss,val_loss\n" + "".join(
+        f"0,{s},{1.0 / (s + 1):.4f},{'' if s % 10 else f'{1.5 / (s + 1):.4f}'}\n" for s in range(50)))
+    (lightning / "hparams.yaml").write_text("lr: 0.01\nbatch_size: 32\n")
+    (root / "keras").mkdir()
+    (root / "keras" / "training.log").write_text("epoch,loss,val_loss\n" + "".join(
+        f"{e},{0.9 ** e:.4f},{0.95 ** e:.4f}\n" for e in range(12)))
+    for path in root.rglob("*"):
+        if path.is_file() and "own" not in path.parts:
+            os.utime(path, (OLD, OLD))
+    return root
+
+
+def _loaded(app: TuidiagApp, tab: str | None = None):
+    from tuidiag.viewmodel.snapshot import STATUS_READING
+
+    app.animation_level = "none"
+
+    async def run_before(pilot) -> None:
+        assert await wait_for(pilot, lambda: len(app.summaries) == 4 and all(s.status != STATUS_READING for s in app.summaries), 60)
+        if tab is not None:
+            assert await wait_for(pilot, lambda: getattr(app.screen, "detail", None) is not None, 60)
+            await pilot.press(tab)
+        await pilot.pause(0.5)
+        await pilot.wait_for_scheduled_animations()
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_mixed_overview_snapshot(snap_compare, static_root: Path, monkeypatch, size: tuple[int, int]) -> None:
+    from tests.app_helpers import fixed_clock
+
+    monkeypatch.chdir(static_root.parent)
+    app = TuidiagApp(Path("logs"), clock=fixed_clock)
+    assert snap_compare(app, terminal_size=size, run_before=_loaded(app))
+
+
+def test_foreign_run_layers_tab_snapshot(snap_compare, static_root: Path, monkeypatch) -> None:
+    """A TensorBoard run's Layers tab says the per-layer view needs the recorder; the diagnosis has its note."""
+    from tests.app_helpers import fixed_clock
+
+    monkeypatch.chdir(static_root.parent)
+    app = TuidiagApp(Path("logs"), clock=fixed_clock)
+
+    async def run_before(pilot) -> None:
+        assert await wait_for(pilot, lambda: len(app.summaries) == 4, 60)
+        app.open_run(str(Path("logs") / "tb" / "exp1"))
+        await _loaded(app, tab="5")(pilot)
+        assert "needs tuidiag's recorder" in str(app.screen.query_one("#layer-grid").render())
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
 def _summary(app: TuidiagApp, key: Path):
@@ -199,81 +287,3 @@ async def test_watching_writes_nothing_into_foreign_runs(writers: Writers, tmp_p
         await pilot.pause(0.3)
     assert _listing(root) == before
     assert not cache.exists()
-
-
-OLD = 1_700_000_000.0
-"""Wall and modification times of the snapshot root's logs: fixed, so every age and status on screen is too."""
-
-
-@pytest.fixture(scope="module")
-def static_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A demo tuidiag run beside a TensorBoard log (tensorboard's own writer), a Lightning CSV log and a Keras CSV log."""
-    import shutil
-
-    from tensorboard.compat.proto.event_pb2 import Event
-    from tensorboard.compat.proto.summary_pb2 import Summary
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-    from tests.app_helpers import DEMO_RUNS
-
-    root = tmp_path_factory.mktemp("static") / "logs"
-    shutil.copytree(DEMO_RUNS / "healthy", root / "own" / "healthy")
-    writer = EventFileWriter(str(root / "tb" / "exp1"))
-    for step in range(200):
-        values = [Summary.Value(tag="Loss/train", simple_value=2.0 / (1 + step / 20)),
-                  Summary.Value(tag="learning_rate", simple_value=0.01)]
-        writer.add_event(Event(wall_time=OLD - 200 + step, step=step, summary=Summary(value=values)))
-    writer.close()
-    lightning = root / "lightning_logs" / "version_0"
-    lightning.mkdir(parents=True)
-    (lightning / "metrics.csv").write_text("epoch,step,train_loss,val_loss\n" + "".join(
-        f"0,{s},{1.0 / (s + 1):.4f},{'' if s % 10 else f'{1.5 / (s + 1):.4f}'}\n" for s in range(50)))
-    (lightning / "hparams.yaml").write_text("lr: 0.01\nbatch_size: 32\n")
-    (root / "keras").mkdir()
-    (root / "keras" / "training.log").write_text("epoch,loss,val_loss\n" + "".join(
-        f"{e},{0.9 ** e:.4f},{0.95 ** e:.4f}\n" for e in range(12)))
-    for path in root.rglob("*"):
-        if path.is_file() and "own" not in path.parts:
-            os.utime(path, (OLD, OLD))
-    return root
-
-
-def _loaded(app: TuidiagApp, tab: str | None = None):
-    from tuidiag.viewmodel.snapshot import STATUS_READING
-
-    app.animation_level = "none"
-
-    async def run_before(pilot) -> None:
-        assert await wait_for(pilot, lambda: len(app.summaries) == 4 and all(s.status != STATUS_READING for s in app.summaries), 60)
-        if tab is not None:
-            assert await wait_for(pilot, lambda: getattr(app.screen, "detail", None) is not None, 60)
-            await pilot.press(tab)
-        await pilot.pause(0.5)
-        await pilot.wait_for_scheduled_animations()
-
-    return run_before
-
-
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
-def test_mixed_overview_snapshot(snap_compare, static_root: Path, monkeypatch, size: tuple[int, int]) -> None:
-    from tests.app_helpers import fixed_clock
-
-    monkeypatch.chdir(static_root.parent)
-    app = TuidiagApp(Path("logs"), clock=fixed_clock)
-    assert snap_compare(app, terminal_size=size, run_before=_loaded(app))
-
-
-def test_foreign_run_layers_tab_snapshot(snap_compare, static_root: Path, monkeypatch) -> None:
-    """A TensorBoard run's Layers tab says the per-layer view needs the recorder; the diagnosis has its note."""
-    from tests.app_helpers import fixed_clock
-
-    monkeypatch.chdir(static_root.parent)
-    app = TuidiagApp(Path("logs"), clock=fixed_clock)
-
-    async def run_before(pilot) -> None:
-        assert await wait_for(pilot, lambda: len(app.summaries) == 4, 60)
-        app.open_run(str(Path("logs") / "tb" / "exp1"))
-        await _loaded(app, tab="5")(pilot)
-        assert "needs tuidiag's recorder" in str(app.screen.query_one("#layer-grid").render())
-
-    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
