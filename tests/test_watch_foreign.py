@@ -14,7 +14,6 @@ import queue
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest

@@ -61,8 +61,9 @@ class CsvLogSource(ForeignSource):
     kind = KIND
 
     def __init__(self) -> None:
-        self._verdicts: dict[Path, tuple[int, int, bool]] = {}
-        """Path -> (size, mtime, is a Keras log): a header is read again only when its file changed."""
+        self._verdicts: dict[Path, tuple[int, bool]] = {}
+        """Path -> (size when judged, is a Keras log) for files whose first line was whole: judged again only
+        when the file shrank (rewritten), not at every append (a busy log file is not re-read at each write)."""
 
     def claim(self, directory: Path, dirnames: list[str], filenames: list[str]) -> Claim | None:
         """A Lightning run directory (search stops), or the Keras logs among its files (search goes on)."""
@@ -86,11 +87,13 @@ class CsvLogSource(ForeignSource):
         except OSError:
             return False
         known = self._verdicts.get(path)
-        if known is not None and known[:2] == (stat.st_size, stat.st_mtime_ns):
-            return known[2]
+        if known is not None and stat.st_size >= known[0]:
+            return known[1]
         line = _first_line(path)
-        verdict = line.endswith(b"\n") and _split_header(line)[1][:1] == ["epoch"]
-        self._verdicts[path] = (stat.st_size, stat.st_mtime_ns, verdict)
+        if not line.endswith(b"\n"):
+            return False  # no whole header yet: judged when it is
+        verdict = _split_header(line)[1][:1] == ["epoch"]
+        self._verdicts[path] = (stat.st_size, verdict)
         return verdict
 
     def tail(self, key: Path) -> Tail:
