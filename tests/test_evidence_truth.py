@@ -36,6 +36,8 @@ from tuidiag.diagnosis.evidence import Change, Evidence  # noqa: E402
 
 MATRIX = {case.name: case for case in evidence_runs.cases()}
 RANK_RUNS = {f"ranks-{kind}-{n}": (kind, n) for kind in evidence_runs.RANK_CASES for n in evidence_runs.RANK_LENGTHS}
+IMPORTED_RUNS = {"imported-tensorboard": ("tensorboard", 40), "imported-csv-short": ("csv (lightning)", 3)}
+"""Runs another tracker wrote (imported as ``tuidiag import`` writes them): loss and LR only."""
 Diagnosed = dict[str, list[tuple[Path, Diagnosis, "int | None"]]]
 
 
@@ -51,14 +53,26 @@ def diagnosed(tmp_path_factory: pytest.TempPathFactory) -> Diagnosed:
     for name, (kind, n) in RANK_RUNS.items():
         run = evidence_runs.write_rank_case(root, kind, n)
         out[name] = [(run, diagnose(open_run(run)), None)]
+    for name, (source, n) in IMPORTED_RUNS.items():
+        run = _imported(root / "imported", name, source, n)
+        out[name] = [(run, diagnose(run), None)]
     return out
+
+
+def _imported(out: Path, name: str, source: str, n: int) -> Path:
+    from tuidiag.importers import SourceRun, SourceSeries, write_run
+
+    steps = list(range(n))
+    series = [SourceSeries.from_lists("Loss/train", steps, [1.0 / (s + 1) for s in steps], [1e9 + s for s in steps]),
+              SourceSeries.from_lists("learning_rate", steps, [0.01] * n, [1e9 + s for s in steps])]
+    return write_run(SourceRun(Path(name), series, {"format": source, "path": "/logs"}), out).path
 
 
 def _all_findings(diagnosis: Diagnosis) -> list[Finding]:
     return diagnosis.findings + diagnosis.notes
 
 
-@pytest.mark.parametrize("name", [*MATRIX, *RANK_RUNS])
+@pytest.mark.parametrize("name", [*MATRIX, *RANK_RUNS, *IMPORTED_RUNS])
 def test_every_evidence_line_is_true(name: str, diagnosed: Diagnosed) -> None:
     for run, diagnosis, at in diagnosed[name]:
         assert check_diagnosis(run, diagnosis, at) >= 1

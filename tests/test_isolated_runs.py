@@ -163,14 +163,14 @@ class Hang:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.names: set[str] = set()
         self.release = threading.Event()
-        real = model_module.open_run
+        real = model_module.open_source
 
-        def opening(path: Path) -> object:
+        def opening(path: Path, kind: str) -> object:
             if Path(path).name in self.names:
                 self.release.wait(60)
-            return real(path)
+            return real(path, kind)
 
-        monkeypatch.setattr(model_module, "open_run", opening)
+        monkeypatch.setattr(model_module, "open_source", opening)
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,7 @@ from tuidiag.viewmodel.model import RunsModel
 from tuidiag.viewmodel.compare_view import CompareView
 from tuidiag.viewmodel.snapshot import STATUS_READING, RunDetail, RunSummary
 from tuidiag.viewmodel.watcher import RunWatcher
-from tuidiag.store.discovery import is_run_dir
+from tuidiag.sources import kind_of
 from tuidiag.store.control_channel import ControlError, live_problem
 from tuidiag.store.manifest import read_manifest
 
@@ -193,7 +193,7 @@ class TuidiagApp(App):
         self.root = root
         self.replay = replay
         self.force_poll = poll
-        self.root_is_run = is_run_dir(root)
+        self.root_is_run = kind_of(root) is not None  # the root is one run (of any kind): open it
         """Whether ``root`` is itself a run (then its run view opens at once); read before the event loop runs."""
         self.model = RunsModel(root, clock, on_late=self._read_late)
         self.watcher = RunWatcher(root, lambda dirs: self.post_message(self.FilesChanged(set(dirs))))

@@ -105,6 +105,9 @@ _ALL = [
     Code("recorder_losses", "the recorder refused values at the call or lost rows: findings judge only what was recorded (a note)",
          "log what the recorder accepts (README 'Logging values'); the rejected_value and lost_rows events say what was not",
          "extension", moves=(), short="values lost"),
+    Code("metrics_missing", "the run was not recorded by tuidiag's recorder (a TensorBoard, W&B or CSV log) and lacks "
+         "metrics some rules read: those rules did not judge it (a note)",
+         "record with tuidiag.Recorder (rec.watch(model)) to have every rule judge the run", "extension", moves=(), short="not recorded"),
 ]
 
 CODES: dict[str, Code] = {code.name: code for code in _ALL}

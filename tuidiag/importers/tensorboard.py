@@ -46,7 +46,7 @@ Parts = list[tuple[Path, list[SourceSeries]]]
 """The event directories of one run, each with its series."""
 
 
-def _loader() -> tuple[Any, Any, Any]:
+def load_modules() -> tuple[Any, Any, Any]:
     """tensorboard's CRC-32C, Event proto and tensor decoder, or a clear error when it is missing."""
     try:
         from tensorboard.compat.proto.event_pb2 import Event
@@ -75,14 +75,14 @@ def event_dirs(logdir: Path) -> dict[Path, list[Path]]:
 
 def read_scalars(files: list[Path], notes: list[str]) -> Scalars:
     """Every scalar of one run's event files: tag -> (steps, values, wall times), in file order."""
-    masked_crc32c, event_proto, tensor_util = _loader()
+    masked_crc32c, event_proto, tensor_util = load_modules()
     plugins: dict[str, str] = {}
     tensors: Scalars = defaultdict(lambda: ([], [], []))
     for path in files:
         scan = RecordScan()
         try:
             for record in iter_records(path, masked_crc32c, scan):
-                _add_event(event_proto.FromString(record), plugins, tensors, tensor_util)
+                add_event(event_proto.FromString(record), plugins, tensors, tensor_util)
         except (OSError, LimitError) as exc:  # unreadable, or not a regular file
             notes.append(f"{path.name}: not read ({exc})")
             continue
@@ -107,7 +107,7 @@ def _note_unread_tail(path: Path, scan: RecordScan, notes: list[str]) -> None:
         notes.append(f"{path.name}: read {scan.read:,} of {size:,} bytes; the rest is corrupt or truncated{why} and was skipped")
 
 
-def _add_event(event: Any, plugins: dict[str, str], tensors: Scalars, tensor_util: Any) -> None:
+def add_event(event: Any, plugins: dict[str, str], tensors: Scalars, tensor_util: Any) -> None:
     """Note the plugin of each tag and append the scalar values of one event (for tensors the plugin decides later)."""
     if not event.HasField("summary"):
         return
@@ -224,7 +224,7 @@ def read_tensorboard(logdir: str | os.PathLike[str], name: str | None = None) ->
     if not path.is_dir():
         problem = "does not exist" if not path.exists() else "is not a directory of TensorBoard event files"
         raise ImportSourceError(f"{logdir} {problem}")
-    _loader()
+    load_modules()
     layout = _Layout(path, name or path.resolve().name)
     if not layout.dirs:
         raise ImportSourceError(f"no TensorBoard event files (events.out.tfevents.*) under {logdir}")

@@ -31,7 +31,8 @@ from tuidiag.viewmodel.detail import DetailData, build_detail, detail_data
 from tuidiag.viewmodel.downsample import tail_spark
 from tuidiag.viewmodel.read_pool import ReadPool, ReadTask
 from tuidiag.viewmodel.snapshot import RunDetail, RunSummary, reading_summary, summarize, unreadable_summary
-from tuidiag.store import Run, find_runs, open_run
+from tuidiag.sources import KIND_TUIDIAG, discover, open_source
+from tuidiag.store import Run
 from tuidiag.store.job_results import job_records
 from tuidiag.store.unreadable import reason_of
 
@@ -60,6 +61,8 @@ class _Slot:
     """One run directory: its reader, its last summary, and why its last read failed."""
 
     path: Path
+    kind: str = KIND_TUIDIAG
+    """The kind of run it was found as (:mod:`tuidiag.sources.registry`): how it is opened."""
     run: Run | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Held while the run is read or its view is built: nothing else touches ``run`` then."""
@@ -101,11 +104,11 @@ class RunsModel:
 
     def discover(self) -> list[Path]:
         """Note run directories that appeared since the last call (they are read at the next refresh)."""
-        found = find_runs(self.root)
+        found = discover(self.root)
         with self._lock:
             new = [p for p in found if p not in self._slots]
             for path in new:
-                self._slots[path] = _Slot(path)
+                self._slots[path] = _Slot(path, found[path])
             return new
 
     def knows(self, dirs: set[Path]) -> bool:
@@ -146,9 +149,9 @@ class RunsModel:
     def _shown(self, slot: _Slot, now: float) -> RunSummary:
         name = slot.summary.name if slot.summary is not None else slot.path.name
         if slot.problem is not None:
-            return unreadable_summary(str(slot.path), name, slot.problem)
+            return unreadable_summary(str(slot.path), name, slot.problem, slot.kind)
         if slot.summary is None:
-            return reading_summary(str(slot.path), name, now - slot.queued)
+            return reading_summary(str(slot.path), name, now - slot.queued, slot.kind)
         return slot.summary
 
     def _read(self, slot: _Slot, queued: float, wait: float) -> None:
@@ -156,7 +159,7 @@ class RunsModel:
         with slot.lock:
             try:
                 if slot.run is None:
-                    slot.run = open_run(slot.path)
+                    slot.run = open_source(slot.path, slot.kind)
                 else:
                     slot.run.refresh()
                 slot.summary = self._summary(slot.path, slot.run)

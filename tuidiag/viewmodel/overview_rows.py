@@ -41,10 +41,10 @@ def run_label(summary: RunSummary, root: str) -> str:
 
 
 def visible(summaries: list[RunSummary], root: str, needle: str, sort: str) -> list[RunSummary]:
-    """The runs whose label or status contains ``needle`` (any case), ordered by ``sort``."""
+    """The runs whose label or status contains ``needle`` (any case), or whose source kind it names, ordered by ``sort``."""
     needle = needle.lower()
     key = SORTS[sort][2]
-    rows = [s for s in summaries if needle in run_label(s, root).lower() or needle in s.status]
+    rows = [s for s in summaries if needle in run_label(s, root).lower() or needle in s.status or needle == s.source]
     return sorted(rows, key=lambda s: key(s, root))
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from tuidiag.diagnosis import Diagnosis
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 from tuidiag.viewmodel.downsample import tail_spark
+from tuidiag.sources import KIND_TUIDIAG, source_kind
 from tuidiag.store import Event, Run
 from tuidiag.store.recorder_losses import run_losses
 
@@ -53,6 +54,8 @@ class RunSummary:
     problem: str = ""
     """What could not be read: the whole run's reason (status ``unreadable``), or the files
     skipped of a run read in part; empty when everything was read."""
+    source: str = KIND_TUIDIAG
+    """The kind of run (``tuidiag``, ``tensorboard``, ``wandb``, ``csv``): what wrote it."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: t
         grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code,
         health_severity=top.severity, health_confidence=top.confidence, data_age=age,
         warnings=tuple(run.warnings), recorder_losses=run_losses(run).text(), problem=_problem(run.warnings),
+        source=source_kind(run.manifest),
     )
 
 
@@ -136,20 +140,20 @@ def _problem(warnings: list[str]) -> str:
     return "; ".join(warnings)
 
 
-def unreadable_summary(key: str, name: str, reason: str) -> RunSummary:
+def unreadable_summary(key: str, name: str, reason: str, source: str = KIND_TUIDIAG) -> RunSummary:
     """The overview row of a run whose read raised: its reason instead of its data."""
-    return _placeholder(key, name, STATUS_UNREADABLE, reason)
+    return _placeholder(key, name, STATUS_UNREADABLE, reason, source)
 
 
-def reading_summary(key: str, name: str, seconds: float) -> RunSummary:
+def reading_summary(key: str, name: str, seconds: float, source: str = KIND_TUIDIAG) -> RunSummary:
     """The overview row of a run whose first read is still going on after ``seconds``."""
-    return _placeholder(key, name, STATUS_READING, f"still reading after {seconds:.0f} s" if seconds >= 1 else "")
+    return _placeholder(key, name, STATUS_READING, f"still reading after {seconds:.0f} s" if seconds >= 1 else "", source)
 
 
-def _placeholder(key: str, name: str, status: str, problem: str) -> RunSummary:
+def _placeholder(key: str, name: str, status: str, problem: str, source: str) -> RunSummary:
     return RunSummary(key=key, name=name, status=status, step=None, steps_per_s=None, last_loss=None, spark=(),
                       lr=None, grad_norm=None, health="-", health_severity="info",
-                      health_confidence=0.0, data_age=None, problem=problem)
+                      health_confidence=0.0, data_age=None, problem=problem, source=source)
 
 
 SPEED_WINDOW = 30.0

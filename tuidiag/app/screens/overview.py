@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from tuidiag.diagnosis.codes import badge
 from tuidiag.text.numbers import fmt
 from tuidiag.viewmodel.overview_rows import SORT_NAMES, count_text, header, run_label, shorten_label, visible
+from tuidiag.sources import KIND_TUIDIAG
 from tuidiag.viewmodel.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSummary
 from tuidiag.text.safe import clean, literal
 
@@ -30,6 +31,8 @@ COLUMNS = ("", "run", "status", "health", "step", "loss", "trend", "steps/s", "l
 """Headers; ``step`` is the last recorded step (the same number as the run view's "step N" and ``tuidiag ls``)."""
 RUN_WIDTH = 28
 """Characters of a run's label shown (:func:`shorten_label`)."""
+SOURCE_COLUMN = "source"
+"""Shown after ``run`` when the root holds runs of other trackers (a root of tuidiag runs only does without it)."""
 
 
 class OverviewScreen(Screen):
@@ -70,10 +73,12 @@ class OverviewScreen(Screen):
         """(key, cell signatures) of the rows on screen, to update only the cells that changed."""
         self._shown_cells: list[tuple[str, list[object]]] = []
         """(key, cells) of the rows on screen, to tell when a column's width changes."""
+        self._mixed = False
+        """True while the source column is shown (some run is not tuidiag's own)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="overview-title")
-        yield Input(placeholder="filter runs by name or status (Enter to apply, Esc to clear)", id="filter")
+        yield Input(placeholder="filter runs by name, status or source (Enter to apply, Esc to clear)", id="filter")
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
         yield Static(id="overview-hint")
         yield Footer(compact=True)
@@ -107,7 +112,8 @@ class OverviewScreen(Screen):
 
     def _set_headers(self, table: DataTable) -> None:
         """The column headers, the sorted column with its arrow (the rows are added again after)."""
-        headers = tuple(header(column, self.sort) for column in COLUMNS)
+        columns = COLUMNS[:2] + (SOURCE_COLUMN,) + COLUMNS[2:] if self._mixed else COLUMNS
+        headers = tuple(header(column, self.sort) for column in columns)
         if headers != self._headers:
             table.clear(columns=True)
             table.add_columns(*headers)
@@ -116,6 +122,7 @@ class OverviewScreen(Screen):
     def _fill(self) -> None:
         table = self.query_one("#runs", DataTable)
         keep = self._current_key()
+        self._mixed = any(s.source != KIND_TUIDIAG for s in self.summaries)
         self._set_headers(table)
         visible = self._visible()
         self.query_one("#overview-title", Static).update(self._title(len(visible)))
@@ -132,7 +139,8 @@ class OverviewScreen(Screen):
                 table.move_cursor(row=table.get_row_index(keep))
         self._shown = [(key, [_signature(c) for c in cells]) for key, cells in rows]
         self._shown_cells = rows
-        hint = "no runs yet: a run is a directory with run.json or metrics/" if not self.summaries else ""
+        hint = ("no runs yet: a run is a directory with run.json or metrics/, "
+                "a TensorBoard log, a W&B run (run-*.wandb) or a CSV log") if not self.summaries else ""
         self.query_one("#overview-hint", Static).update(hint)
 
     def _same_widths(self, rows: list[tuple[str, list[object]]]) -> bool:
@@ -158,8 +166,9 @@ class OverviewScreen(Screen):
         status_cell = _status_cell(s, status)
         if s.recorder_losses:
             status_cell.append_text(literal(f", {s.recorder_losses}", "yellow"))
+        source = [literal(s.source, "dim" if s.source == KIND_TUIDIAG else "cyan")] if self._mixed else []
         return [
-            mark, literal(shorten_label(clean(run_label(s, self._root), 1000), clean(s.name, 1000), RUN_WIDTH), "bold"), status_cell,
+            mark, literal(shorten_label(clean(run_label(s, self._root), 1000), clean(s.name, 1000), RUN_WIDTH), "bold"), *source, status_cell,
             literal(health, HEALTH_STYLE.get(s.health_severity, ""), 30),
             literal("-" if s.step is None else f"{s.step:,}"), literal(_num(s.last_loss)), spark,
             literal(_num(s.steps_per_s)), literal(_num(s.lr)), literal(_num(s.grad_norm)),

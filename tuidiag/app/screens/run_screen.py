@@ -167,7 +167,7 @@ class RunScreen(Screen):
             return
         self._title(detail)
         self._show_charts(detail)
-        self.query_one("#layer-grid", LayerHeatmap).show(detail.layers)
+        self.query_one("#layer-grid", LayerHeatmap).show(detail.layers, detail.summary.source)
         self.query_one("#diagnosis", DiagnosisPanel).show(detail.diagnosis, detail.at, detail.first_steps, detail.summary.status)
         self.query_one("#events", EventsPanel).show(detail.events)
         if detail.jobs != getattr(self, "_jobs_shown", None):
