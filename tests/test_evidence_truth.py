@@ -55,7 +55,7 @@ def diagnosed(tmp_path_factory: pytest.TempPathFactory) -> Diagnosed:
         out[name] = [(run, diagnose(open_run(run)), None)]
     for name, (source, n) in IMPORTED_RUNS.items():
         run = _imported(root / "imported", name, source, n)
-        out[name] = [(run, diagnose(run), None)]
+        out[name] = [(run, diagnose(open_run(run)), None)]
     return out
 
 

@@ -182,6 +182,14 @@ def recorder_lost(s: Series, m: dict) -> None:
     _set(s, "recorder/lost_rows", 9.0, np.array([300]))
 
 
+def imported_log(s: Series, m: dict) -> None:
+    """A TensorBoard log read as a run: loss and validation only, no per-layer or input metrics."""
+    for name in [n for n in s if not n.startswith(("train/loss", "val/", "lr/"))]:
+        del s[name]
+    m["source"] = {"format": "tensorboard"}
+    m["model"] = None
+
+
 def _silent(plant: Callable[[Series, int, dict], None]) -> Plant:
     """A plant of ``tests/silent_plants.py`` (written for any length) on a run of N steps."""
 
@@ -217,6 +225,7 @@ CASES: dict[str, tuple[Plant, Plant]] = {
     "deep_without_normalization": (deep, big_model),
     "loss_accuracy_mismatch": (acc_stalls, underfitting),
     "recorder_losses": (recorder_lost, slow_loader),
+    "metrics_missing": (imported_log, recorder_lost),
     "grad_not_zeroed": (_silent(silent_plants.not_zeroed), _silent(silent_plants.zeroed)),
     "double_softmax": (_silent(silent_plants.probabilities_to_ce), _silent(silent_plants.logits_to_ce)),
     "loss_shape_mismatch": (_silent(silent_plants.broadcast_mse), _silent(silent_plants.matching_mse)),

@@ -11,7 +11,6 @@ Textual's conventions (``on_*``, ``action_*``, ``compose``, ``BINDINGS`` ...) an
 _ = object()
 
 # The public API (README): what a training script or a notebook calls.
-_.step_index  # Recorder.step_index: the step rec.step() will record next
 _.rejected_values  # Recorder.rejected_values: values refused at the call
 _.to_pandas  # Run.to_pandas(): a run's metrics as a long DataFrame
 __dir__  # tuidiag.__dir__: what dir() and tab completion list
@@ -28,7 +27,6 @@ _.finalize
 rejected_values  # RecorderLosses.rejected_values: read by getattr through METRIC_OF
 
 # The on-disk format (docs/format.md): names other tools read.
-SYS_PREFIX  # the "sys/" metrics of the device figures
 
 # Claims an evidence line carries: read by the checker that recomputes every line (tests/evidence_checker.py).
 below  # Level.below
@@ -38,6 +36,17 @@ factors  # Product.factors
 predicate  # Occurrences.predicate
 
 # Signatures fixed by someone else.
-signum  # a signal handler's (signum, frame)
-exception  # Lightning's Callback.on_exception(trainer, pl_module, exception)
 _.writeable  # numpy's ndarray.flags.writeable, set to make shared series read-only
+
+# Set on Textual objects, read by Textual.
+_.content_width  # DataTable Column.content_width: reset so a rebuilt table measures its columns afresh
+_.border_subtitle  # Widget.border_subtitle: drawn by Textual in the panel's bottom border
+
+# Named by the job kinds as "module:function" strings (tuidiag/job_kinds/builtin.py), loaded by name.
+render_lr_find
+render_nan_hunt
+render_overfit
+render_sharpness
+
+# Read by tests only, as the limit the code keeps.
+SHORT_MAX  # the longest short badge a code may have (tests/test_keys.py checks every code against it)

@@ -1,5 +1,8 @@
 """CPU-side system metrics of the training process, sampled on the writer thread at each flush.
 
+Sampled for a training whose model is watched (``rec.watch``); a run fed only through
+``rec.log`` holds only what it logs.
+
 With psutil installed: the process's CPU use and resident memory, the host's memory
 in use, and how many child processes are alive (DataLoader workers are the training's
 children, so a worker that dies shows as a drop). Without psutil nothing is sampled.

@@ -49,11 +49,6 @@ def detect_rank(torch: Any) -> tuple[int, int]:
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
-def died_of_exception() -> bool:
-    """True once an uncaught exception reached ``sys.excepthook`` (needs ``install_excepthook``)."""
-    return _state["uncaught"] is not None
-
-
 def end_status(exc_type: type[BaseException] | None) -> str:
     """The status of a run ending now, after ``exc_type`` (None: no exception, or none known).
 

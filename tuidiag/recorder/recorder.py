@@ -69,8 +69,10 @@ STEP_RANGE = range(-(2**63), 2**63)
 STEP_MAX = STEP_RANGE[-1]
 CLOSE_STATUSES = (STATUS_FINISHED, STATUS_FAILED, STATUS_INTERRUPTED)
 """What ``close(status)`` may write; the reader tells a ``crashed`` run by itself."""
-SIGTERM_FLUSH_SECONDS = 5.0
-"""At most this long, on SIGTERM, to write the rows queued before the process ends."""
+SIGTERM_FLUSH_SECONDS = 20.0
+"""At most this long, on SIGTERM, to write the rows queued before the process ends: within the 30 s that
+Kubernetes and Slurm give a process between SIGTERM and SIGKILL. The usual write takes milliseconds; 5 s
+lost the last steps on a loaded 2-core machine."""
 
 
 class Recorder:
@@ -663,8 +665,8 @@ class Recorder:
         step = writer.last_step
         if step > self._last_flushed_step:  # nothing new while idle: write nothing
             self._last_flushed_step = step
-            if self._host is None:  # created here, so psutil's import costs the writer thread, not the training
-                from tuidiag.recorder.host_probe import HostProbe
+            if self._host is None and self._watch is not None:  # a training: created here, so psutil's import
+                from tuidiag.recorder.host_probe import HostProbe  # costs the writer thread, not the training
 
                 self._host = HostProbe()
             names, values = system_rows(self._watch, self._host)

@@ -20,7 +20,6 @@ from tuidiag.viewmodel.downsample import downsample
 from tuidiag.viewmodel.snapshot import Chart
 
 Line = tuple[str, np.ndarray, np.ndarray]
-CHART_METRICS = ("loss", "val", "grad")
 
 
 @dataclass(frozen=True)

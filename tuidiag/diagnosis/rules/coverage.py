@@ -20,7 +20,6 @@ from tuidiag.format import (
     TIME_DATA_WAIT, TIME_STEP,
 )
 
-CODE = "metrics_missing"
 LOSS_FN_PREFIX = "loss_fn/"
 KIND_NAMES = {"tensorboard": "a TensorBoard log", "wandb": "a W&B run", "csv": "a CSV log"}
 
@@ -75,7 +74,7 @@ def metrics_missing(view: RunView) -> Finding | None:
         f"so these rules did not judge it: {', '.join(rule for _, rules in lacking for rule in rules)}",
     ]
     fix = "the other rules judged the metrics the log has; record with tuidiag.Recorder (rec.watch(model)) to have these judged too"
-    return Finding(CODE, "Some rules need metrics this log lacks", 1.0, "info", evidence, fix, None)
+    return Finding("metrics_missing", "Some rules need metrics this log lacks", 1.0, "info", evidence, fix, None)
 
 
 def _listed(items: list[str]) -> str:
