@@ -56,6 +56,26 @@ def log_slope(steps: np.ndarray, values: np.ndarray) -> float:
 
 
 
+def grouped_median(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct ``keys`` in order, the median of the finite ``values`` of each; NaN for a key with none).
+
+    Vectorised (one sort), where a median per key in a loop would take a second on a long run.
+    """
+    keys, values = np.asarray(keys), np.asarray(values, dtype=float)
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    medians = np.full(len(distinct), np.nan)
+    ok = np.isfinite(values)
+    group, good = inverse.reshape(-1)[ok], values[ok]
+    order = np.lexsort((good, group))
+    group, good = group[order], good[order]
+    counts = np.bincount(group, minlength=len(distinct))
+    starts = np.cumsum(counts) - counts
+    has = counts > 0
+    lo, hi = (starts + (counts - 1) // 2)[has], (starts + counts // 2)[has]
+    medians[has] = np.where(lo == hi, good[lo], (good[lo] + good[hi]) / 2)
+    return distinct, medians
+
+
 def block_medians(values: np.ndarray, blocks: int) -> np.ndarray:
     """Medians of ``blocks`` consecutive, equal chunks of ``values`` (the tail beyond a whole chunk is dropped).
 

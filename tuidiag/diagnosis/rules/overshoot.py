@@ -19,6 +19,7 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Change, Evidence, Level, Measure, at_step, measure, quoted, stat_of
 from tuidiag.diagnosis.rules.activations import DEAD_LIMIT
 from tuidiag.diagnosis.rules.measures import after_quiet, finite_only
+from tuidiag.diagnosis.stats import grouped_median
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import ACT_DEAD_PREFIX, LOSS, UPDATE_RATIO_PREFIX
@@ -37,14 +38,15 @@ RISE, RISE_MIN = 1.5, 0.1
 def _ratio_samples(view: RunView) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
     """(metrics, sampled steps after the quiet ones, the median update/weight ratio over the weight matrices at each)."""
     names = tuple(UPDATE_RATIO_PREFIX + n for n in (view.weight_params or view.param_order))
-    per_step: dict[int, list[float]] = {}
+    kept = []
     for name in names:
         steps, values = view.series(name)
-        keep = ~view.quiet_mask(steps)
-        for step, value in zip(steps[keep].tolist(), values[keep].tolist()):
-            per_step.setdefault(step, []).append(value)
-    steps = np.array(sorted(per_step), dtype=np.int64)
-    return names, steps, np.array([stat_of(np.array(per_step[s]), "median") for s in steps.tolist()])
+        judged = ~view.quiet_mask(steps)
+        kept.append((steps[judged], values[judged]))
+    if not kept:
+        return names, np.empty(0, np.int64), np.empty(0)
+    steps, medians = grouped_median(np.concatenate([s for s, _ in kept]).astype(np.int64), np.concatenate([v for _, v in kept]))
+    return names, steps, medians
 
 
 def ratio_onset(view: RunView, threshold: float) -> tuple[int, int] | None:
