@@ -10,9 +10,13 @@ and delay, top-1 per architecture, the expected calibration error of the top fin
 confidence before (raw rule scores) and after calibration with its table, and the median
 detection delay (from fault onset to the first step, on a coarse grid, at which
 ``diagnose(run, at=step)`` ranks an acceptable code first), in steps and as a share of
-the run's length. Usage::
+the run's length.
+
+``--fit-calibration`` first refits ``tuidiag/diagnosis/calibration.json`` from the tune
+split's final diagnoses (``benchmarks/suite/calibrate.py``), then reports. Usage::
 
     python benchmarks/diagnosis_accuracy.py [--cache /tmp/tuidiag_suite] [--retrain] [--workers 2] [-v]
+    python benchmarks/diagnosis_accuracy.py --fit-calibration [--cache ...]
     python benchmarks/diagnosis_accuracy.py --record-only [--cache ...]
 """
 
@@ -27,11 +31,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.suite import calibrate  # noqa: E402
 from benchmarks.suite.metrics import Outcome, Report, detection_delay, early_alarms, outcome, report  # noqa: E402
 from benchmarks.suite.runner import record_all  # noqa: E402
 from benchmarks.suite.scenarios import SUITE  # noqa: E402
 from benchmarks.suite.train import Spec  # noqa: E402
 from tuidiag.diagnosis import diagnose  # noqa: E402
+from tuidiag.diagnosis.calibration import TABLE_PATH, load_tables  # noqa: E402
 from tuidiag.store import open_run  # noqa: E402
 
 PARTS = ("tune", "held_out")
@@ -100,6 +106,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-delay", action="store_true", help="skip the detection-delay scan (faster)")
     parser.add_argument("--part", choices=PARTS, help="diagnose and report only this part")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every scenario's ranked findings")
+    parser.add_argument("--fit-calibration", action="store_true",
+                        help="refit tuidiag/diagnosis/calibration.json on the tune split")
     parser.add_argument("--record-only", action="store_true", help="record what is missing, print the time it took, and stop")
     return parser.parse_args(argv)
 
@@ -121,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.record_only:
         print(f"{len(SUITE)} scenarios recorded under {args.cache} ({time.perf_counter() - start:.0f} s)")
         return 0
+    if args.fit_calibration:
+        fit_calibration(runs)
     parts = (args.part,) if args.part else PARTS
     start = time.perf_counter()
     outcomes = [evaluate(spec, runs[spec.name], not args.no_delay) for spec in SUITE if spec.split in parts]
@@ -135,6 +145,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     return 0 if held.top1 >= TARGETS["top1"] and held.top3 >= TARGETS["top3"] and not held.healthy_alarmed else 1
 
+
+def fit_calibration(runs: dict[str, Path], path: Path = TABLE_PATH) -> None:
+    """Refit the package's calibration tables on the tune split's final diagnoses and write them to ``path``."""
+    tune = [spec for spec in SUITE if spec.split == "tune"]
+    points = []
+    for spec in tune:
+        result = evaluate(spec, runs[spec.name], with_delay=False)
+        points.append((spec.family, [(code, raw, int(code in spec.acceptable)) for code, _, raw in result.findings]))
+    strength, scores = calibrate.choose_strength(points)
+    tables = calibrate.fit(points, strength)
+    source = f"the tune split of benchmarks/suite/scenarios.py: {len(tune)} runs, final diagnoses"
+    calibrate.write(path, tables, strength, scores, points, source)
+    load_tables.cache_clear()
+    print(f"fitted {len(tables)} tables on {sum(len(found) for _, found in points)} findings of {len(tune)} tune runs "
+          f"(prior strength {strength:g}, leave-one-run-out Brier {scores[strength]:.4f}) into {path}")
 
 
 if __name__ == "__main__":

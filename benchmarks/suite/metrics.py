@@ -64,7 +64,8 @@ def outcome(spec: Spec, diagnosis: Diagnosis, last_step: int | None = None) -> O
     """The outcome of one final diagnosis."""
     codes = [f.code for f in diagnosis.findings]
     alarms = [f.code for f in diagnosis.findings if f.severity in ALARMS]
-    ranked = [(f.code, float(f.confidence), float(getattr(f, "raw_confidence", None) or f.confidence)) for f in diagnosis.findings]
+    ranked = [(f.code, float(f.confidence), float(f.confidence if f.raw_confidence is None else f.raw_confidence))
+              for f in diagnosis.findings]
     return Outcome(spec, codes, ranked[0][1], alarms, ranked[0][2], last_step, ranked)
 
 

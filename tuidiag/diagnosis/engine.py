@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tuidiag.diagnosis.calibration import calibrated
 from tuidiag.diagnosis.combine import combine, healthy, resolve_fix_conflicts
 from tuidiag.diagnosis.finding import Diagnosis, Finding
 from tuidiag.diagnosis.job_evidence import latest_results, lr_evidence, nan_evidence
@@ -51,7 +52,7 @@ def diagnose(run: Run | str | Path, at: int | None = None) -> Diagnosis:
     view = RunView(run, at)
     skipped = list(run.warnings)
     found = with_job_results(run_rules(view, skipped), view)
-    alarms = combine([f for f in found if f.severity != "info"])
+    alarms = calibrated(combine([f for f in found if f.severity != "info"]) or [healthy(view)], skipped)
     notes = sorted((f for f in found if f.severity == "info"), key=lambda f: -f.confidence)
     resolve_fix_conflicts(alarms + notes)
-    return Diagnosis(run.name, view.last_step, alarms or [healthy(view)], notes, skipped)
+    return Diagnosis(run.name, view.last_step, alarms, notes, skipped)
