@@ -56,6 +56,17 @@ def log_slope(steps: np.ndarray, values: np.ndarray) -> float:
 
 
 
+def column_medians(rows: np.ndarray) -> np.ndarray:
+    """The median of the finite values of each column of ``rows`` (NaN for a column with none), vectorised."""
+    rows = np.asarray(rows, dtype=float)
+    finite_rows = np.isfinite(rows)
+    if finite_rows.all():
+        return np.median(rows, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column has a NaN median
+        return np.nanmedian(np.where(finite_rows, rows, np.nan), axis=0)
+
+
 def grouped_median(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct ``keys`` in order, the median of the finite ``values`` of each; NaN for a key with none).
 

@@ -22,7 +22,7 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Change, Evidence, Level, Measure, at_step, measure, quoted, stat_of
 from tuidiag.diagnosis.rules.activations import DEAD_LIMIT
 from tuidiag.diagnosis.rules.measures import after_quiet, finite_only
-from tuidiag.diagnosis.stats import grouped_median
+from tuidiag.diagnosis.stats import column_medians, grouped_median
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import ACT_DEAD_PREFIX, LOSS, UPDATE_RATIO_PREFIX, WEIGHT_NORM_PREFIX
@@ -51,6 +51,8 @@ def _ratio_samples(view: RunView) -> tuple[tuple[str, ...], np.ndarray, np.ndarr
         kept.append((steps[judged], values[judged]))
     if not kept:
         return names, np.empty(0, np.int64), np.empty(0)
+    if all(np.array_equal(s, kept[0][0]) for s, _ in kept):  # sampled together, as the recorder does: a median per column
+        return names, kept[0][0].astype(np.int64), column_medians(np.stack([v for _, v in kept]))
     steps, medians = grouped_median(np.concatenate([s for s, _ in kept]).astype(np.int64), np.concatenate([v for _, v in kept]))
     return names, steps, medians
 
