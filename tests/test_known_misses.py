@@ -12,6 +12,9 @@
   too-low LR (whose fix, "raise the LR", cannot help). It is now a critical ``dead_layer``
   ("Nothing trains") read from the model summary and the update ratios, explaining those.
   Near-miss: a backbone frozen on purpose under a trainable head is not flagged.
+- **A warmup read as misaligned labels.** A healthy run judged while its LR still warms up
+  has its loss at the chance level; ``labels_misaligned`` fired there. It now waits until
+  the LR stops rising over the steps it judges.
 
 Every evidence line is checked against the run (``tests/evidence_checker.py``).
 """
@@ -126,3 +129,12 @@ def test_a_backbone_frozen_on_purpose_is_not_nothing_trains(tmp_path: Path, monk
     diagnosis = diagnose(run)
     check_diagnosis(run, diagnosis)
     assert all(f.title != TITLE for f in diagnosis.findings), [(f.code, f.title) for f in diagnosis.findings]
+
+
+@pytest.mark.parametrize("at", [60, 120])
+def test_a_loss_at_chance_during_warmup_is_not_misaligned_labels(tmp_path: Path, at: int) -> None:
+    spec = Spec("warmup", "healthy", "tune", ("healthy",), (), lr=1e-3, steps=at + 1, schedule="warmup_slow", val_every=20)
+    run = record_spec(spec, tmp_path / "run")
+    diagnosis = diagnose(run, at=at)
+    check_diagnosis(run, diagnosis, at)
+    assert "labels_misaligned" not in [f.code for f in diagnosis.findings], [(f.code, f.title) for f in diagnosis.findings]

@@ -111,7 +111,8 @@ def make_optimizer(spec: Spec, model: nn.Module) -> torch.optim.Optimizer:
 
 
 def make_schedule(spec: Spec, optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler | None:
-    """``cosine`` (to 10% at the end), ``warmup_cosine``, or ``per_batch_decay`` (an epoch schedule stepped per batch)."""
+    """``cosine`` (to 10% at the end), ``warmup_cosine``, ``warmup_slow`` (3000 steps), or ``per_batch_decay`` /
+    ``step_per_batch`` (an epoch schedule stepped per batch)."""
     n = spec.steps
     if spec.schedule == "cosine":
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, n) / n)))
@@ -119,6 +120,8 @@ def make_schedule(spec: Spec, optimizer: torch.optim.Optimizer) -> torch.optim.l
         warm = max(1, n // 10)
         return torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda s: min(1.0, (s + 1) / warm) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(s, n) / n))))
+    if spec.schedule == "warmup_slow":  # a linear warmup over 3000 steps, whatever the run's length
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 3000))
     if spec.schedule == "per_batch_decay":
         return torch.optim.lr_scheduler.ExponentialLR(optimizer, spec.fault.get("gamma", 0.95))
     if spec.schedule == "step_per_batch":
