@@ -80,12 +80,16 @@ def grid(onset: int, last_step: int) -> list[int]:
 
 
 def detection_delay(spec: Spec, last_step: int, diagnose_at: Callable[[int], Diagnosis]) -> int | None:
-    """First grid step at or after ``spec.onset`` where an acceptable code ranks first, minus the onset."""
+    """First grid step at or after the fault's onset where an acceptable code ranks first, minus the onset.
+
+    The onset is ``spec.onset``, or the run's last step when it is negative (a fault that acts
+    once and ends the run, such as a loss that turns non-finite out of a calm run)."""
     if spec.family == "healthy":
         return None
-    for step in grid(spec.onset, last_step):
+    onset = last_step if spec.onset < 0 else spec.onset
+    for step in grid(onset, last_step):
         if diagnose_at(step).top.code in spec.acceptable:
-            return step - spec.onset
+            return step - onset
     return None
 
 

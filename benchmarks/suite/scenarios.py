@@ -359,12 +359,12 @@ SUITE: list[Spec] = [
     S("unshuffled-transformer", "unshuffled_data", arch="transformer", fault={"unshuffled": True}, steps=250),
     S("unshuffled-resmlp", "unshuffled_data", arch="resmlp", fault={"unshuffled": True}, steps=300),
     S("unshuffled-lstm", "unshuffled_data", **LSTM, fault={"unshuffled": True}, steps=300),
-    # ---- a numerical fault in the loss at a normal LR (log of a ReLU output): non-finite at once
-    S("poisson-log-relu-mlp", "nonfinite_loss", model={"width": 32}, lr=3e-3, batch_size=32, steps=300, fault={"poisson": True}),
-    S("poisson-log-relu-mlp-adam1e3", "nonfinite_loss", lr=1e-3, steps=300, fault={"poisson": True}),
-    S("poisson-log-relu-gru", "nonfinite_loss", **RNN, lr=3e-3, batch_size=32, steps=600, fault={"poisson": True}),
-    S("poisson-log-relu-resmlp", "nonfinite_loss", arch="resmlp", lr=3e-3, batch_size=32, steps=300, fault={"poisson": True}),
-    S("poisson-log-relu-mlp-s1", "nonfinite_loss", model={"width": 32}, lr=2e-3, batch_size=32, steps=400, seed=1, fault={"poisson": True}),
+    # ---- a numerical fault in the loss at a normal LR (log of a ReLU output): non-finite at once, ending the run there
+    S("poisson-log-relu-mlp", "nonfinite_loss", model={"width": 32}, lr=3e-3, batch_size=32, steps=300, fault={"poisson": True}, onset=-1),
+    S("poisson-log-relu-mlp-adam1e3", "nonfinite_loss", lr=1e-3, steps=300, fault={"poisson": True}, onset=-1),
+    S("poisson-log-relu-gru", "nonfinite_loss", **RNN, lr=3e-3, batch_size=32, steps=600, fault={"poisson": True}, onset=-1),
+    S("poisson-log-relu-resmlp", "nonfinite_loss", arch="resmlp", lr=3e-3, batch_size=32, steps=300, fault={"poisson": True}, onset=-1),
+    S("poisson-log-relu-mlp-s1", "nonfinite_loss", model={"width": 32}, lr=2e-3, batch_size=32, steps=400, seed=1, fault={"poisson": True}, onset=-1),
     # ---- healthy runs: every architecture, short and long, other optimizers and batch sizes, resumed runs
     S("healthy-resmlp-adam", "healthy", arch="resmlp", steps=400),
     S("healthy-rescnn-sgd", "healthy", arch="rescnn", lr=0.05, steps=400, **SGD_MOM),

@@ -82,7 +82,8 @@ class Spec:
     schedule: str | None = None
     fault: dict[str, Any] = field(default_factory=dict)
     onset: int = 0
-    """The step at which the fault starts acting (for the detection delay)."""
+    """The step at which the fault starts acting (for the detection delay); negative: the run's last step
+    (a fault that acts once and ends the run)."""
     val_every: int = 25
     seed: int = 0
     resume_at: int | None = None
