@@ -99,6 +99,8 @@ PAIRS: dict[tuple[str, str], Pair] = {
     ("lr_decayed_too_early", "underfitting"): Pair([("lr_decayed_too_early", 20)], [], alone=[("underfitting", 100)]),
     ("lr_too_low", "underfitting"): Pair([("lr_too_low", 0)], [], alone=[("underfitting", 100)]),
     ("dead_layer", "underfitting"): _pair("dead_layer", "underfitting", 0, 100),
+    ("dead_layer", "frozen_val_metric"): _pair("all_frozen", "frozen_val_metric", 0, 150),
+    ("dead_layer", "lr_too_low"): Pair([("never_updated", 0)], [], alone=[("lr_too_low", 0)], loss="flat"),
     ("train_mode_bug", "underfitting"): _pair("train_mode_bug", "underfitting", 0, 100),
     ("loss_spikes", "exploding_gradients"): Pair([("loss_spikes", 100)], [("grad_jumps", 100)]),
     ("rank_nonfinite_first", "nonfinite_loss"): Pair([], [("nonfinite_loss", 152)], ranks=[("rank_nonfinite_first", 150)]),

@@ -146,6 +146,7 @@ def markdown_table() -> str:
         "Every finding `tuidiag diagnose RUN --json` prints carries one stable `code` from this table.",
         "Codes marked *shared* are the stable contract (none is ever renamed); *extension* codes are",
         "tuidiag's own. Codes not yet detected are reserved: no rule emits them yet.",
+        "A finding's `confidence` is calibrated on labelled trainings, not hand-set: see [calibration.md](calibration.md).",
         "Generated from `tuidiag/diagnosis/codes.py` by `python -m tuidiag.diagnosis.codes`.",
         "",
         "| code | what it means | typical fix | origin | detected |",

@@ -22,6 +22,7 @@ from tuidiag.diagnosis.moves import Move
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
+from tuidiag.diagnosis.rules.nothing_trains import TAG as NOTHING_TRAINS
 from tuidiag.diagnosis.rules.recording import counts_line
 from tuidiag.store.recorder_losses import run_losses
 
@@ -37,7 +38,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "over_clipping": ("lr_too_low", "underfitting"),
     "lr_decayed_too_early": ("underfitting",),
     "lr_too_low": ("underfitting",),
-    "dead_layer": ("underfitting",),
+    "dead_layer": ("underfitting", "frozen_val_metric", "lr_too_low"),
     "train_mode_bug": ("underfitting",),
     "loss_spikes": ("exploding_gradients",),
     "rank_nonfinite_first": ("nonfinite_loss", "lr_too_high", "bad_input_data", "exploding_gradients", "loss_spikes", "rank_desync"),
@@ -62,6 +63,8 @@ CONDITIONS: dict[tuple[str, str], Condition] = {
     ("rank_nonfinite_first", "lr_too_high"): lambda cause, _: "bad_input" in cause.tags,
     ("lr_too_high", "nonfinite_loss"): lambda _, symptom: "abrupt" not in symptom.tags,
     ("exploding_gradients", "nonfinite_loss"): lambda _, symptom: "abrupt" not in symptom.tags,
+    ("dead_layer", "frozen_val_metric"): lambda cause, _: NOTHING_TRAINS in cause.tags,
+    ("dead_layer", "lr_too_low"): lambda cause, _: NOTHING_TRAINS in cause.tags,
 }
 """Pairs that hold only under a condition on the cause or the symptom."""
 SYMPTOM_DISCOUNT = 0.6

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tuidiag.diagnosis.calibration import calibrated
 from tuidiag.diagnosis.combine import combine, healthy, resolve_fix_conflicts
 from tuidiag.diagnosis.finding import Diagnosis, Finding
 from tuidiag.diagnosis.job_evidence import lr_evidence, nan_evidence
@@ -52,8 +53,8 @@ def diagnose(run: Run, at: int | None = None, jobs: Sequence[JobRecord] = ()) ->
     view = RunView(run, at, jobs)
     skipped = list(run.warnings)
     found = with_job_results(run_rules(view, skipped), view)
-    alarms = combine([f for f in found if f.severity != "info"])
+    alarms = calibrated(combine([f for f in found if f.severity != "info"]) or [healthy(view)], skipped)
     notes = sorted((f for f in found if f.severity == "info"), key=lambda f: -f.confidence)
     resolved = resolve_fix_conflicts(alarms + notes)
     alarms, notes = resolved[: len(alarms)], resolved[len(alarms) :]
-    return Diagnosis(run.name, view.last_step, alarms or [healthy(view)], notes, skipped)
+    return Diagnosis(run.name, view.last_step, alarms, notes, skipped)

@@ -31,6 +31,9 @@ class Finding:
     """The earliest step at which the signature may have begun: the step after the last check that did not show it
     (sampled series are checked every few steps, and the quiet first steps not at all); ``None``: ``first_step``.
     Internal, for ordering causes before symptoms; not part of the JSON contract."""
+    raw_confidence: float | None = field(default=None, repr=False)
+    """The rules' score before calibration (``None``: not calibrated); ``confidence`` is the calibrated one
+    (see :mod:`~tuidiag.diagnosis.calibration`). Internal; not part of the JSON contract."""
 
     def __post_init__(self) -> None:
         """Read the fix's moves; a code missing from the catalog raises ``ValueError``."""

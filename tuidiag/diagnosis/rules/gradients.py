@@ -7,6 +7,7 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Fact, Level, Measure, measure, quoted
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import CLIP_LOOSER, CLIP_TIGHTER, INIT_SMALLER, LR_DOWN, fix_text
+from tuidiag.diagnosis.rules.nothing_trains import nothing_trains
 from tuidiag.diagnosis.rules.measures import HUGE_GRAD, after_quiet, listing, lr_change, recent, start_level, start_measure, tail
 from tuidiag.diagnosis.stats import median
 from tuidiag.text.numbers import fmt
@@ -260,7 +261,9 @@ def _zero_grads(view: RunView) -> tuple[list[str], list[Measure], int | None]:
 
 
 def dead_layer(view: RunView) -> Finding | None:
-    """A parameter gets no gradient at all (None or exactly zero)."""
+    """A parameter gets no gradient at all (None or exactly zero), or nothing trains (:mod:`.nothing_trains`)."""
+    if (whole := nothing_trains(view)) is not None:
+        return whole
     none, missing, event_step, first_none = _none_grads(view)
     zero, zero_measures, first_zero = _zero_grads(view)
     if none is None and (not zero or _relus_all_dead(view)):

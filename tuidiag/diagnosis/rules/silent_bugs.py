@@ -253,6 +253,14 @@ def _overfit_passed(view: RunView) -> bool | None:
     return bool(result.get("passed")) if result is not None and "passed" in result else None
 
 
+def _warming_up(view: RunView, first: int) -> bool:
+    """The LR rose over the steps judged: a warmup still under way, so the model has not yet trained at its LR
+    and a loss at the chance level says nothing about the labels."""
+    steps, lr = finite_only(*view.series("lr/group0"))
+    judged = lr[steps >= first]
+    return len(judged) >= 2 and judged[-1] > judged[0]
+
+
 def labels_misaligned(view: RunView) -> Finding | None:
     """The loss stays at the chance level although the gradients are healthy and the model moves."""
     found = _classes(view)
@@ -262,7 +270,7 @@ def labels_misaligned(view: RunView) -> Finding | None:
     if c < 2:
         return None
     steps, loss = finite_only(*after_quiet(view, *view.loss))
-    if len(loss) < 30:
+    if len(loss) < 30 or _warming_up(view, int(steps[0])):
         return None
     chance = math.log(c)
     recent_steps, recent_loss = tail(steps, loss, 0.5, 20)
