@@ -28,6 +28,7 @@ for path in (ROOT, Path(__file__).resolve().parent):
 
 from benchmarks.suite import calibrate  # noqa: E402
 from synthetic_runs import healthy_series, write_run  # noqa: E402
+from tuidiag.store import open_run  # noqa: E402
 from tuidiag.diagnosis import Finding, diagnose  # noqa: E402
 from tuidiag.diagnosis.calibration import POOLED, TABLE_PATH, calibrated, confidence_of, load_tables  # noqa: E402
 from tuidiag.diagnosis.codes import CODES  # noqa: E402
@@ -123,7 +124,7 @@ def test_fit_shrinks_toward_pooled_and_skips_codes_no_run_has() -> None:
 
 
 def test_diagnose_returns_calibrated_confidences(tmp_path: Path) -> None:
-    healthy = diagnose(write_run(tmp_path / "healthy", healthy_series()))
+    healthy = diagnose(open_run(write_run(tmp_path / "healthy", healthy_series())))
     tables = load_tables()
     top = healthy.top
     assert top.code == "healthy" and top.raw_confidence is not None

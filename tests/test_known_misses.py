@@ -41,6 +41,7 @@ from benchmarks.suite.train import Spec, record as record_spec  # noqa: E402
 from evidence_checker import check_diagnosis  # noqa: E402
 from rootcause_runs import Training, record  # noqa: E402
 from synthetic_runs import LAYERS, healthy_series, write_run  # noqa: E402
+from tuidiag.store import open_run  # noqa: E402
 from tuidiag.diagnosis import diagnose  # noqa: E402
 from tuidiag.diagnosis.rules.nothing_trains import TITLE  # noqa: E402
 from tuidiag.diagnosis.rules.overshoot import WEIGHT_BLOWUP  # noqa: E402
@@ -56,7 +57,7 @@ def _one_thread() -> None:
 
 def test_sgd_lr5_relu_mlp_names_the_lr_not_the_dead_units(tmp_path: Path) -> None:
     run = record(Training("lr_high", "mlp", "sgd", 5.0, momentum=0.0, steps=1000), tmp_path / "sgd5")
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(open_run(run))
     check_diagnosis(run, diagnosis)
     codes = [f.code for f in diagnosis.findings]
     assert codes[0] == "lr_too_high", codes
@@ -88,7 +89,7 @@ def test_a_weight_blowup_before_the_units_died_points_at_the_lr(tmp_path_factory
                                                                  jump: int) -> None:
     at = 25 * jump
     run = write_run(tmp_path_factory.mktemp("blowup") / "run", _with_weights(factor, at, at + 25))
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(open_run(run))
     check_diagnosis(run, diagnosis)
     codes = [f.code for f in diagnosis.findings]
     if factor >= WEIGHT_BLOWUP:
@@ -106,7 +107,7 @@ def _spec(name: str, **kw) -> Spec:
 @pytest.mark.parametrize("fault", ["frozen", "orphan_optimizer"])
 def test_nothing_trains_is_named(tmp_path: Path, arch: str, fault: str) -> None:
     run = record_spec(_spec(f"{fault}-{arch}", arch=arch, fault={fault: True}), tmp_path / "run")
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(open_run(run))
     check_diagnosis(run, diagnosis)
     top = diagnosis.top
     assert (top.code, top.title, top.severity) == ("dead_layer", TITLE, "critical"), [(f.code, f.title) for f in diagnosis.findings]
@@ -126,7 +127,7 @@ def test_a_backbone_frozen_on_purpose_is_not_nothing_trains(tmp_path: Path, monk
 
     monkeypatch.setattr(train, "build_parts", head_only)
     run = record_spec(_spec("finetune-head", lr=3e-3), tmp_path / "run")
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(open_run(run))
     check_diagnosis(run, diagnosis)
     assert all(f.title != TITLE for f in diagnosis.findings), [(f.code, f.title) for f in diagnosis.findings]
 
@@ -135,6 +136,6 @@ def test_a_backbone_frozen_on_purpose_is_not_nothing_trains(tmp_path: Path, monk
 def test_a_loss_at_chance_during_warmup_is_not_misaligned_labels(tmp_path: Path, at: int) -> None:
     spec = Spec("warmup", "healthy", "tune", ("healthy",), (), lr=1e-3, steps=at + 1, schedule="warmup_slow", val_every=20)
     run = record_spec(spec, tmp_path / "run")
-    diagnosis = diagnose(run, at=at)
+    diagnosis = diagnose(open_run(run), at=at)
     check_diagnosis(run, diagnosis, at)
     assert "labels_misaligned" not in [f.code for f in diagnosis.findings], [(f.code, f.title) for f in diagnosis.findings]
