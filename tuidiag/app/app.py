@@ -82,8 +82,8 @@ RunScreen.diagnosis-full #diagnosis { width: 1fr; height: 1fr; min-width: 0; }
 #cursor-bar { height: 1; }
 TabPane { padding: 0; }
 LayerHeatmap { height: 1fr; }
-#jobs-scroll { overflow-x: auto; overflow-y: auto; }
-#jobs-text { width: auto; }
+#jobs-scroll { overflow-x: hidden; overflow-y: auto; }
+#jobs-text { width: 100%; }
 """
 
 

@@ -19,6 +19,7 @@ from tuidiag import job_kinds, self_command
 from tuidiag.job_kinds import PROGRESS_LINE, SAVED_LINE
 from tuidiag.store import control_channel as ctl
 from tuidiag.store.job_results import read_result
+from tuidiag.text.numbers import duration
 
 def job_command(job: str, run_dir: str) -> list[str]:
     """The ``tuidiag`` arguments for ``job`` on ``run_dir`` (already confirmed: ``--yes``)."""
@@ -88,8 +89,14 @@ def live_where(manifest: dict[str, Any], job: str, steps_per_s: float | None) ->
     """Where a live job runs, on which device, how long, for the confirmation."""
     control = manifest.get("control") or {}
     kind = job_kinds.get(job)
-    steps = kind.expected_steps()
-    expected = f", about {steps / steps_per_s:.0f} s at the run's {steps_per_s:.3g} steps/s" if steps_per_s else ""
-    return (f"the live training process (pid {control.get('pid')} on {control.get('host')}, "
-            f"device {control.get('device', '?')}): up to {steps} {kind.unit}{expected}; "
-            f"stops waiting after {ctl.REQUEST_WAIT:.0f} s without an answer from the training")
+    config = kind.default_config()
+    where = f"the live training process (pid {control.get('pid')} on {control.get('host')}, device {control.get('device', '?')})"
+    wait = f"stops waiting after {ctl.REQUEST_WAIT:.0f} s without an answer from the training"
+    if kind.needs_capture:  # live, the hunt arms: the training goes on until a non-finite step comes, or the arming ends
+        armed = int(getattr(config, "steps", 0))
+        pace = f", about {duration(armed / steps_per_s)} at the run's {steps_per_s:.3g} steps/s" if steps_per_s else ""
+        return (f"{where}: armed for up to {armed} training steps{pace}; the first non-finite step in them is "
+                f"captured and replayed; {wait}")
+    steps = kind.expected_steps(config)
+    expected = f", about {duration(steps / steps_per_s)} at the run's {steps_per_s:.3g} steps/s" if steps_per_s else ""
+    return f"{where}: up to {steps} {kind.unit}{expected}; {wait}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rich.console import Group
 from rich.text import Text
 
 from tuidiag import job_kinds
@@ -31,20 +32,26 @@ def job_texts(run_dir: Path, at: int | None = None, step_of: StepOf | None = Non
     return tuple(texts)
 
 
-def jobs_text(texts: tuple[tuple[str, str], ...]) -> Text:
-    """All job results, each line cleaned of escapes (plotext charts keep their layout)."""
+def is_chart_line(line: str) -> bool:
+    """Whether ``line`` belongs to a plotext chart (box drawing or braille): drawn as is, never wrapped."""
+    return any("\u2500" <= ch <= "\u259f" or "\u2800" <= ch <= "\u28ff" for ch in line)
+
+
+def jobs_text(texts: tuple[tuple[str, str], ...]) -> Group:
+    """All job results, each line cleaned of escapes: sentences wrap to the pane, plotext charts keep their layout."""
     if not texts:
         keys = ", ".join(f"{kind.key} {kind.label}" for kind in job_kinds.kinds())
-        return Text("No job results yet.\n"
-                    f"Keys: {keys}.\n"
-                    "On a live run the training runs the job itself:\n"
-                    "  rec.watch(model, optimizer, loss_fn=criterion)\n"
-                    "Otherwise jobs rebuild the model from the run's factory:\n"
-                    "  Recorder(..., factory='train:build')")
-    out = Text()
+        return Group(Text("No job results yet.\n"
+                          f"Keys: {keys}.\n"
+                          "On a live run the training runs the job itself:\n"
+                          "  rec.watch(model, optimizer, loss_fn=criterion)\n"
+                          "Otherwise jobs rebuild the model from the run's factory:\n"
+                          "  Recorder(..., factory='train:build')"))
+    parts: list[Text] = []
     for job, text in texts:
-        out.append(f"{job.replace('_', ' ')}\n", style="bold underline")
+        parts.append(Text(job.replace("_", " "), style="bold underline"))
         for line in text.splitlines():
-            out.append(clean(line, 400) + "\n")
-        out.append("\n")
-    return out
+            cleaned = clean(line, 2000)
+            parts.append(Text(cleaned, no_wrap=True, overflow="crop") if is_chart_line(cleaned) else Text(cleaned))
+        parts.append(Text(""))
+    return Group(*parts)

@@ -137,7 +137,7 @@ class RunScreen(Screen):
         elif tab_id == "events-tab":
             yield EventsPanel(id="events")
         elif tab_id == "jobs-tab":
-            with ScrollableContainer(id="jobs-scroll"):  # charts keep their width: scroll, never wrap
+            with ScrollableContainer(id="jobs-scroll"):  # sentences wrap to the pane; charts are drawn as they are
                 yield Static(id="jobs-text")
         else:
             raise ValueError(f"no pane for the run view's tab {tab_id!r} (tuidiag.app.run_tabs)")
