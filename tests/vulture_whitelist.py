@@ -50,3 +50,6 @@ render_sharpness
 
 # Read by tests only, as the limit the code keeps.
 SHORT_MAX  # the longest short badge a code may have (tests/test_keys.py checks every code against it)
+
+# Read by the accuracy benchmark (benchmarks/suite/metrics.py), which refits the calibration from it.
+raw_confidence  # Finding.raw_confidence: the rule's score before calibration

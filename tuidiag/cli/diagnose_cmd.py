@@ -49,7 +49,7 @@ def render(result: Diagnosis, status: str) -> Text:
     if result.notes:
         out.append("\nNotes (review of the setup, not alarms):\n", style="bold")
         for note in result.notes:
-            out.append_text(literal(f"  - {note.title}: {'; '.join(note.evidence)}. {note.fix}", max_len=400))
+            out.append_text(literal(f"  - {note.title}: {'; '.join(note.evidence)}. {note.fix}", max_len=4000))
             out.append("\n")
     if result.skipped:
         out.append("\nSkipped:\n", style="bold")

@@ -73,9 +73,12 @@ def render_diagnosis(diagnosis: Diagnosis, max_evidence: int | None = PANEL_EVID
     for i, finding in enumerate(diagnosis.findings):
         out.append_text(finding_text(finding, rank_label(i), max_evidence=max_evidence))
         out.append("\n")
-    for note in diagnosis.notes[:3]:
+    whole = max_evidence is None  # the full diagnosis (d): every note whole, with its fix
+    for note in diagnosis.notes if whole else diagnosis.notes[:3]:
         out.append("Note: ", style="dim bold")
-        out.append_text(literal(f"{note.title}: {'; '.join(note.evidence[:1])}", "dim", max_len=300))
+        shown = note.evidence if whole else note.evidence[:1]
+        text = f"{note.title}: {'; '.join(shown)}" + (f". Fix: {note.fix}" if whole and note.fix else "")
+        out.append_text(literal(text, "dim", max_len=4000 if whole else 300))
         out.append("\n")
     if diagnosis.skipped:
         out.append(f"Skipped ({len(diagnosis.skipped)}):\n", style="yellow bold")
