@@ -175,4 +175,6 @@ def manifest(run: SourceRun, names: NameMap, metrics: pa.Table, last_step: int |
         factory=None,
         source=dict(run.source, imported=now, mapped=names.mapped),
     )
+    if run.hparams is not None:
+        data["hparams"] = run.hparams
     return data
