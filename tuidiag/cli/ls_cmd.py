@@ -1,7 +1,9 @@
 """``tuidiag ls DIR``: a table of the runs under DIR with status, last step and last loss.
 
-``step`` is the last recorded step, the same number the monitor shows as "step" (not a count:
-a run resumed from step 1000 or logging every 10th step has fewer rows than that).
+``step`` is the last training step, the same text the monitor and ``tuidiag status`` show as
+"step" (:mod:`tuidiag.store.progress`; not a count: a run resumed from step 1000 or logging
+every 10th step has fewer rows than that); values logged at explicit steps beyond it are noted
+beside it (``2 (logged to 11)``), never counted as steps trained.
 
 A run whose recorder rejected or lost anything says so next to its status
 (``finished, 1 value rejected``). A run that cannot be read at all is listed as
@@ -20,6 +22,7 @@ from rich.table import Table
 from tuidiag.cli.run_argument import fail
 from tuidiag.format import LOSS
 from tuidiag.store import Run, find_runs, open_run
+from tuidiag.store.progress import progress
 from tuidiag.store.recorder_losses import run_losses
 from tuidiag.store.unreadable import reason_of
 from tuidiag.text.safe import literal
@@ -73,7 +76,7 @@ def runs_table(runs: list[Run], root: Path) -> Table:
         table.add_row(
             literal(run_.name, max_len=40),
             status_cell,
-            literal("-" if run_.last_step is None else f"{run_.last_step:,}"),
+            literal(progress(run_.manifest, run_.last_step).text()),
             literal(_fmt_loss(loss)),
             literal(_age(run_.manifest.get("heartbeat"))),
             literal(_relative(run_.path, root)),

@@ -22,6 +22,7 @@ from tuidiag.cli.status_cache import refresh_locked, top_finding
 from tuidiag.format import LOSS, STATUS_RUNNING
 from tuidiag.store.discovery import is_run_dir
 from tuidiag.store.manifest import effective_status, read_manifest
+from tuidiag.store.progress import progress
 from tuidiag.store.recorder_losses import manifest_losses
 from tuidiag.store.tail import latest
 from tuidiag.text.safe import clean
@@ -108,8 +109,7 @@ def status_line(
 
 
 def _progress(manifest: dict[str, Any], loss: Any) -> str:
-    step = loss.step if loss is not None else manifest.get("last_step")
-    text = f"step {step:,}" if isinstance(step, int) else "step -"
+    text = f"step {progress(manifest, loss.step if loss is not None else None).text()}"
     if loss is not None:
         text += f" loss {loss.value:.4g}" if math.isfinite(loss.value) else f" loss {loss.value}"
     return text
