@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the diagnosis; exit 0 whatever is found, 2 when the run cannot be read."""
     try:
-        run_ = load_run(args.run)
+        run_ = load_run(args.run, foreign=True)
     except RunNotReadable as exc:
         return fail("diagnose", str(exc))
     result = diagnose(run_, at=args.at, jobs=job_records(run_))
