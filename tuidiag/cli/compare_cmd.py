@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the comparison; exit 0 whatever it says, 2 when either run cannot be read."""
     try:
-        run_a, run_b = load_run(args.run_a), load_run(args.run_b)
+        run_a, run_b = load_run(args.run_a, foreign=True), load_run(args.run_b, foreign=True)
     except RunNotReadable as exc:
         return fail("compare", str(exc))
     result = compare_runs(run_a, run_b)

@@ -42,6 +42,12 @@ SHARD = ShardName(0, 0, 0)
 class RunExistsError(Exception):
     """The target run directory exists and ``force`` was not given (or it is not a run)."""
 
+    def __init__(self, message: str, target: Path, replaceable: bool) -> None:
+        super().__init__(message)
+        self.target = target
+        self.replaceable = replaceable
+        """True when ``target`` holds a run that ``force`` would replace; ``False`` when it is not a run (never replaced)."""
+
 
 @dataclass
 class WrittenRun:
@@ -63,9 +69,9 @@ def check_target(target: Path, force: bool) -> None:
     if not target.exists():
         return
     if not target.is_dir() or (not is_run_dir(target) and any(target.iterdir())):
-        raise RunExistsError(f"{target} exists and is not a tuidiag run; not replacing it")
+        raise RunExistsError(f"{target} exists and is not a tuidiag run; not replacing it", target, False)
     if is_run_dir(target) and not force:
-        raise RunExistsError(f"{target} already holds a run; pass --force to replace it")
+        raise RunExistsError(f"{target} already holds a run", target, True)
 
 
 def write_run(run: SourceRun, out_dir: Path, force: bool = False) -> WrittenRun:
@@ -175,4 +181,6 @@ def manifest(run: SourceRun, names: NameMap, metrics: pa.Table, last_step: int |
         factory=None,
         source=dict(run.source, imported=now, mapped=names.mapped),
     )
+    if run.hparams is not None:
+        data["hparams"] = run.hparams
     return data

@@ -44,7 +44,7 @@ from tuidiag.recorder.actions import LiveChanges
 from tuidiag.recorder.request_runner import RequestRunner
 from tuidiag.recorder.errors import ErrorReporter, Rejections, guarded
 from tuidiag.recorder.layouts import LayoutCache
-from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
+from tuidiag.recorder.writer import NO_ROWS, EventRow, MetricBatch, ShardWriter
 from tuidiag.recorder.process import (
     detect_rank,
     end_status,
@@ -305,9 +305,11 @@ class Recorder:
                 self._record_distributions(s)
         wall = time.time()
         if host_names:
-            self._writer.submit(MetricBatch(s, wall, self._layouts.host(host_names), host_values), len(host_names))
+            self._writer.submit(MetricBatch(s, wall, self._layouts.host(host_names), host_values, trained=True), len(host_names))
         if dev_names:
-            self._submit_device(s, wall, dev_names, dev_values)
+            self._submit_device(s, wall, dev_names, dev_values, trained=True)
+        if not host_names and not dev_names:  # nothing to record yet, but the step counts (run.json's last_step)
+            self._writer.submit(MetricBatch(s, wall, NO_ROWS, (), trained=True), 0)
         self._changes.clip_now(self._watch)  # a clip_grad action counts from the step after it
         if self._control is not None and (self._control.pending or self._control.armed or self._control.checking):
             self._control.check(s)  # did the actions of earlier steps hold?
@@ -427,7 +429,7 @@ class Recorder:
         if self._control is not None:  # answered before run.json says the run ended: a requester that sees it
             self._control.close(self._current_step, status)  # ended finds every answer there
         try:
-            self._manifest.finish(status, self._writer.last_step, self._stats())
+            self._manifest.finish(status, self._writer.progress_step, self._stats(), self._writer.last_step)
         except Exception as exc:
             self.errors.report("close", exc)
         finally:
@@ -552,7 +554,8 @@ class Recorder:
             message = f"{len(missing)} parameters got no gradient: {shown}"
             self._writer.submit(EventRow(s, time.time(), EVENT_NO_GRAD, "warning", message, {"params": missing}))
 
-    def _submit_device(self, s: int, wall: float, names: list[str], values: list[Any], derive: bool = True) -> None:
+    def _submit_device(self, s: int, wall: float, names: list[str], values: list[Any], derive: bool = True,
+                       trained: bool = False) -> None:
         from tuidiag.recorder.device import AsyncHostCopy, stack_scalars
 
         device = self._watch.device if self._watch is not None else values[0].device
@@ -563,7 +566,7 @@ class Recorder:
                 return
             vector = stack_scalars(values, device)
         layout = self._layouts.device(names) if derive else self._layouts.host(names)
-        self._writer.submit(MetricBatch(s, wall, layout, AsyncHostCopy(vector)), len(names))
+        self._writer.submit(MetricBatch(s, wall, layout, AsyncHostCopy(vector), trained=trained), len(names))
         if derive and self._wants_capture():
             self._maybe_capture(s, layout, vector)
 
@@ -662,7 +665,7 @@ class Recorder:
         if self._control is not None:
             self._control.poll()
             self._control.expire_overdue()
-        step = writer.last_step
+        step = writer.progress_step  # system rows at the training step, not at a later step given to log()
         if step > self._last_flushed_step:  # nothing new while idle: write nothing
             self._last_flushed_step = step
             if self._host is None and self._watch is not None:  # a training: created here, so psutil's import
@@ -680,7 +683,7 @@ class Recorder:
             self._written_rejections = rejected
             earlier = self._manifest.earlier_stats.get("rejected_values", 0)  # the counters count the whole run
             writer.add_rows(max(step, 0), time.time(), [RECORDER_REJECTED], np.array([float(rejected + earlier)]))
-        self._manifest.heartbeat(writer.last_step, self._stats())
+        self._manifest.heartbeat(writer.progress_step, self._stats(), writer.last_step)
 
     def _stats(self) -> dict[str, int]:
         writer = self._writer

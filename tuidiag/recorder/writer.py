@@ -65,6 +65,12 @@ class MetricBatch:
     wall_time: float
     layout: Layout
     values: Any
+    trained: bool = False
+    """Sent by ``rec.step()``: ``step`` is a training step (``log`` rows, whatever their step, are not)."""
+
+
+NO_ROWS = Layout([])
+"""The layout of a training step that recorded no value (no loss, nothing timed yet): it only counts the step."""
 
 
 @dataclass
@@ -111,6 +117,9 @@ class ShardWriter:
         """Rows accepted but never written: values unreadable, or not matching their names."""
         self._reported_lost = 0
         self.last_step = -1
+        """The highest step of any row accepted (``log`` rows at explicit steps included)."""
+        self.last_trained_step = -1
+        """The highest step ``rec.step()`` sent (:attr:`MetricBatch.trained`)."""
         self._reported_drops = 0
         self._items: deque[Any] = deque()
         self._wake = threading.Event()
@@ -156,6 +165,11 @@ class ShardWriter:
         self._wake.set()
         self._thread.join(timeout)
 
+    @property
+    def progress_step(self) -> int:
+        """The run's progress (:mod:`tuidiag.store.progress`): the last training step, else the last step of any row."""
+        return self.last_trained_step if self.last_trained_step >= 0 else self.last_step
+
     # ---- writer-thread side ----------------------------------------------------
     def _loop(self) -> None:
         self._guard(_import_compute)
@@ -193,6 +207,10 @@ class ShardWriter:
             self._events.append(item)
             return
         layout = item.layout
+        if item.trained:
+            self.last_trained_step = max(self.last_trained_step, item.step)
+        if not layout.names:
+            return
         try:
             values = item.values.resolve() if hasattr(item.values, "resolve") else item.values
             values = np.asarray(values, dtype=np.float64).reshape(-1)

@@ -6,7 +6,7 @@ once in :mod:`tuidiag.sources.registry`. Foreign runs are read in place, increme
 and never written to. No torch, no UI.
 """
 
-from tuidiag.sources.registry import SOURCES, discover, kind_of, open_source, owner_of
+from tuidiag.sources.registry import SOURCES, discover, kind_of, locate, open_source, owner_of
 from tuidiag.sources.run_source import KIND_TUIDIAG, source_kind
 
-__all__ = ["KIND_TUIDIAG", "SOURCES", "discover", "kind_of", "open_source", "owner_of", "source_kind"]
+__all__ = ["KIND_TUIDIAG", "SOURCES", "discover", "kind_of", "locate", "open_source", "owner_of", "source_kind"]

@@ -55,6 +55,7 @@ class ForeignRun(Run):
         self._names = NameMap()
         self._by_target: dict[str, str] = {}
         self._config: dict[str, Any] = {}
+        self._hparams: dict[str, Any] | None = None
         self._ended: str | None = None
         self._last_write: float | None = None
         self._log_name: str | None = None
@@ -137,6 +138,7 @@ class ForeignRun(Run):
         self._note_nonfinite(batch.series)
         if batch.config is not None:
             self._config = dict(batch.config)
+            self._hparams = batch.hparams
         self._ended = batch.ended or self._ended
         self._last_write = batch.last_write if batch.last_write is not None else self._last_write
         self._log_name = batch.name or self._log_name
@@ -170,6 +172,8 @@ class ForeignRun(Run):
         manifest: dict[str, Any] = {"name": self.name, "status": self.status, "config": dict(self._config), "source": source}
         if starts:
             manifest["created"] = min(starts)
+        if self._hparams is not None:
+            manifest["hparams"] = self._hparams
         return manifest
 
 

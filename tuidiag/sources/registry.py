@@ -75,6 +75,22 @@ def kind_of(path: Path) -> str | None:
     return None
 
 
+def locate(path: Path) -> tuple[Path, str] | None:
+    """The run a path given on the command line names, with its kind: a run directory of any kind,
+    or one of a run's own files (an event file, ``metrics.csv``, ``run-<id>.wandb``, a Keras log); else ``None``."""
+    if path.is_dir():
+        kind = kind_of(path)
+        return (path, kind) if kind is not None else None
+    owner = owner_of(path)
+    if owner is None:
+        return None
+    if owner.is_dir():
+        kind = kind_of(owner)
+        return (owner, kind) if kind is not None else None
+    kind = discover(owner.parent, max_depth=0).get(owner)  # a run that is one file
+    return (owner, kind) if kind is not None else None
+
+
 def owner_of(changed: Path, modified: bool = False) -> Path | None:
     """The run a changed file belongs to, of any kind; ``modified``: the file was written in place
     (only kinds whose writers append in place count that as new data)."""

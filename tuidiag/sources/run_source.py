@@ -61,6 +61,8 @@ class Batch:
     """New rows, under the names the log uses (several pieces of one name may come, in order)."""
     config: dict[str, Any] | None = None
     """The whole config, when it changed since the last read (``None``: unchanged)."""
+    hparams: dict[str, Any] | None = None
+    """TensorBoard-style ``hparams`` (``{"params": ..., "metrics": ...}``), given with ``config`` when they changed."""
     notes: list[str] = field(default_factory=list)
     """What the user should know about how the log was read (shown as the run's warnings)."""
     restart: bool = False

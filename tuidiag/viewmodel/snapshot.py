@@ -17,6 +17,7 @@ from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 from tuidiag.viewmodel.downsample import tail_spark
 from tuidiag.sources import KIND_TUIDIAG, source_kind
 from tuidiag.store import Event, Run
+from tuidiag.store.progress import Progress, progress
 from tuidiag.store.recorder_losses import run_losses
 
 if TYPE_CHECKING:
@@ -56,6 +57,12 @@ class RunSummary:
     skipped of a run read in part; empty when everything was read."""
     source: str = KIND_TUIDIAG
     """The kind of run (``tuidiag``, ``tensorboard``, ``wandb``, ``csv``): what wrote it."""
+    logged_to: int | None = None
+    """The highest logged step when it is beyond ``step`` (values logged at explicit later steps), else ``None``."""
+
+    def step_text(self, grouped: bool = True) -> str:
+        """The step as ``tuidiag ls`` and ``tuidiag status`` show it (:class:`~tuidiag.store.progress.Progress`)."""
+        return Progress(self.step, self.logged_to).text(grouped)
 
 
 @dataclass(frozen=True)
@@ -125,8 +132,9 @@ def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: t
         status = "stalled"
     if run.warnings and not run.manifest and not run.rows_read and not run.events:
         status = STATUS_UNREADABLE  # nothing of it could be read
+    reached = progress(run.manifest, run.last_step)
     return RunSummary(
-        key=str(run.path), name=run.name, status=status, step=run.last_step,
+        key=str(run.path), name=run.name, status=status, step=reached.step, logged_to=reached.logged_to,
         steps_per_s=run_speed(run), last_loss=loss.last,
         spark=tuple(tail_spark(loss.values)) if spark is None else spark, lr=run.series("lr/group0").last,
         grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code,

@@ -170,7 +170,7 @@ class OverviewScreen(Screen):
         return [
             mark, literal(shorten_label(clean(run_label(s, self._root), 1000), clean(s.name, 1000), RUN_WIDTH), "bold"), *source, status_cell,
             literal(health, HEALTH_STYLE.get(s.health_severity, ""), 30),
-            literal("-" if s.step is None else f"{s.step:,}"), literal(_num(s.last_loss)), spark,
+            literal(s.step_text()), literal(_num(s.last_loss)), spark,
             literal(_num(s.steps_per_s)), literal(_num(s.lr)), literal(_num(s.grad_norm)),
         ]
 

@@ -237,7 +237,7 @@ class RunScreen(Screen):
         s = detail.summary
         title = Text(" ")
         title.append_text(literal(s.name, "bold", 60))
-        title.append(f" | {s.status} | step {s.step if s.step is not None else '-'}", style="bold")
+        title.append(f" | {s.status} | step {s.step_text(grouped=False)}", style="bold")
         if s.recorder_losses:
             title.append_text(literal(f" | {s.recorder_losses}", "bold yellow"))
         if self.replay:
