@@ -20,7 +20,6 @@ _.held_dropped  # TuidiagLogger.held_dropped: calls dropped while the callback's
 
 # Lightning's Logger interface: called by the Trainer, by name.
 _.save_dir
-_.experiment
 _.log_metrics
 _.log_hyperparams
 _.finalize
