@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from tests.app_helpers import wait_for
+from tests.app_helpers import drawn_text, wait_for
 from tests.conftest import ROOT
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.job_confirm import JobConfirmScreen
@@ -37,7 +37,7 @@ async def test_nan_hunt_from_the_monitor(tmp_path, monkeypatch) -> None:
         assert await wait_for(pilot, lambda: app.job is None and not bar.display)
         assert any("the NaN hunt finished: found the op of the forward pass" in n.message for n in app._notifications)
         await pilot.press("7")
-        text = str(app.screen.query_one("#jobs-text", Static).render())
+        text = drawn_text(app.screen.query_one("#jobs-text", Static))
         assert "log" in text and "NaN hunt" in text
 
 
@@ -80,7 +80,7 @@ async def test_lr_finder_on_a_live_training_from_the_monitor(tmp_path) -> None:
             await pilot.press("y")
             assert await wait_for(pilot, lambda: any(job == "lr_find" for job, _ in app.screen.detail.jobs), timeout=120)
             await pilot.press("7")
-            text = str(app.screen.query_one("#jobs-text", Static).render())
+            text = drawn_text(app.screen.query_one("#jobs-text", Static))
             assert "suggested" in text
     assert (run / "jobs").is_dir() and any((run / "jobs").glob("lr_find-*.json"))
 

@@ -10,7 +10,7 @@ import pytest
 from helpers import training_thread
 from textual.widgets import Static
 
-from tests.app_helpers import wait_for
+from tests.app_helpers import drawn_text, wait_for
 from tests.conftest import ROOT
 from tuidiag import job_kinds
 from tuidiag.app.app import TuidiagApp
@@ -108,4 +108,4 @@ async def test_a_toy_job_from_the_registry_runs_live_from_the_monitor_with_a_pro
             assert any("the toy count finished: counted its steps" in n.message for n in app._notifications)
             assert await wait_for(pilot, lambda: any(job == "toy_count" for job, _ in app.screen.detail.jobs), timeout=30)
             await pilot.press("7")
-            assert "Toy job: counted 3 steps (live, Sequential)" in str(app.screen.query_one("#jobs-text", Static).render())
+            assert "Toy job: counted 3 steps (live, Sequential)" in drawn_text(app.screen.query_one("#jobs-text", Static))
