@@ -4,7 +4,7 @@ Writes a run directory in the real format (Parquet shards + ``run.json``) with
 ``train/loss``, ``grad_norm/total``, ``lr/group0`` and per-layer gradient norms on
 every step, update ratios every 25 steps and validation every 1,000, then times
 ``open_run`` and ``diagnose`` (the monitor calls it after every refresh, on a run it
-keeps open). Usage::
+keeps open), in wall time and in this process's CPU time (the machine may be shared). Usage::
 
     python benchmarks/diagnose_speed.py [--steps 1000000] [--layers 4] [--repeat 5] [--dir DIR]
 """
@@ -74,14 +74,15 @@ def write_run(run_dir: Path, steps: int, layers: int) -> Path:
     return run_dir
 
 
-def timed(fn, repeat: int) -> tuple[float, object]:
-    """Median wall time of ``fn()`` over ``repeat`` calls, and its last result."""
-    times, result = [], None
+def timed(fn, repeat: int) -> tuple[float, object, float]:
+    """Median wall time of ``fn()`` over ``repeat`` calls, its last result, and the median CPU time of this process."""
+    times, cpu, result = [], [], None
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(times), result, statistics.median(cpu)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,15 +95,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = write_run((args.dir or Path(tmp)) / "speed-1M", args.steps, args.layers)
-        read_s, run = timed(lambda: open_run(run_dir), 1)
-        first_s, result = timed(lambda: diagnose(run), 1)
-        again_s, _ = timed(lambda: diagnose(run), args.repeat)
-        at_s, _ = timed(lambda: diagnose(run, at=args.steps // 2), args.repeat)
+        read_s, run, read_cpu = timed(lambda: open_run(run_dir), 1)
+        first_s, result, first_cpu = timed(lambda: diagnose(run), 1)
+        again_s, _, again_cpu = timed(lambda: diagnose(run), args.repeat)
+        at_s, _, at_cpu = timed(lambda: diagnose(run, at=args.steps // 2), args.repeat)
     print(f"{args.steps:,} steps, {len(run.metric_names)} metrics, {run.rows_read:,} rows")
-    print(f"open_run (read shards)          {read_s * 1e3:8.1f} ms")
-    print(f"diagnose, first call            {first_s * 1e3:8.1f} ms   (top: {result.top.code})")
-    print(f"diagnose, again (median of {args.repeat})   {again_s * 1e3:8.1f} ms")
-    print(f"diagnose(at=mid-run)            {at_s * 1e3:8.1f} ms")
+    print("                                    wall       CPU")
+    print(f"open_run (read shards)          {read_s * 1e3:8.1f} ms {read_cpu * 1e3:8.1f} ms")
+    print(f"diagnose, first call            {first_s * 1e3:8.1f} ms {first_cpu * 1e3:8.1f} ms   (top: {result.top.code})")
+    print(f"diagnose, again (median of {args.repeat})   {again_s * 1e3:8.1f} ms {again_cpu * 1e3:8.1f} ms")
+    print(f"diagnose(at=mid-run)            {at_s * 1e3:8.1f} ms {at_cpu * 1e3:8.1f} ms")
     return 0
 
 

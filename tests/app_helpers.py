@@ -34,3 +34,11 @@ def run_keys(app) -> list[str]:
     screen = next(s for s in app.screen_stack if isinstance(s, OverviewScreen))
     table = screen.query_one("#runs", DataTable)
     return [Path(str(key.value)).name for key in table.rows]
+
+
+def drawn_text(widget) -> str:
+    """Every line ``widget`` draws at its size (scrolled out of view or not), joined: the text a user can read in it."""
+    from textual.geometry import Region
+
+    width, height = widget.size
+    return "\n".join("".join(segment.text for segment in strip) for strip in widget.render_lines(Region(0, 0, width, height)))

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from benchmarks.suite.synthetic import LAYERS, Series, model_summary, write_run
+from synthetic_runs import LAYERS, Series, model_summary, write_run
 from evidence_runs import base_series, loss_shape
 from rank_runs import write_ranks
 import silent_plants
@@ -254,6 +254,20 @@ def overfitting(s: Series, e: Extra, at: int) -> None:
     _set(s, "val/loss", np.where(v < at, val, level * (1 + 0.6 * (v - at) / max(N - at, 1))))
 
 
+def all_frozen(s: Series, e: Extra, at: int) -> None:
+    """Every parameter frozen from the start (``at`` is ignored): no trainable parameter, so no gradient or update is watched."""
+    params = [{**p, "trainable": False} for p in model_summary()["params"]]
+    e["model"] = model_summary(params=params, n_trainable=0)
+    for name in [n for n in s if n.startswith(("grad_norm/", "update_ratio/"))]:
+        del s[name]
+
+
+def never_updated(s: Series, e: Extra, at: int) -> None:
+    """The optimizer holds other tensors from the start (``at`` is ignored): every update/weight ratio is exactly 0."""
+    for name in [n for n in s if n.startswith("update_ratio/")]:
+        _set(s, name, 0.0)
+
+
 def healthy(s: Series, e: Extra, at: int) -> None:
     """Nothing planted."""
 
@@ -262,7 +276,7 @@ PLANTS: dict[str, Plant] = {f.__name__: f for f in (
     nonfinite_loss, diverged_to_nan, loss_spikes, exploding_gradients, exploding_from_start, grad_jumps, lr_too_high, lr_too_high_flat, dead_relu,
     dead_relu_most, activation_saturation, vanishing_gradients, dead_layer, over_clipping, underfitting, lr_too_low,
     lr_decayed_too_early, frozen_val_metric, bad_input_data, train_mode_bug, data_loading_bottleneck, grad_not_zeroed, double_softmax,
-    loss_shape_mismatch, labels_misaligned, unshuffled_data, class_imbalance, overfitting, healthy)}
+    loss_shape_mismatch, labels_misaligned, unshuffled_data, class_imbalance, overfitting, all_frozen, never_updated, healthy)}
 
 
 def write(root: Path, name: str, plants: list[tuple[str, int]], loss: str = "falling") -> Path:

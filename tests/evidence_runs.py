@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from benchmarks.suite.synthetic import LAYERS, Series, model_summary, write_run
+from synthetic_runs import LAYERS, Series, model_summary, write_run
 from rank_runs import write_ranks
 from silent_plants import broadcast_mse, chance_loss, not_zeroed, probabilities_to_ce, sorted_by_class
 from tuidiag.recorder.writer import EventRow

@@ -5,8 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -46,19 +47,18 @@ def train(run_dir: Path, steps: int = 30, lr: float = 1e-2, poison_at: int | Non
     return model
 
 
-LIVE_TRAINING = textwrap.dedent("""
-    import sys, time
-    from pathlib import Path
-    sys.path.insert(0, {tests!r})
-    import jobs_factory, tuidiag
-    run_dir = Path(sys.argv[1])
+def train_live(run_dir: Path, stop: Callable[[], bool], pause: float = 0.01) -> None:
+    """Train the healthy MLP (BatchNorm, Dropout, Adam) with a recorder that accepts job requests, one step
+    per ``pause`` seconds or so, until ``stop()``: the live run of the job tests, in a process or a thread."""
+    import jobs_factory
+
+    torch.set_num_threads(1)
     parts = jobs_factory.healthy()
     model, opt, loss_fn, batches = parts["model"], parts["optimizer"], parts["loss_fn"], parts["batches"]
     with tuidiag.Recorder(run_dir, flush_interval=0.2) as rec:
         rec.watch(model, opt, loss_fn=loss_fn)
-        for step in range(100000):
-            if (run_dir / "stop").exists():
-                break
+        step = 0
+        while not stop():
             x, y = batches[step % len(batches)]
             rec.batch(x, y)
             loss = loss_fn(model(x), y)
@@ -66,22 +66,58 @@ LIVE_TRAINING = textwrap.dedent("""
             rec.step(loss)
             opt.step()
             opt.zero_grad()
-            time.sleep(0.01)
+            step += 1
+            time.sleep(pause)
+
+
+LIVE_TRAINING = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, {tests!r})
+    import helpers
+    run_dir = Path(sys.argv[1])
+    helpers.train_live(run_dir, lambda: (run_dir / "stop").exists(), float(sys.argv[2]))
 """)
+"""A training script: ``python SCRIPT RUN PAUSE`` runs :func:`train_live` until ``RUN/stop`` exists."""
+
+
+def _wait_for_control(run_dir: Path) -> None:
+    """Until the manifest names "control": rec.watch() ran and a heartbeat wrote it (at most 60 s)."""
+    for _ in range(1200):
+        if (run_dir / "run.json").exists() and '"control"' in (run_dir / "run.json").read_text():
+            return
+        time.sleep(0.05)
+
+
+def start_training(run_dir: Path, pause: float = 0.01) -> subprocess.Popen[bytes]:
+    """Start :data:`LIVE_TRAINING` in a process of its own; touch ``RUN/stop`` to end it."""
+    script = run_dir.parent / f"{run_dir.name}-train.py"
+    script.write_text(LIVE_TRAINING.format(tests=str(Path(__file__).parent)))
+    return subprocess.Popen([sys.executable, str(script), str(run_dir), str(pause)])
 
 
 @contextmanager
 def live_training(run_dir: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A real training process (healthy MLP, ~100 steps/s) that accepts job requests until the block ends."""
-    script = run_dir.parent / f"{run_dir.name}-train.py"
-    script.write_text(LIVE_TRAINING.format(tests=str(Path(__file__).parent)))
-    training = subprocess.Popen([sys.executable, str(script), str(run_dir)])
+    training = start_training(run_dir)
     try:
-        for _ in range(600):  # the manifest names "control" once rec.watch() ran and a heartbeat wrote it
-            if (run_dir / "run.json").exists() and '"control"' in (run_dir / "run.json").read_text():
-                break
-            time.sleep(0.1)
+        _wait_for_control(run_dir)
         yield training
     finally:
         (run_dir / "stop").touch()
         training.wait(60)
+
+
+@contextmanager
+def training_thread(run_dir: Path, pause: float = 0.01) -> Iterator[threading.Thread]:
+    """:func:`train_live` in a thread of this process until the block ends: cheaper than :func:`live_training`
+    (no interpreter or torch to start), for tests that need a live run and a job kind registered here only."""
+    stop = threading.Event()
+    thread = threading.Thread(target=train_live, args=(run_dir, stop.is_set, pause), name="training", daemon=True)
+    thread.start()
+    try:
+        _wait_for_control(run_dir)
+        yield thread
+    finally:
+        stop.set()
+        thread.join(60)

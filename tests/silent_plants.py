@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.suite.synthetic import Series, model_summary
+from synthetic_runs import Series, model_summary
 from tuidiag.recorder.writer import EventRow
 
 EVERY = 10

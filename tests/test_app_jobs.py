@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from tests.app_helpers import wait_for
+from tests.app_helpers import drawn_text, wait_for
 from tests.conftest import ROOT
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.job_confirm import JobConfirmScreen
 from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.app.widgets.job_bar import JobBar
 
 
 def _record(tmp_path, monkeypatch, factory: str):
@@ -27,12 +28,16 @@ async def test_nan_hunt_from_the_monitor(tmp_path, monkeypatch) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
         await pilot.press("n")
-        assert isinstance(app.screen, JobConfirmScreen)
+        assert await wait_for(pilot, lambda: isinstance(app.screen, JobConfirmScreen))  # the manifest is read in a worker
         assert "nan-hunt" in app.screen.command and "jobs_factory:nan_log0" in app.screen.factory
         await pilot.press("y")
+        bar = app.screen.query_one(JobBar)  # a factory job runs in a process: the bar says so until it ends
+        assert bar.display and "starting the job process" in str(bar.query_one("#job-figures", Static).render())
         assert await wait_for(pilot, lambda: any(job == "nan_hunt" for job, _ in app.screen.detail.jobs), timeout=120)
+        assert await wait_for(pilot, lambda: app.job is None and not bar.display)
+        assert any("the NaN hunt finished: found the op of the forward pass" in n.message for n in app._notifications)
         await pilot.press("7")
-        text = str(app.screen.query_one("#jobs-text", Static).render())
+        text = drawn_text(app.screen.query_one("#jobs-text", Static))
         assert "log" in text and "NaN hunt" in text
 
 
@@ -42,9 +47,9 @@ async def test_declining_the_confirmation_runs_nothing(tmp_path, monkeypatch) ->
     async with app.run_test(size=(120, 40)) as pilot:
         assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
         await pilot.press("l")
-        assert isinstance(app.screen, JobConfirmScreen)
+        assert await wait_for(pilot, lambda: isinstance(app.screen, JobConfirmScreen))  # the manifest is read in a worker
         await pilot.press("escape")
-        assert isinstance(app.screen, RunScreen) and app._job_process is None
+        assert isinstance(app.screen, RunScreen) and app.job is None
         assert not (run / "jobs").exists()
 
 
@@ -58,7 +63,7 @@ async def test_a_run_without_factory_is_refused(tmp_path) -> None:
         assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
         await pilot.press("l")
         await pilot.pause(0.2)
-        assert isinstance(app.screen, RunScreen) and app._job_process is None
+        assert isinstance(app.screen, RunScreen) and app.job is None
 
 
 async def test_lr_finder_on_a_live_training_from_the_monitor(tmp_path) -> None:
@@ -70,12 +75,12 @@ async def test_lr_finder_on_a_live_training_from_the_monitor(tmp_path) -> None:
         async with app.run_test(size=(120, 40)) as pilot:
             assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None, timeout=60)
             await pilot.press("l")
-            assert isinstance(app.screen, JobConfirmScreen)
+            assert await wait_for(pilot, lambda: isinstance(app.screen, JobConfirmScreen))  # the manifest is read in a worker
             assert app.screen.live is not None and "live training process" in app.screen.live
             await pilot.press("y")
             assert await wait_for(pilot, lambda: any(job == "lr_find" for job, _ in app.screen.detail.jobs), timeout=120)
             await pilot.press("7")
-            text = str(app.screen.query_one("#jobs-text", Static).render())
+            text = drawn_text(app.screen.query_one("#jobs-text", Static))
             assert "suggested" in text
     assert (run / "jobs").is_dir() and any((run / "jobs").glob("lr_find-*.json"))
 

@@ -42,7 +42,7 @@ JSON_LEAF = (st.none() | st.booleans() | st.integers(-10, 10) | st.integers(2**6
 JSON_VALUE = st.recursive(JSON_LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
                           max_leaves=8)
 ARG_NAMES = ["steps", "start", "end", "factor", "max_norm", "lr", "batches", "bogus"]
-JOBS = list(ctl.LIVE_JOBS + ctl.LIVE_ACTIONS)
+JOBS = list(ctl.requestable())
 REQUEST = st.fixed_dictionaries(
     {"job": st.sampled_from(JOBS) | JSON_VALUE},
     optional={

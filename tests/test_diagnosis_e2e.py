@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 from benchmarks.suite.scenarios import by_name  # noqa: E402
 from benchmarks.suite.train import record  # noqa: E402
 from tuidiag.diagnosis import diagnose  # noqa: E402
+from tuidiag.store import open_run  # noqa: E402
 
 SCENARIOS = ["lr-high-nan-mlp", "lr-low-mlp", "dead-layer-mlp-unused", "frozen-val-mlp", "healthy-mlp-adam"]
 
@@ -30,7 +31,7 @@ def test_suite_scenario_is_diagnosed(name: str, tmp_path: Path) -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # what the suite records with; small models run faster on one thread
     try:
-        result = diagnose(record(spec, tmp_path / name))
+        result = diagnose(open_run(record(spec, tmp_path / name)))
     finally:
         torch.set_num_threads(threads)
     assert result.top.code in spec.acceptable, [(f.code, round(f.confidence, 2)) for f in result.findings]

@@ -28,6 +28,7 @@ import evidence_runs  # noqa: E402
 from evidence_checker import check_diagnosis, fix_moves_in_text  # noqa: E402
 from tuidiag import Recorder  # noqa: E402
 from tuidiag.diagnosis import Diagnosis, Finding, diagnose  # noqa: E402
+from tuidiag.store import open_run  # noqa: E402
 from tuidiag.diagnosis.codes import CODES  # noqa: E402
 from tuidiag.diagnosis.moves import LR_DOWN, LR_UP, fix_text  # noqa: E402
 from tuidiag.diagnosis.combine import resolve_fix_conflicts  # noqa: E402
@@ -35,6 +36,8 @@ from tuidiag.diagnosis.evidence import Change, Evidence  # noqa: E402
 
 MATRIX = {case.name: case for case in evidence_runs.cases()}
 RANK_RUNS = {f"ranks-{kind}-{n}": (kind, n) for kind in evidence_runs.RANK_CASES for n in evidence_runs.RANK_LENGTHS}
+IMPORTED_RUNS = {"imported-tensorboard": ("tensorboard", 40), "imported-csv-short": ("csv (lightning)", 3)}
+"""Runs another tracker wrote (imported as ``tuidiag import`` writes them): loss and LR only."""
 Diagnosed = dict[str, list[tuple[Path, Diagnosis, "int | None"]]]
 
 
@@ -46,18 +49,30 @@ def diagnosed(tmp_path_factory: pytest.TempPathFactory) -> Diagnosed:
     for name, case in MATRIX.items():
         run = evidence_runs.write_case(root, case)
         ats = [None] + ([case.n // 2] if case.n >= 20 else [])
-        out[name] = [(run, diagnose(run, at=at), at) for at in ats]
+        out[name] = [(run, diagnose(open_run(run), at=at), at) for at in ats]
     for name, (kind, n) in RANK_RUNS.items():
         run = evidence_runs.write_rank_case(root, kind, n)
-        out[name] = [(run, diagnose(run), None)]
+        out[name] = [(run, diagnose(open_run(run)), None)]
+    for name, (source, n) in IMPORTED_RUNS.items():
+        run = _imported(root / "imported", name, source, n)
+        out[name] = [(run, diagnose(open_run(run)), None)]
     return out
+
+
+def _imported(out: Path, name: str, source: str, n: int) -> Path:
+    from tuidiag.importers import SourceRun, SourceSeries, write_run
+
+    steps = list(range(n))
+    series = [SourceSeries.from_lists("Loss/train", steps, [1.0 / (s + 1) for s in steps], [1e9 + s for s in steps]),
+              SourceSeries.from_lists("learning_rate", steps, [0.01] * n, [1e9 + s for s in steps])]
+    return write_run(SourceRun(Path(name), series, {"format": source, "path": "/logs"}), out).path
 
 
 def _all_findings(diagnosis: Diagnosis) -> list[Finding]:
     return diagnosis.findings + diagnosis.notes
 
 
-@pytest.mark.parametrize("name", [*MATRIX, *RANK_RUNS])
+@pytest.mark.parametrize("name", [*MATRIX, *RANK_RUNS, *IMPORTED_RUNS])
 def test_every_evidence_line_is_true(name: str, diagnosed: Diagnosed) -> None:
     for run, diagnosis, at in diagnosed[name]:
         assert check_diagnosis(run, diagnosis, at) >= 1
@@ -77,10 +92,10 @@ def test_no_two_findings_give_opposite_fixes(name: str, diagnosed: Diagnosed) ->
 def test_the_demo_runs_evidence_is_true(demo: str) -> None:
     """The committed demo runs are real recordings (``tuidiag demo``): their evidence too, at the end and half-way."""
     run = ROOT / "demo_runs" / demo
-    end = diagnose(run)
+    end = diagnose(open_run(run))
     assert check_diagnosis(run, end) >= 1
     half = (end.step or 0) // 2
-    check_diagnosis(run, diagnose(run, at=half), half)
+    check_diagnosis(run, diagnose(open_run(run), at=half), half)
 
 
 def test_the_matrix_reaches_every_rule_and_short_runs(diagnosed: Diagnosed) -> None:
@@ -117,13 +132,15 @@ def _finding(code: str, confidence: float, fix: str, severity: str = "warning", 
 def test_resolution_keeps_the_better_supported_fix_and_says_why() -> None:
     high = _finding("lr_too_high", 0.87, fix_text((LR_DOWN, "reduce LR 10x"), "add warmup"))
     low = _finding("underfitting", 0.6, fix_text("increase capacity", (LR_UP, "raise LR")))
-    resolve_fix_conflicts([low, high])
-    assert low.fix == "increase capacity; not raising the LR: conflicts with lr_too_high (87%)"
-    assert high.fix == "reduce LR 10x; add warmup" and LR_UP not in low.moves
+    given = (low.fix, dict(low.moves))
+    low_after, high_after = resolve_fix_conflicts([low, high])
+    assert low_after.fix == "increase capacity; not raising the LR: conflicts with lr_too_high (87%)"
+    assert high_after.fix == "reduce LR 10x; add warmup" and LR_UP not in low_after.moves
+    assert (low.fix, low.moves) == given, "the findings given are left as they were"
     cause = _finding("dead_relu", 0.5, fix_text((LR_DOWN, "lower LR")), related=["lr_too_low"])
     symptom = _finding("lr_too_low", 0.8, "raise LR 10x")
     note = _finding("overparameterized", 0.9, fix_text("watch validation"), severity="info")
-    resolve_fix_conflicts([cause, symptom, note])
+    cause, symptom, _ = resolve_fix_conflicts([cause, symptom, note])
     assert cause.fix == "lower LR", "the cause keeps its fix though the symptom is more confident"
     assert symptom.fix == "not raising the LR: conflicts with dead_relu (50%)" and not symptom.moves
 
@@ -148,7 +165,7 @@ def test_ten_step_run_compares_two_disjoint_halves(tmp_path: Path) -> None:
     """Was "loss 1.14 -> 1.14 over 10 steps": the first-10 and last-10 medians were the same 10 values."""
     losses = np.array([1.228, 1.21, 1.19, 1.16, 1.15, 1.13, 1.12, 1.10, 1.09, 1.077])
     run = _record(tmp_path / "ten", losses)
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(open_run(run))
     check_diagnosis(run, diagnosis)
     line = diagnosis.top.evidence[0]
     assert isinstance(line, Evidence) and line.startswith("loss fell")
@@ -165,7 +182,7 @@ def test_a_loss_that_rose_is_never_said_to_fall(tmp_path: Path) -> None:
     logs = {"grad_norm/total": np.full(n, 0.4), "grad_norm/fc.weight": np.full(n, 0.4),
             "update_ratio/fc.weight": np.full(n, 2.7e-8)}
     run = _record(tmp_path / "rose", 1.386 * (1 + 0.0015 * t / n), logs, {"update_ratio/fc.weight": 25})
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(open_run(run))
     check_diagnosis(run, diagnosis)
     low = next(f for f in diagnosis.findings if f.code == "lr_too_low")
     assert any(re.match(r"loss rose 0\.1\d% from", line) for line in low.evidence), low.evidence
@@ -179,7 +196,7 @@ def test_fell_and_rose_in_one_finding_name_their_windows(tmp_path: Path) -> None
     loss = np.where(t < 120, 1.4 - 1.12 * t / 120, 0.28 + 0.8 * (t - 120) / 180)
     logs = {"grad_norm/total": np.full(n, 0.5), "grad_norm/fc.weight": np.full(n, 0.5), "update_ratio/fc.weight": np.full(n, 0.03)}
     run = _record(tmp_path / "both", loss, logs, {"update_ratio/fc.weight": 10})
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(open_run(run))
     check_diagnosis(run, diagnosis)
     high = next(f for f in diagnosis.findings if f.code == "lr_too_high")
     changes = [(line, c) for line in high.evidence if isinstance(line, Evidence) for c in line.claims if isinstance(c, Change)]
@@ -199,7 +216,7 @@ def test_lower_and_raise_lr_never_both_advised(tmp_path: Path) -> None:
     logs = {"lr/group0": np.full(n, 5.0), "act/dead_frac/relu": np.ones(n), "val/loss": np.full(n, 1.1),
             "grad_norm/total": np.full(n, 0.4)}
     run = _record(tmp_path / "conflict", loss, logs, {"act/dead_frac/relu": 25, "val/loss": 25}, config={"lr": 5.0})
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(open_run(run))
     check_diagnosis(run, diagnosis)
     by_code = {f.code: f for f in _all_findings(diagnosis)}
     assert {"dead_relu", "underfitting"} <= set(by_code), sorted(by_code)

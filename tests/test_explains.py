@@ -28,6 +28,7 @@ for path in (ROOT, Path(__file__).resolve().parent):
 import cause_runs  # noqa: E402
 from evidence_checker import check_diagnosis  # noqa: E402
 from tuidiag.diagnosis import Diagnosis, Finding, diagnose  # noqa: E402
+from tuidiag.store import open_run  # noqa: E402
 from tuidiag.diagnosis.combine import CONDITIONS, EXPLAINS  # noqa: E402
 
 Plants = list[tuple[str, int]]
@@ -98,6 +99,8 @@ PAIRS: dict[tuple[str, str], Pair] = {
     ("lr_decayed_too_early", "underfitting"): Pair([("lr_decayed_too_early", 20)], [], alone=[("underfitting", 100)]),
     ("lr_too_low", "underfitting"): Pair([("lr_too_low", 0)], [], alone=[("underfitting", 100)]),
     ("dead_layer", "underfitting"): _pair("dead_layer", "underfitting", 0, 100),
+    ("dead_layer", "frozen_val_metric"): _pair("all_frozen", "frozen_val_metric", 0, 150),
+    ("dead_layer", "lr_too_low"): Pair([("never_updated", 0)], [], alone=[("lr_too_low", 0)], loss="flat"),
     ("train_mode_bug", "underfitting"): _pair("train_mode_bug", "underfitting", 0, 100),
     ("loss_spikes", "exploding_gradients"): Pair([("loss_spikes", 100)], [("grad_jumps", 100)]),
     ("rank_nonfinite_first", "nonfinite_loss"): Pair([], [("nonfinite_loss", 152)], ranks=[("rank_nonfinite_first", 150)]),
@@ -149,7 +152,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _diagnosed(root: Path, name: str, plants: Plants, ranks: Plants = (), loss: str = "falling") -> tuple[Path, Diagnosis]:
     run = _write(root, name, list(plants), list(ranks), loss)
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(open_run(run))
     check_diagnosis(run, diagnosis)
     return run, diagnosis
 

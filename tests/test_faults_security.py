@@ -18,7 +18,7 @@ import pytest
 
 import tuidiag
 from tests.conftest import ROOT
-from tuidiag.jobs.factory import search_paths
+from tuidiag.jobs.factory import search_plan
 from tuidiag.store import control_channel as ctl
 
 LISTEN = "0A"
@@ -73,11 +73,11 @@ def test_a_script_directory_of_another_user_is_not_searched(tmp_path: Path) -> N
         directory.mkdir()
         (directory / "train.py").write_text("")
     os.chown(theirs, 12345, 12345)
-    assert mine in search_paths({"command": [str(mine / "train.py")]}, cwd=tmp_path)
-    assert theirs not in search_paths({"command": [str(theirs / "train.py")]}, cwd=tmp_path)
+    assert mine in search_plan({"command": [str(mine / "train.py")]}, cwd=tmp_path).paths
+    assert theirs not in search_plan({"command": [str(theirs / "train.py")]}, cwd=tmp_path).paths
     theirs.chmod(0o777)
     os.chown(theirs, os.geteuid(), os.getegid())
-    assert theirs not in search_paths({"command": [str(theirs / "train.py")]}, cwd=tmp_path)  # world-writable
+    assert theirs not in search_plan({"command": [str(theirs / "train.py")]}, cwd=tmp_path).paths  # world-writable
 
 
 def test_hostile_control_requests_are_refused_and_training_goes_on(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from hypothesis.extra import numpy as hnp
 import tuidiag
 from tuidiag.cli.main import main
 from tuidiag.diagnosis import diagnose
+from tuidiag.store import open_run
 from tuidiag.recorder.device import tensor_summary
 from tuidiag.recorder.values import QUANTILE_SAMPLE, array_summary
 from tuidiag.recorder.writer import Layout, MetricBatch, ShardWriter
@@ -97,11 +98,11 @@ def test_ls_status_and_diagnose_say_what_was_rejected(tmp_path: Path, capsys: py
     assert main(["diagnose", str(run_dir)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "2 values rejected" in out and "rejected 'phase/c': 'is a complex tensor" in out and "rejected 'phase/e': 'is an empty tensor" in out
-    result = diagnose(run_dir)
+    result = diagnose(open_run(run_dir))
     note = next(n for n in result.notes if n.code == "recorder_losses")
     assert note.evidence[0].startswith("the recorder reports in the whole run: 2 values rejected (last counted at step ")
     assert any("2 values rejected" in line for line in result.top.evidence)  # "healthy", but only on what was recorded
-    before = diagnose(run_dir, at=3)
+    before = diagnose(open_run(run_dir), at=3)
     assert all(n.code != "recorder_losses" for n in before.notes)  # nothing was rejected yet at step 3
 
 
@@ -421,4 +422,4 @@ def test_rejections_count_over_every_session_of_a_resumed_run(tmp_path: Path, se
     assert len([e for e in run.events if e.kind == "rejected_value"]) == sessions
     assert run.manifest["stats"]["rejected_values"] == sessions
     assert run.series("recorder/rejected_values").values[-1] == sessions
-    assert any(f"{sessions} values rejected" in line for line in next(n for n in diagnose(run_dir).notes).evidence)
+    assert any(f"{sessions} values rejected" in line for line in next(n for n in diagnose(open_run(run_dir)).notes).evidence)

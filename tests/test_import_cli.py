@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -34,6 +35,56 @@ def test_existing_run_is_kept_unless_forced(tmp_path: Path, capsys) -> None:
     replaced = tuidiag.open_run(out / "h")
     assert replaced.manifest["run_id"] != first_id and replaced.last_step == 9
     assert sorted(p.name for p in out.iterdir()) == ["h"]  # no temporary directory left behind
+
+
+def _source(kind: str, tmp_path: Path) -> Path:
+    """A small source of each kind, from its real writer where there is one."""
+    if kind == "keras-history":
+        return _history_file(tmp_path / "h.json", epochs=5)
+    if kind == "csv":
+        (tmp_path / "h.csv").write_text("step,train_loss\n0,1.0\n1,0.5\n")
+        return tmp_path / "h.csv"
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(str(tmp_path / "h" / "trial")) as writer:
+        writer.add_scalar("loss", 1.0, 0)
+    return tmp_path / "h"
+
+
+@pytest.mark.parametrize("kind", ["keras-history", "csv", "tensorboard"])
+@pytest.mark.parametrize("name", [None, "exp/v1"])
+@pytest.mark.parametrize("taken", [0, 2])
+def test_an_existing_run_suggests_a_free_name_before_force(tmp_path: Path, capsys, kind: str, name: str | None,
+                                                           taken: int) -> None:
+    """The run in the way may be another experiment: the message names a free --name that then works, and
+    --force only as the way to replace it; a directory that is not a run is never offered --force."""
+    src, out = _source(kind, tmp_path), tmp_path / "runs"
+    given = ["--name", name] if name else []
+    assert main(["import", kind, str(src), str(out), *given]) == 0
+    base = Path(name or "h")
+    for n in range(2, 2 + taken):  # names already used by other experiments
+        (out / base.with_name(f"{base.name}-{n}")).mkdir(parents=True)
+        (out / base.with_name(f"{base.name}-{n}") / "notes.txt").write_text("theirs")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["import", kind, str(src), str(out), *given]) == 2
+    err = capsys.readouterr().err
+    suggested = base.with_name(f"{base.name}-{2 + taken}").as_posix()
+    assert f"--name {suggested}" in err and "already holds a run (imported from" in err
+    assert err.index("--name") < err.index("--force") and "to replace it, pass --force" in err
+    assert len(err.strip().splitlines()) == 1
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert main(["import", kind, str(src), str(out), "--name", suggested]) == 0  # the suggestion works
+    assert {p: p.read_bytes() for p in before} == before  # and replaced nothing
+    blocked = next((out / suggested).rglob("run.json")).parent  # now a directory of the user's own, not a run
+    shutil.rmtree(blocked)
+    blocked.mkdir()
+    (blocked / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert main(["import", kind, str(src), str(out), "--name", suggested, "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "not a tuidiag run" in err and "--name" in err and "--force" not in err
+    assert (blocked / "notes.txt").read_text() == "mine"
 
 
 def test_a_directory_that_is_not_a_run_is_never_replaced(tmp_path: Path, capsys) -> None:
@@ -85,7 +136,7 @@ def test_import_then_ls_in_a_real_process(tmp_path: Path, python: str) -> None:
     listing = subprocess.run([python, "-m", "tuidiag", "ls", str(tmp_path / "runs")],
                              capture_output=True, text=True, timeout=120)
     line = next(line for line in listing.stdout.splitlines() if line.startswith("log"))
-    assert "finished" in line and "50" in line and "0.02" in line
+    assert "finished" in line and line.split()[2] == "49" and "0.02" in line  # the last step (steps 0-49)
     assert len(tuidiag.open_run(tmp_path / "runs" / "log").series("val/loss")) == 10
 
 

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from tuidiag.diagnosis import diagnose
+from tuidiag.store import open_run
 from tuidiag.diagnosis.combine import combine
 from tuidiag.diagnosis.finding import Diagnosis, Finding
 from tuidiag.diagnosis.job_evidence import FINDER_ONLY, WELL_SUPPORTED, finder_verdict, lr_evidence, nan_evidence
 from tuidiag.viewmodel.actions import lr_conflict, propose
-from tuidiag.store.job_results import save_result
+from tuidiag.store.job_results import job_records, save_result
 
 DEMO = Path(__file__).resolve().parent.parent / "demo_runs"
 CHECKED = {"resamples": 32, "low": 1.0, "high": 1.5, "missing": 0, "spread": 1.5, "limit": 3.0}
@@ -200,10 +201,11 @@ def test_nan_hunt_without_capture_is_not_evidence() -> None:
 def test_diagnose_reads_the_runs_job_results(tmp_path: Path) -> None:
     run = tmp_path / "lr-too-high"
     shutil.copytree(DEMO / "lr-too-high", run)
-    before = diagnose(run)
+    before = diagnose(open_run(run))  # no result saved yet
     assert before.top.code == "lr_too_high"
     save_result(run, "lr_find", _result(0.01, optimizer_lr=0.3))
-    after = diagnose(run)
+    loaded = open_run(run)
+    after = diagnose(loaded, jobs=job_records(loaded))
     assert after.top.code == "lr_too_high"
     assert after.top.evidence[0].startswith("LR finder: current LR 0.3 is 30x above the suggested 0.01")
     assert after.top.confidence >= before.top.confidence

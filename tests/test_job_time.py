@@ -14,7 +14,10 @@ from tuidiag.cli.main import main
 from tuidiag.diagnosis import diagnose
 from tuidiag.viewmodel.model import RunsModel
 from tuidiag.store import open_run
-from tuidiag.store.job_results import JOB_NAMES, JOBS_DIR, latest_result, save_result, step_from_run
+from tuidiag.job_kinds import names as job_names
+from tuidiag.store.job_results import JOBS_DIR, job_records, latest_result, save_result, step_from_run
+
+JOB_NAMES = job_names()
 
 DEMO = Path(__file__).resolve().parent.parent / "demo_runs"
 RAN_AT = 593
@@ -105,8 +108,10 @@ def test_results_without_a_step_are_dated_by_the_runs_clock(tmp_path: Path, job:
     assert latest_result(path, job, at=RAN_AT, step_of=dated)["result"] == RESULTS[job]
     assert latest_result(path, job, at=RAN_AT) is None  # no way to date it: never shown in the past
     if job == "lr_find":
-        assert not any("LR finder" in line for f in diagnose(path, at=400).findings for line in f.evidence)
-        assert any("LR finder" in line for f in diagnose(path, at=600).findings for line in f.evidence)
+        loaded = open_run(path)
+        jobs = job_records(loaded)
+        assert not any("LR finder" in line for f in diagnose(loaded, at=400, jobs=jobs).findings for line in f.evidence)
+        assert any("LR finder" in line for f in diagnose(loaded, at=600, jobs=jobs).findings for line in f.evidence)
 
 
 def test_a_live_job_is_saved_with_the_step_it_ran_at(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import torch
 from tuidiag.cli.main import main
 from tuidiag.jobs import JobHandle, JobCancelled, isolated
 from tuidiag.store import job_results as results
-from tuidiag.jobs.factory import Parts, as_parts, extra_sys_path, load_factory, search_paths
+from tuidiag.jobs.factory import Parts, as_parts, extra_sys_path, load_factory, search_plan
 from tuidiag.jobs.lr_find import LRFindConfig, lr_find
 from tuidiag.jobs.nan_hunt import find_capture, load_capture, nan_hunt
 from tuidiag.jobs.overfit import OverfitConfig, overfit_batch
@@ -225,7 +225,7 @@ def test_factory_found_next_to_the_training_script(tmp_path: Path) -> None:
         "def build():\n    m = nn.Linear(2, 1)\n"
         "    return {'model': m, 'optimizer': torch.optim.SGD(m.parameters(), lr=0.1), 'loss_fn': nn.MSELoss(), 'batches': []}\n"
     )
-    paths = search_paths({"command": [str(project / "mytrain_jobs_probe.py")]}, cwd=tmp_path)
+    paths = search_plan({"command": [str(project / "mytrain_jobs_probe.py")]}, cwd=tmp_path).paths
     assert paths == [project, tmp_path]  # the run's script directory first
     before = list(sys.path)
     parts = load_factory("mytrain_jobs_probe:build", paths)

@@ -163,17 +163,20 @@ def test_a_healthy_model_gets_a_reliable_suggestion() -> None:
     assert result["reliable"] is True and result["warning"] is None
 
 
-@pytest.mark.parametrize("run_comparison", [None, "same", "other"])
-def test_the_lr_comparisons_are_printed_once_each(run_comparison: str | None) -> None:
-    """A live job's run LR is the optimizer's: one comparison line, never the same line twice."""
+@pytest.mark.parametrize("run_lr", [None, 0.001, 0.002])
+def test_the_lr_comparisons_are_printed_once_each(run_lr: float | None) -> None:
+    """The run's LR at the job's step first; the optimizer's only when it is another LR (a factory's initial one):
+    live, the run's LR is the optimizer's, and the same LR is never compared twice."""
     from tuidiag.text.jobs import render_lr_find
 
     mine = "the optimizer's LR 0.001 is within 3x of the suggested 0.00148"
-    other = "the run's last recorded LR 0.002 is within 3x of the suggested 0.00148"
+    run_line = f"the run's LR at step 40 {run_lr} is within 3x of the suggested 0.00148"
     result = {"suggested_lr": 1.48e-3, "rule": "valley_floor", "reliable": True, "warning": None,
               "suggestions": {"valley_floor": 1.48e-3, "window": [0, 3]}, "lrs": [1e-4, 1e-3, 1e-2], "losses": [1.0, 0.9, 1.2],
-              "smoothed": [1.0, 0.9, 1.2], "steps_run": 3, "stopped": "end", "comparison": mine,
-              "run_comparison": {"same": mine, "other": other}.get(run_comparison or "")}
+              "smoothed": [1.0, 0.9, 1.2], "steps_run": 3, "stopped": "end", "comparison": mine, "optimizer_lr": 0.001,
+              "run_lr": run_lr, "run_comparison": run_line if run_lr is not None else None}
     text = render_lr_find(result)
-    assert text.count(mine) == 1
-    assert text.count(other) == (1 if run_comparison == "other" else 0)
+    assert text.count(mine) == (0 if run_lr == 0.001 else 1)
+    assert text.count(run_line) == (0 if run_lr is None else 1)
+    if run_lr == 0.002:
+        assert text.index(run_line) < text.index(mine)

@@ -18,9 +18,10 @@ from torch import nn
 
 import tuidiag
 from tuidiag.diagnosis import diagnose
+from tuidiag.store import open_run
 from tuidiag.viewmodel.actions import finder_suggestion, lr_conflict, propose
 from tuidiag.store import control_channel as ctl
-from tuidiag.store.job_results import read_result, save_result
+from tuidiag.store.job_results import job_records, read_result, save_result
 
 DEMO = Path(__file__).resolve().parent.parent / "demo_runs"
 
@@ -64,7 +65,8 @@ def test_healthy_adamw_mid_training_live_sweep_is_unreliable_and_not_acted_on(tm
     assert result["reliable"] is False and "(not reliable" in result["comparison"]
     low, high = (float(v) for v in re.search(r"spans ([0-9.e+-]+)\.\.([0-9.e+-]+)", result["warning"]).groups())
     assert high / low > 3
-    diagnosis = diagnose(run)
+    loaded = open_run(run)
+    diagnosis = diagnose(loaded, jobs=job_records(loaded))
     assert not [f for f in diagnosis.findings if f.code in ("lr_too_high", "lr_too_low")]
     assert finder_suggestion(run) is None
     proposals = propose(diagnosis, 1e-3, finder_suggestion(run), clipping=False)
@@ -74,13 +76,14 @@ def test_healthy_adamw_mid_training_live_sweep_is_unreliable_and_not_acted_on(tm
 def test_sgd_lr_10x_too_high_keeps_its_finding_when_a_sweep_says_within_3x(tmp_path: Path) -> None:
     run = tmp_path / "lr-too-high"
     shutil.copytree(DEMO / "lr-too-high", run)  # SGD at 0.3, diverging: the curves say the LR is too high
-    before = diagnose(run)
+    before = diagnose(open_run(run))
     assert before.top.code == "lr_too_high"
     last = before.step
     checked = {"resamples": 32, "low": 0.15, "high": 0.3, "missing": 0, "spread": 2.0, "limit": 3.0}
     save_result(run, "lr_find", {"suggested_lr": 0.17, "reliable": True, "warning": None, "stability": checked,
                                  "optimizer_lr": 0.3, "run_lr": 0.3}, step=last, source="live")
-    after = diagnose(run)
+    loaded = open_run(run)
+    after = diagnose(loaded, jobs=job_records(loaded))
     assert [f.code for f in after.findings] == [f.code for f in before.findings]
     assert after.top.confidence == before.top.confidence
     [said] = [line for line in after.top.evidence if line.startswith("LR finder")]

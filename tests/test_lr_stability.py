@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tuidiag.jobs.lr_find import LRFindConfig, Smoother, Sweep, assess, smoothed_sweep
-from tuidiag.jobs.lr_stability import SPREAD_LIMIT, resampled, stability
+from tuidiag.jobs.lr_stability import SPREAD_LIMIT, Resampler, stability
 
 CFG = LRFindConfig()
 CURVES = settings(max_examples=40, deadline=None, derandomize=True)
@@ -87,7 +87,7 @@ def test_flat_or_rising_curves_are_unreliable_with_the_spread(n: int, centre: fl
 def test_resampling_keeps_the_trend_the_length_and_a_non_finite_tail(n: int, noise: float) -> None:
     losses = np.linspace(2.0, 0.5, n) + np.random.default_rng(0).normal(0, noise, n)
     losses[-1] = np.nan
-    out = resampled(losses, np.random.default_rng(1))
+    out = Resampler(losses).draw(np.random.default_rng(1))
     assert len(out) == n and np.isnan(out[-1]) and np.isfinite(out[:-1]).all()
     assert abs(np.median(out[:-1] - losses[:-1])) <= max(0.02, 3 * noise)  # noise moved, trend kept
     if (losses[:-1] > 0).all():

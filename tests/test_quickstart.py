@@ -21,8 +21,8 @@ def test_readme_quickstart_runs_as_written(tmp_path, python) -> None:
     run = tuidiag.open_run(tmp_path / "runs" / "resnet-lr3e-4")
     assert run.status == "finished"
     assert run.manifest["config"] == {"lr": 3e-4, "batch_size": 128}
-    assert len(run.series("train/loss")) == 1001
-    assert run.series("val/loss").steps.tolist() == [0, 500, 1000]
+    assert len(run.series("train/loss")) == 301
+    assert run.series("val/loss").steps.tolist() == [0, 100, 200, 300]
     assert run.series("grad/max_norm").last == 1.0
     reading = next(block for block in _python_blocks() if "open_run" in block)
     subprocess.run([python, "-c", "import tuidiag\n" + reading], cwd=tmp_path, check=True)

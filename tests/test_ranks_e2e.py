@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tuidiag.diagnosis import diagnose
+from tuidiag.store import open_run
 
 RANK_CODES = {"rank_nonfinite_first", "rank_desync", "straggler_rank"}
 
@@ -76,7 +77,7 @@ def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _codes(run_dir: Path) -> dict[str, object]:
-    diagnosis = diagnose(run_dir)
+    diagnosis = diagnose(open_run(run_dir))
     return {f.code: f for f in diagnosis.findings}
 
 
@@ -86,7 +87,7 @@ def test_healthy_ddp_run_has_no_rank_findings(ddp_runs: Path) -> None:
 
 
 def test_rank_fed_a_nan_batch_is_named(ddp_runs: Path) -> None:
-    diagnosis = diagnose(ddp_runs / "nan")
+    diagnosis = diagnose(open_run(ddp_runs / "nan"))
     top = diagnosis.top
     assert top.code == "rank_nonfinite_first" and top.first_step == 15
     assert "rank 1" in top.title.lower()

@@ -9,6 +9,7 @@ import pytest
 
 from tests.rank_runs import write_ranks
 from tuidiag.diagnosis import diagnose
+from tuidiag.store import open_run
 from tuidiag.diagnosis.rank_stats import aligned, first_nonfinite, norm_disagreement, replicated, straggler
 
 N = 200
@@ -95,7 +96,7 @@ def _healthy_rank(rank: int, lr: float = 1e-3) -> dict[str, tuple[np.ndarray, np
 
 
 def _codes(run_dir: Path) -> set[str]:
-    return {f.code for f in diagnose(run_dir).findings}
+    return {f.code for f in diagnose(open_run(run_dir)).findings}
 
 
 def test_rules_stay_quiet_on_healthy_ranks_and_single_rank(tmp_path: Path) -> None:
@@ -114,18 +115,18 @@ def test_rules_fire_on_planted_rank_faults(tmp_path: Path) -> None:
     ranks[2]["input/nonfinite"][1][120] = 5
     for r in (0, 1):
         ranks[r]["train/loss"][1][121:] = np.nan
-    diagnosis = diagnose(write_ranks(tmp_path / "nan", ranks))
+    diagnosis = diagnose(open_run(write_ranks(tmp_path / "nan", ranks)))
     assert diagnosis.top.code == "rank_nonfinite_first" and diagnosis.top.first_step == 120
     assert "rank 2" in diagnosis.top.evidence[0] and any("5 non-finite input" in e for e in diagnosis.top.evidence)
 
     ranks = {0: _healthy_rank(0), 1: _healthy_rank(1, lr=1e-2)}
     steps, norms = ranks[1]["weight_norm/fc.weight"]
     ranks[1]["weight_norm/fc.weight"] = (steps, norms + steps * 5e-3)
-    finding = next(f for f in diagnose(write_ranks(tmp_path / "desync", ranks)).findings if f.code == "rank_desync")
+    finding = next(f for f in diagnose(open_run(write_ranks(tmp_path / "desync", ranks))).findings if f.code == "rank_desync")
     assert finding.first_step == 10 and any("rank 1 0.01" in e for e in finding.evidence)
 
     ranks = {r: _healthy_rank(r) for r in range(2)}
     ranks[0]["time/step"] = ranks[1]["time/step"] = (T[1:], np.full(N - 1, 0.06))
     ranks[1]["time/data_wait"] = (T[1:], np.full(N - 1, 0.045))
-    finding = next(f for f in diagnose(write_ranks(tmp_path / "slow", ranks)).findings if f.code == "straggler_rank")
+    finding = next(f for f in diagnose(open_run(write_ranks(tmp_path / "slow", ranks))).findings if f.code == "straggler_rank")
     assert finding.title == "Rank 1 is a straggler" and "45 ms" in finding.evidence[0]

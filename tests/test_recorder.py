@@ -216,3 +216,25 @@ def test_activation_hooks_skip_validation_passes_when_batch_is_used(run_dir) -> 
     run = tuidiag.open_run(run_dir)
     assert run.series("act/dead_frac/1").steps.tolist() == [0, 2]
     assert not any(name.endswith("#2") for name in run.metric_names)
+
+
+@pytest.mark.parametrize("kind", ["nan", "inf", "huge"])
+def test_the_nonfinite_event_says_only_what_the_norms_show(tmp_path, kind) -> None:
+    """NaN norms mean NaN gradients; an inf norm is an inf element or a float32 overflow of finite ones: the event says which it can tell."""
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), 0.0)
+    with tuidiag.Recorder(tmp_path / "r", capture_nonfinite=False) as rec:
+        rec.watch(model, opt)
+        for step in range(3):
+            model(torch.randn(4, 3)).sum().backward()
+            if step == 2:
+                model.weight.grad.fill_({"nan": float("nan"), "inf": float("inf"), "huge": 1e25}[kind])
+            rec.step(1.0)
+            opt.zero_grad()
+    (event,) = [e for e in tuidiag.open_run(tmp_path / "r").events if e.kind == "nonfinite"]
+    assert event.step == 2 and event.data["params"] == ["weight"]
+    if kind == "nan":
+        assert "NaN gradients in weight" in event.message and "inf" not in event.message
+    else:  # 1e25 elements are finite: the event must not call them non-finite gradients
+        assert "NaN" not in event.message and "non-finite gradients" not in event.message
+        assert "gradient norm inf (an element inf, or beyond float32's range) in weight" in event.message

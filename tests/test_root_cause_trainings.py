@@ -34,6 +34,7 @@ torch = pytest.importorskip("torch")
 from evidence_checker import check_diagnosis, fix_moves_in_text  # noqa: E402
 from rootcause_runs import Training, record  # noqa: E402
 from tuidiag.diagnosis import Diagnosis, Finding, diagnose  # noqa: E402
+from tuidiag.store import open_run  # noqa: E402
 from tuidiag.diagnosis.moves import LR_DOWN, LR_UP  # noqa: E402
 
 T = Training
@@ -82,7 +83,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Diag
     out = {}
     for name, training in ALL.items():
         run = record(training, root / name)
-        out[name] = (run, diagnose(run))
+        out[name] = (run, diagnose(open_run(run)))
     return out
 
 
@@ -153,13 +154,13 @@ def test_healthy_controls_raise_no_alarm(name: str, runs: dict) -> None:
     check_diagnosis(run, diagnosis)
     assert _codes(diagnosis) == ["healthy"], [(f.code, f.evidence) for f in diagnosis.findings]
     half = ALL[name].steps // 2
-    assert _codes(diagnose(run, at=half)) == ["healthy"]
+    assert _codes(diagnose(open_run(run), at=half)) == ["healthy"]
 
 
 @pytest.mark.parametrize("n", [30, 200, 2000])
 def test_a_nan_gradient_at_the_nan_loss_step_is_no_explosion(tmp_path, n: int) -> None:
     """The NaN loss's own backward makes the gradient NaN at that step: with healthy finite norms before, no explosion."""
-    from benchmarks.suite.synthetic import model_summary, write_run
+    from synthetic_runs import model_summary, write_run
     from evidence_runs import base_series
     from tuidiag.diagnosis import diagnose
 
@@ -175,7 +176,7 @@ def test_a_nan_gradient_at_the_nan_loss_step_is_no_explosion(tmp_path, n: int) -
             values[-1] = np.nan
             series[name] = (steps, values)
     run = write_run(tmp_path / "run", series, model=model_summary())
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(open_run(run))
     check_diagnosis(run, diagnosis)
     assert diagnosis.top.code == "nonfinite_loss"
     assert "exploding_gradients" not in _codes(diagnosis) + [f.code for f in diagnosis.notes]
@@ -188,7 +189,7 @@ def test_a_step_up_that_stays_is_not_a_recovered_spike(tmp_path, shift: float, a
     that is a shift, never 'isolated spikes that recovered'."""
     import numpy as np
 
-    from benchmarks.suite.synthetic import model_summary, write_run
+    from synthetic_runs import model_summary, write_run
     from evidence_runs import base_series
     from tuidiag.diagnosis import diagnose
 
@@ -197,6 +198,6 @@ def test_a_step_up_that_stays_is_not_a_recovered_spike(tmp_path, shift: float, a
     loss = (1.4 - 0.2 * np.arange(n) / n) * np.exp(0.02 * rng.standard_normal(n))
     loss[at:] *= shift
     run = write_run(tmp_path / "run", base_series(n, loss, rng), model=model_summary())
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(open_run(run))
     check_diagnosis(run, diagnosis)
     assert "loss_spikes" not in _codes(diagnosis), [f.evidence for f in diagnosis.findings if f.code == "loss_spikes"]

@@ -20,7 +20,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import silent_plants  # noqa: E402
-from benchmarks.suite.synthetic import LAYERS, Series, healthy_series, model_summary, write_run  # noqa: E402
+from synthetic_runs import LAYERS, Series, healthy_series, model_summary, write_run  # noqa: E402
 from tuidiag.cli.main import main  # noqa: E402
 from tuidiag.diagnosis import diagnose  # noqa: E402
 from tuidiag.diagnosis.rules import RULES  # noqa: E402
@@ -182,6 +182,14 @@ def recorder_lost(s: Series, m: dict) -> None:
     _set(s, "recorder/lost_rows", 9.0, np.array([300]))
 
 
+def imported_log(s: Series, m: dict) -> None:
+    """A TensorBoard log read as a run: loss and validation only, no per-layer or input metrics."""
+    for name in [n for n in s if not n.startswith(("train/loss", "val/", "lr/"))]:
+        del s[name]
+    m["source"] = {"format": "tensorboard"}
+    m["model"] = None
+
+
 def _silent(plant: Callable[[Series, int, dict], None]) -> Plant:
     """A plant of ``tests/silent_plants.py`` (written for any length) on a run of N steps."""
 
@@ -217,6 +225,7 @@ CASES: dict[str, tuple[Plant, Plant]] = {
     "deep_without_normalization": (deep, big_model),
     "loss_accuracy_mismatch": (acc_stalls, underfitting),
     "recorder_losses": (recorder_lost, slow_loader),
+    "metrics_missing": (imported_log, recorder_lost),
     "grad_not_zeroed": (_silent(silent_plants.not_zeroed), _silent(silent_plants.zeroed)),
     "double_softmax": (_silent(silent_plants.probabilities_to_ce), _silent(silent_plants.logits_to_ce)),
     "loss_shape_mismatch": (_silent(silent_plants.broadcast_mse), _silent(silent_plants.matching_mse)),
@@ -258,14 +267,14 @@ def test_rule_fires_on_its_symptom_only(rule_name: str, tmp_path: Path, healthy_
 @pytest.mark.parametrize("plant, code", [(lr_high, "lr_too_high"), (bad_input, "bad_input_data"), (dead_relu, "dead_relu"),
                                          (lr_decayed, "lr_decayed_too_early"), (exploding, "exploding_gradients")])
 def test_the_cause_ranks_above_its_symptoms(plant: Plant, code: str, tmp_path: Path) -> None:
-    assert diagnose(build(tmp_path, plant)).top.code == code
+    assert diagnose(open_run(build(tmp_path, plant))).top.code == code
 
 
 def test_json_contract(tmp_path: Path) -> None:
-    healthy = diagnose(build(tmp_path, None, "healthy")).to_json()
+    healthy = diagnose(open_run(build(tmp_path, None, "healthy"))).to_json()
     assert {"run", "step", "findings"} <= set(healthy) and healthy["step"] == N - 1
     assert [f["code"] for f in healthy["findings"]] == ["healthy"]
-    faulty = diagnose(build(tmp_path, nan_loss, "nan")).to_json()
+    faulty = diagnose(open_run(build(tmp_path, nan_loss, "nan"))).to_json()
     for finding in healthy["findings"] + faulty["findings"]:
         assert {"code", "title", "confidence", "severity", "evidence", "fix", "first_step"} <= set(finding)
         assert 0 <= finding["confidence"] <= 1 and finding["severity"] in ("info", "warning", "critical")

@@ -15,6 +15,7 @@ the old temporary names of the manifest, a control status and a report.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 import shutil
@@ -319,13 +320,17 @@ def test_links_another_user_plants_at_the_old_temp_names_change_nothing(shared_t
 WRITE_CALLS = {"write_text", "write_bytes", "write_table", "save", "savefig", "replace", "rename", "symlink", "link",
                "mkfifo", "copy", "copy2", "copyfile", "copytree", "move"}
 ALLOWED = {
-    ("tuidiag/importers/run_writer.py", "rename"): "moves a whole run directory (random temporary name) into place; "
-                                                   "rename never follows a link at either name",
     ("tuidiag/recorder/run_lock.py", "os.open"): "the run's lock file, opened with O_NOFOLLOW (a planted link: no lock, "
                                                  "the heartbeat checks decide); only its holder label is written",
-    ("tuidiag/store/control_channel.py", "rename"): "the training takes a request by renaming it to a hidden name in the same "
-                                            "directory; rename never follows a link at either name",
 }
+
+
+@functools.cache
+def _package_trees() -> tuple[tuple[str, ast.Module], ...]:
+    """(path, syntax tree) of every module of the package but safe_write.py, parsed once for the static checks."""
+    paths = sorted((ROOT / "tuidiag").rglob("*.py"))
+    return tuple((p.relative_to(ROOT).as_posix(), ast.parse(p.read_text(encoding="utf-8"))) for p in paths
+                 if p.relative_to(ROOT).as_posix() != "tuidiag/store/safe_write.py")
 
 
 def _is_write(node: ast.Call) -> str | None:
@@ -352,11 +357,7 @@ def _is_write(node: ast.Call) -> str | None:
 def test_every_write_in_the_package_goes_through_safe_write() -> None:
     """Writes outside safe_write.py may only fill the open handle safe_write gives them."""
     bad, inside = [], 0
-    for path in sorted((ROOT / "tuidiag").rglob("*.py")):
-        relative = path.relative_to(ROOT).as_posix()
-        if relative == "tuidiag/store/safe_write.py":
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    for relative, tree in _package_trees():
         in_fill = set()
         for node in ast.walk(tree):  # calls lexically inside write_atomic(...) write to its handle
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "write_atomic":
@@ -371,6 +372,40 @@ def test_every_write_in_the_package_goes_through_safe_write() -> None:
     assert not bad, f"file writes that bypass tuidiag.store.safe_write: {bad}"
 
 
+def _is_rename(node: ast.Call) -> bool:
+    """Whether ``node`` renames or replaces a file: ``os.rename/replace/renames``, ``shutil.move``,
+    ``Path.rename(x)`` or ``Path.replace(x)`` (one argument; ``str.replace`` takes two)."""
+    func = node.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    owner = func.value.id if isinstance(func.value, ast.Name) else ""
+    if owner == "os":
+        return func.attr in ("rename", "replace", "renames")
+    if owner == "shutil":
+        return func.attr == "move"
+    if func.attr == "rename":
+        return True
+    return func.attr == "replace" and len(node.args) == 1 and not node.keywords and owner != "dataclasses"
+
+
+@pytest.mark.parametrize("source, renames", [
+    ("os.replace(a, b)", True), ("os.rename(a, b, src_dir_fd=1)", True), ("shutil.move(a, b)", True),
+    ("path.rename(other)", True), ("Path(x).replace(other)", True), ("name.replace('.', '-')", False),
+    ("dataclasses.replace(f, x=1)", False), ("when.replace(year=1)", False), ("os.unlink(a)", False),
+])
+def test_the_rename_finder_tells_renames_from_string_replaces(source: str, renames: bool) -> None:
+    assert _is_rename(ast.parse(source).body[0].value) is renames
+
+
+def test_only_safe_write_renames_files() -> None:
+    """Every atomic write, directory swap and rename is :mod:`tuidiag.store.safe_write`'s: one place
+    draws temporary names and renames them into place, so no writer invents its own scheme."""
+    found = []
+    for relative, tree in _package_trees():
+        found += [f"{relative}:{n.lineno} {ast.unparse(n.func)}" for n in ast.walk(tree) if isinstance(n, ast.Call) and _is_rename(n)]
+    assert not found, f"renames outside tuidiag.store.safe_write: {found}"
+
+
 def test_temporary_files_of_a_failed_write_are_removed(tmp_path: Path) -> None:
     def fail(handle: object) -> None:
         raise OSError("disk full (injected)")
@@ -381,6 +416,31 @@ def test_temporary_files_of_a_failed_write_are_removed(tmp_path: Path) -> None:
     safe_write.write_text_atomic(tmp_path / "y.json", "{}", mode=0o600)
     assert (tmp_path / "y.json").stat().st_mode & 0o777 == 0o600 and np.array_equal(
         sorted(p.name for p in tmp_path.iterdir()), ["y.json"])
+
+
+@pytest.mark.parametrize("old", [True, False])
+@pytest.mark.parametrize("fails", [True, False])
+def test_a_directory_write_leaves_the_old_directory_or_the_new_one_and_no_temporary(tmp_path: Path, old: bool,
+                                                                                    fails: bool) -> None:
+    target = tmp_path / "run"
+    if old:
+        target.mkdir()
+        (target / "a").write_text("old")
+
+    def fill(building: Path) -> None:
+        assert building.parent == tmp_path and building.name.startswith(".run.") and building.name.endswith(".partial")
+        (building / "a").write_text("new")
+        if fails:
+            raise OSError("disk full (injected)")
+
+    if fails:
+        with pytest.raises(OSError):
+            safe_write.write_directory_atomic(target, fill)
+    else:
+        safe_write.write_directory_atomic(target, fill)
+    expected = "old" if fails and old else "new" if not fails else None
+    assert (target / "a").read_text() == expected if expected else not target.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["run"] if expected else [])
 
 
 @pytest.mark.parametrize("target_exists", [True, False])

@@ -29,6 +29,7 @@ from evidence_checker import check_diagnosis  # noqa: E402
 import tuidiag  # noqa: E402
 from tuidiag.demo.data import blobs  # noqa: E402
 from tuidiag.diagnosis import Diagnosis, diagnose  # noqa: E402
+from tuidiag.store import open_run  # noqa: E402
 
 SILENT = ("grad_not_zeroed", "double_softmax", "loss_shape_mismatch", "labels_misaligned", "unshuffled_data")
 STEPS, BATCH, CLASSES = 200, 32, 4
@@ -169,7 +170,7 @@ def diagnosed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path,
     try:
         for name, loop in {**{n: loop for n, (_, loop) in BUGS.items()}, **NEAR_MISSES}.items():
             run = train(root / name, loop)
-            out[name] = (run, diagnose(run))
+            out[name] = (run, diagnose(open_run(run)))
     finally:
         torch.set_num_threads(threads)
     return out
@@ -244,7 +245,7 @@ def test_an_overfit_one_batch_result_settles_the_labels(steps: int, passed: bool
     as the cause (more confident, one more line); one that cannot fit even one batch is not a labels problem."""
     from tuidiag.jobs.factory import Parts
     from tuidiag.jobs.overfit import OverfitConfig, overfit_batch
-    from tuidiag.store.job_results import save_result
+    from tuidiag.store.job_results import job_records, save_result
 
     run = Path(shutil.copytree(diagnosed["labels-shuffled-alone"][0], tmp_path / "run"))
     loop = BUGS["labels-shuffled-alone"][1]
@@ -254,7 +255,8 @@ def test_an_overfit_one_batch_result_settles_the_labels(steps: int, passed: bool
     result = overfit_batch(parts, torch.device("cpu"), OverfitConfig(steps=steps, lr=1e-2))
     assert result["passed"] is passed
     save_result(run, "overfit_batch", result)
-    diagnosis = diagnose(run)
+    loaded = open_run(run)
+    diagnosis = diagnose(loaded, jobs=job_records(loaded))
     check_diagnosis(run, diagnosis)
     found = next((f for f in diagnosis.findings if f.code == "labels_misaligned"), None)
     before = next(f for f in diagnosed["labels-shuffled-alone"][1].findings if f.code == "labels_misaligned")

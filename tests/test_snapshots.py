@@ -72,3 +72,38 @@ def test_hostile_text_80x24(snap_compare, tmp_path, monkeypatch) -> None:
         rec.event("note", "[blink]message[/blink] \x1b[5m")
     app = TuidiagApp(Path("runs"), clock=fixed_clock)
     assert snap_compare(app, terminal_size=(80, 24), run_before=_loaded(app))
+
+
+def _keys_after_load(app: TuidiagApp, *keys: str):
+    """The run view loaded, then ``keys`` pressed (smoothing, cursor moves)."""
+    loaded = _loaded(app, detail=True)
+
+    async def run_before(pilot) -> None:
+        await loaded(pilot)
+        await pilot.press(*keys)
+        await pilot.pause(0.3)
+        await pilot.wait_for_scheduled_animations()
+
+    return run_before
+
+
+CURSOR_KEYS = ("e", "e", "e", "e", "less_than_sign", "less_than_sign", "less_than_sign", "less_than_sign")
+"""Smoothing cycled from 0.9 round to 0.9 (every strength drawn once), the cursor 40 columns back from the end."""
+
+
+def test_run_view_smoothing_and_cursor_80x24(snap_compare, demo_root) -> None:
+    app = TuidiagApp(demo_root / "healthy", clock=fixed_clock)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_keys_after_load(app, *CURSOR_KEYS))
+
+
+def test_run_view_smoothing_and_cursor_200x50(snap_compare, demo_root) -> None:
+    app = TuidiagApp(demo_root / "healthy", clock=fixed_clock)
+    assert snap_compare(app, terminal_size=(200, 50), run_before=_keys_after_load(app, *CURSOR_KEYS))
+
+
+def test_run_view_no_color_80x24(snap_compare, demo_root, monkeypatch) -> None:
+    """Under NO_COLOR train and validation differ by glyph (braille line, dots), and the legend says which."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = TuidiagApp(demo_root / "overfitting", clock=fixed_clock)
+    assert app.no_color
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_keys_after_load(app, "less_than_sign", "less_than_sign"))

@@ -12,8 +12,8 @@ Reading side: ``tuidiag.open_run(path)`` and ``tuidiag.find_runs(root)``.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import typing as _typing
 
 __version__ = "0.1.0"
 
@@ -23,14 +23,19 @@ _EXPORTS = {"ArgumentError": "tuidiag.recorder", "Recorder": "tuidiag.recorder",
             "find_runs": "tuidiag.store", "open_run": "tuidiag.store"}
 """Loaded on first use, so ``tuidiag status`` and other commands start without the recorder's imports."""
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from tuidiag.recorder import ArgumentError, Recorder, ResumeError
     from tuidiag.store import Event, Run, Series, find_runs, open_run
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     if name in _EXPORTS:
-        value = getattr(import_module(_EXPORTS[name]), name)
+        value = getattr(_importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'tuidiag' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """What completion offers: the public API (loaded lazily), not this module's own imports."""
+    return sorted(__all__)

@@ -37,6 +37,8 @@ STATUS_RUNNING = "running"
 STATUS_FINISHED = "finished"
 STATUS_FAILED = "failed"
 STATUS_CRASHED = "crashed"
+STATUS_INTERRUPTED = "interrupted"
+"""Written when the training ended by Ctrl-C (``KeyboardInterrupt``) or SIGTERM."""
 
 
 def _schema(fields: list["pa.Field"], table: str) -> "pa.Schema":
@@ -111,9 +113,6 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY_SCHEMAS:
         value = globals()[name] = _LAZY_SCHEMAS[name]()
         return value
-    if name == "SCHEMAS":
-        value = globals()["SCHEMAS"] = {METRICS_DIR: __getattr__("METRICS_SCHEMA"), EVENTS_DIR: __getattr__("EVENTS_SCHEMA")}
-        return value
     raise AttributeError(f"module 'tuidiag.format' has no attribute {name!r}")
 
 _INT32_MAX = 2**31 - 1
@@ -175,6 +174,14 @@ ACT_STD_PREFIX = "act/std/"
 INPUT_PREFIX = "input/"
 TARGET_PREFIX = "target/"
 SYS_PREFIX = "sys/"
+SYS_CPU_PERCENT = "sys/cpu_percent"
+"""The training process's CPU use since the previous sample, in % of one core (psutil; > 100 with threads)."""
+SYS_RSS = "sys/rss_bytes"
+"""The training process's resident memory, in bytes (psutil)."""
+SYS_HOST_MEM_PERCENT = "sys/host_mem_percent"
+"""Memory in use on the host, in % of its total (psutil)."""
+SYS_DATALOADER_WORKERS = "sys/dataloader_workers"
+"""Child processes of the training alive at the sample: DataLoader workers, whose loss shows as a drop (psutil)."""
 RECORDER_DROPPED = "recorder/dropped_rows"
 RECORDER_ERRORS = "recorder/errors"
 RECORDER_REJECTED = "recorder/rejected_values"
@@ -188,6 +195,11 @@ LOSS_FN_UNIT_SHARE = "loss_fn/unit_share"
 LOSS_FN_CLASSES = "loss_fn/classes"
 LOSS_FN_BROADCAST = "loss_fn/broadcast"
 
+DIST_WEIGHT_PREFIX = "dist/weight/"
+DIST_GRAD_PREFIX = "dist/grad/"
+"""``histograms_every=N``: every N steps each parameter's weights and gradient are summarised as
+``dist/weight/<param>/q0`` ... ``/q100``, ``/mean``, ``/nonfinite`` (and ``dist/grad/...``), as
+``SummaryWriter.add_histogram`` users record them."""
 SUMMARY_QUANTILES = {"q0": 0.0, "q5": 0.05, "q25": 0.25, "q50": 0.5, "q75": 0.75, "q95": 0.95, "q100": 1.0}
 """A multi-element tensor or array logged as ``name`` becomes ``name/q0`` ... ``name/q100``
 (quantiles of its finite elements), ``name/mean`` (their mean) and ``name/nonfinite``."""
@@ -201,7 +213,6 @@ EVENT_NO_GRAD = "no_grad"
 EVENT_RECORDER_ERROR = "recorder_error"
 EVENT_CAPTURE = "nan_capture"
 EVENT_DROPPED = "dropped_rows"
-EVENT_WRITE_ERROR = "write_error"
 EVENT_ACTION = "action"
 """A live action (LR change, clipping, checkpoint), written once the next steps showed whether it held:
 ``data`` holds ``action``, ``args``, ``request`` and ``status`` (``applied`` or ``failed``, with ``reason``)."""
@@ -210,6 +221,10 @@ EVENT_RESUMED = "resumed"
 EVENT_REJECTED = "rejected_value"
 EVENT_LOST = "lost_rows"
 EVENT_TEXT = "text"
+EVENT_CONFIG = "config"
+"""The config grew or changed during the run (``rec.config.update``, ``rec.log_hparams``); ``data.changes`` lists how."""
+HPARAM_PREFIX = "hparam/"
+"""Metrics given to ``rec.log_hparams`` (as TensorBoard's hparams metrics), one row each at the step of the call."""
 EVENT_LOSS_FN = "loss_fn"
 """The loss function given to ``watch()``, at the first step its inputs were checked: ``data`` has ``key`` (its name)
 and ``expects``."""

@@ -21,9 +21,15 @@ class Outcome:
     codes: list[str]
     """Codes of the findings, most likely first."""
     confidence: float
-    """Confidence of the top finding."""
+    """Confidence of the top finding (calibrated)."""
     alarms: list[str]
     """Codes raised at warning or critical level."""
+    raw_confidence: float = float("nan")
+    """The top finding's raw rule score, before calibration."""
+    last_step: int | None = None
+    """The run's last recorded step."""
+    findings: list[tuple[str, float, float]] = field(default_factory=list)
+    """Every ranked finding as (code, calibrated confidence, raw score): what the calibration is fitted on."""
     delay: int | None = None
     """Steps from fault onset until an acceptable code first ranked first (None: never)."""
     scanned: bool = False
@@ -42,16 +48,25 @@ class Outcome:
         return any(code in self.spec.acceptable for code in self.codes[:3])
 
     @property
+    def delay_share(self) -> float | None:
+        """The detection delay as a share of the run's length (steps recorded)."""
+        if self.delay is None or self.last_step is None:
+            return None
+        return self.delay / (self.last_step + 1)
+
+    @property
     def false_alarms(self) -> list[str]:
         """Alarms this scenario labels as wrong."""
         return [code for code in self.alarms if code in self.spec.false_alarm]
 
 
-def outcome(spec: Spec, diagnosis: Diagnosis) -> Outcome:
+def outcome(spec: Spec, diagnosis: Diagnosis, last_step: int | None = None) -> Outcome:
     """The outcome of one final diagnosis."""
     codes = [f.code for f in diagnosis.findings]
     alarms = [f.code for f in diagnosis.findings if f.severity in ALARMS]
-    return Outcome(spec, codes, float(diagnosis.top.confidence), alarms)
+    ranked = [(f.code, float(f.confidence), float(f.confidence if f.raw_confidence is None else f.raw_confidence))
+              for f in diagnosis.findings]
+    return Outcome(spec, codes, ranked[0][1], alarms, ranked[0][2], last_step, ranked)
 
 
 GRID = (0.0, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -65,12 +80,16 @@ def grid(onset: int, last_step: int) -> list[int]:
 
 
 def detection_delay(spec: Spec, last_step: int, diagnose_at: Callable[[int], Diagnosis]) -> int | None:
-    """First grid step at or after ``spec.onset`` where an acceptable code ranks first, minus the onset."""
+    """First grid step at or after the fault's onset where an acceptable code ranks first, minus the onset.
+
+    The onset is ``spec.onset``, or the run's last step when it is negative (a fault that acts
+    once and ends the run, such as a loss that turns non-finite out of a calm run)."""
     if spec.family == "healthy":
         return None
-    for step in grid(spec.onset, last_step):
+    onset = last_step if spec.onset < 0 else spec.onset
+    for step in grid(onset, last_step):
         if diagnose_at(step).top.code in spec.acceptable:
-            return step - spec.onset
+            return step - onset
     return None
 
 
@@ -93,16 +112,43 @@ class Report:
     healthy_false_alarms: list[str]
     healthy_live_alarms: list[str]
     faulty_false_alarms: int
-    per_code: dict[str, tuple[float | None, float | None, int]]
+    per_code: dict[str, CodeRow]
     ece: float
     calibration: list[tuple[str, float, float, int]]
     median_delay: float | None
     undetected: int
+    ece_raw: float = float("nan")
+    """The ECE of the raw rule scores (before calibration)."""
+    median_delay_share: float | None = None
+    """The median detection delay as a share of the run's length."""
+    per_arch: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """architecture -> (top-1 accuracy, scenarios)."""
     misses: list[str] = field(default_factory=list)
 
+    @property
+    def healthy_alarmed(self) -> int:
+        """Healthy runs with a warning or critical finding at the end or at any earlier step of the grid."""
+        return len({line.split(":")[0] for line in self.healthy_false_alarms + self.healthy_live_alarms})
 
-def per_code(outcomes: list[Outcome]) -> dict[str, tuple[float | None, float | None, int]]:
-    """code -> (precision of the top-1 predictions of it, recall over scenarios of its family, support)."""
+
+@dataclass
+class CodeRow:
+    """One code's line of the per-code table."""
+
+    precision: float | None
+    """Of the runs where the code ranked first, the share where it was acceptable."""
+    recall: float | None
+    """Of the runs of its family, the share where an acceptable code ranked first."""
+    n: int
+    """Runs of its family."""
+    confidence: float | None
+    """Mean calibrated confidence when it ranked first."""
+    delay_share: float | None
+    """Median detection delay of its family's runs, as a share of the run's length."""
+
+
+def per_code(outcomes: list[Outcome]) -> dict[str, CodeRow]:
+    """code -> its row: precision and confidence when ranked first, recall and delay over its family's runs."""
     codes = sorted({o.spec.family for o in outcomes} | {o.codes[0] for o in outcomes})
     table = {}
     for code in codes:
@@ -110,19 +156,27 @@ def per_code(outcomes: list[Outcome]) -> dict[str, tuple[float | None, float | N
         family = [o for o in outcomes if o.spec.family == code]
         precision = sum(code in o.spec.acceptable for o in predicted) / len(predicted) if predicted else None
         recall = sum(o.top1 for o in family) / len(family) if family else None
-        table[code] = (precision, recall, len(family))
+        confidence = statistics.fmean(o.confidence for o in predicted) if predicted else None
+        delays = [o.delay_share for o in family if o.delay_share is not None]
+        table[code] = CodeRow(precision, recall, len(family), confidence, statistics.median(delays) if delays else None)
     return table
 
 
-def calibration(outcomes: list[Outcome], bins: int = BINS) -> tuple[float, list[tuple[str, float, float, int]]]:
-    """Expected calibration error of the top finding's confidence, and the (bin, mean conf, accuracy, n) table."""
+def calibration(outcomes: list[Outcome], bins: int = BINS,
+                raw: bool = False) -> tuple[float, list[tuple[str, float, float, int]]]:
+    """Expected calibration error of the top finding's confidence (``raw``: its raw rule score), and the
+    (bin, mean confidence, accuracy, n) table, over ``bins`` equal-width bins."""
     rows, ece = [], 0.0
+
+    def conf_of(o: Outcome) -> float:
+        return o.raw_confidence if raw else o.confidence
+
     for b in range(bins):
         lo, hi = b / bins, (b + 1) / bins
-        members = [o for o in outcomes if lo <= o.confidence < hi or (b == bins - 1 and o.confidence == 1.0)]
+        members = [o for o in outcomes if lo <= conf_of(o) < hi or (b == bins - 1 and conf_of(o) >= 1.0)]
         if not members:
             continue
-        conf = statistics.fmean(o.confidence for o in members)
+        conf = statistics.fmean(conf_of(o) for o in members)
         acc = statistics.fmean(float(o.top1) for o in members)
         ece += len(members) / len(outcomes) * abs(acc - conf)
         rows.append((f"{lo:.1f}-{hi:.1f}", conf, acc, len(members)))
@@ -135,7 +189,9 @@ def report(outcomes: list[Outcome]) -> Report:
     faulty = [o for o in outcomes if o.spec.family != "healthy"]
     scanned = [o for o in faulty if o.scanned]
     delays = [o.delay for o in scanned if o.delay is not None]
+    shares = [o.delay_share for o in scanned if o.delay_share is not None]
     ece, table = calibration(outcomes)
+    archs = sorted({o.spec.architecture for o in outcomes})
     return Report(
         n=len(outcomes),
         top1=statistics.fmean(o.top1 for o in outcomes),
@@ -149,5 +205,9 @@ def report(outcomes: list[Outcome]) -> Report:
         calibration=table,
         median_delay=statistics.median(delays) if delays else None,
         undetected=len(scanned) - len(delays),
+        ece_raw=calibration(outcomes, raw=True)[0],
+        median_delay_share=statistics.median(shares) if shares else None,
+        per_arch={a: (statistics.fmean(o.top1 for o in outcomes if o.spec.architecture == a),
+                      sum(o.spec.architecture == a for o in outcomes)) for a in archs},
         misses=[f"{o.spec.name}: got {', '.join(o.codes[:3])}; wanted {' or '.join(o.spec.acceptable)}" for o in outcomes if not o.top1],
     )

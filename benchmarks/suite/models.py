@@ -1,4 +1,7 @@
-"""Small models for the suite (MLP, CNN, GRU/LSTM/RNN, transformer) with knobs to plant faults.
+"""Small models for the suite (MLP, CNN, GRU/LSTM/RNN, transformer, residual nets) with knobs to plant faults.
+
+The residual nets are the normalised ones: ``resmlp`` has pre-LayerNorm residual blocks,
+``rescnn`` residual convolution blocks with BatchNorm.
 
 Every builder accepts the same fault knobs:
 
@@ -57,6 +60,41 @@ def cnn(channels: int = 8, depth: int = 2, act: str = "relu", batchnorm: bool = 
         blocks.append(nn.Sequential(nn.Conv2d(size, channels, 3, padding=1), *norm, ACTS[act]()))
         size = channels
     head = nn.Sequential(nn.AdaptiveAvgPool2d(2), nn.Flatten(), *([nn.Dropout(dropout)] if dropout else []), nn.Linear(4 * channels, CLASSES))
+    return _finish(Blocks(blocks, head, knobs.get("detach", False), _unused(knobs, channels)), knobs)
+
+
+class Residual(nn.Module):
+    """``x + body(x)``: one residual block."""
+
+    def __init__(self, body: nn.Module) -> None:
+        super().__init__()
+        self.body = body
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The input plus the body's output."""
+        return x + self.body(x)
+
+
+def resmlp(width: int = 48, depth: int = 3, act: str = "relu", dropout: float = 0.0, **knobs: Any) -> nn.Module:
+    """A linear stem, then ``depth`` pre-norm residual blocks ``x + W2 act(W1 LayerNorm(x))``, then a normed head."""
+    blocks: list[nn.Module] = [nn.Linear(VEC_DIM, width)]
+    for _ in range(depth):
+        drop = [nn.Dropout(dropout)] if dropout else []
+        body = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width), ACTS[act](), *drop, nn.Linear(width, width))
+        blocks.append(Residual(body))
+    head = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, CLASSES))
+    return _finish(Blocks(blocks, head, knobs.get("detach", False), _unused(knobs, width)), knobs)
+
+
+def rescnn(channels: int = 8, depth: int = 2, act: str = "relu", dropout: float = 0.0, **knobs: Any) -> nn.Module:
+    """A convolution stem, then ``depth`` residual blocks ``act(x + BN(conv(act(BN(conv(x))))))``, pooled into a linear head."""
+    blocks: list[nn.Module] = [nn.Sequential(nn.Conv2d(1, channels, 3, padding=1), nn.BatchNorm2d(channels), ACTS[act]())]
+    for _ in range(depth):
+        body = nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.BatchNorm2d(channels), ACTS[act](),
+                             nn.Conv2d(channels, channels, 3, padding=1), nn.BatchNorm2d(channels))
+        blocks.append(nn.Sequential(Residual(body), ACTS[act]()))
+    drop = [nn.Dropout(dropout)] if dropout else []
+    head = nn.Sequential(nn.AdaptiveAvgPool2d(2), nn.Flatten(), *drop, nn.Linear(4 * channels, CLASSES))
     return _finish(Blocks(blocks, head, knobs.get("detach", False), _unused(knobs, channels)), knobs)
 
 
@@ -132,8 +170,14 @@ def _finish(model: nn.Module, knobs: dict[str, Any]) -> nn.Module:
     return model
 
 
-ARCHS = {"mlp": mlp, "cnn": cnn, "rnn": recurrent, "transformer": transformer}
-TASK_OF = {"mlp": "vectors", "cnn": "images", "rnn": "sequences", "transformer": "tokens"}
+ARCHS = {"mlp": mlp, "cnn": cnn, "rnn": recurrent, "transformer": transformer, "resmlp": resmlp, "rescnn": rescnn}
+TASK_OF = {"mlp": "vectors", "cnn": "images", "rnn": "sequences", "transformer": "tokens", "resmlp": "vectors",
+           "rescnn": "images"}
+
+
+def architecture(arch: str, model: dict[str, Any]) -> str:
+    """The architecture a scenario is held out by: the builder's name, or the recurrence's kind (gru, lstm, rnn)."""
+    return str(model.get("kind", "gru")) if arch == "rnn" else arch
 
 
 def build(arch: str, **kwargs: Any) -> nn.Module:

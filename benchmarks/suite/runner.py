@@ -15,12 +15,15 @@ DONE = ".suite-done"
 """Marker written once a scenario is recorded; holds the spec it was recorded from."""
 
 
-LABELS = ("split", "acceptable", "false_alarm")
-"""Spec fields that do not change the training (relabelling does not retrain)."""
+LABELS = ("split", "acceptable", "false_alarm", "onset")
+"""Spec fields that do not change the training (relabelling, or a fault onset set, does not retrain)."""
+LATER_FIELDS = {"resume_at": None, "resume_from": None, "accumulate": 1}
+"""Spec fields added after recordings were cached: left out of the fingerprint while at their default."""
 
 
 def _fingerprint(spec: Spec) -> str:
-    training = {k: v for k, v in spec.__dict__.items() if k not in LABELS}
+    training = {k: v for k, v in spec.__dict__.items()
+                if k not in LABELS and not (k in LATER_FIELDS and v == LATER_FIELDS[k])}
     return json.dumps(training, sort_keys=True, default=repr)
 
 

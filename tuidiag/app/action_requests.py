@@ -36,7 +36,7 @@ def offer(model: Any, run_dir: Path) -> tuple[list[Proposal], str, str | None, t
         return [], "", "the run is not loaded yet", (), None
     control = manifest.get("control") or {}
     where = f"the training process (pid {control.get('pid')} on {control.get('host')})"
-    clipping = detail.charts.get("grad") is not None and detail.charts["grad"].threshold is not None
+    clipping = detail.clip_threshold is not None
     past = tuple(past_actions(detail.events)[-SHOWN_PAST:])
     suggested = finder_suggestion(run_dir)
     withheld = lr_conflict(detail.diagnosis, detail.summary.lr, suggested)

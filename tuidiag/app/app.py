@@ -1,7 +1,10 @@
 """``TuidiagApp``: screens, keys and the data path (watcher -> worker -> message -> screen).
 
 Disk work happens only in thread workers, which report back with ``post_message``;
-handlers on the UI thread hand the frozen snapshots to the screens.
+handlers on the UI thread hand the frozen snapshots to the screens. The UI thread reads
+no file: starting the file watcher (a walk of the tree), the manifest a job confirmation
+needs and every run's data are read in workers; only whether the root is itself a run is
+looked up when the app is made, before its event loop runs.
 """
 
 from __future__ import annotations
@@ -11,15 +14,19 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
+from textual.timer import Timer
+from textual.worker import get_current_worker
 
-from tuidiag.app import job_runner
+from tuidiag import job_kinds
+from tuidiag.app import job_requests, job_runner
 from tuidiag.app.commands import RunCommands
+from tuidiag.app.run_tabs import tab_of
 from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app import action_requests
@@ -27,12 +34,14 @@ from tuidiag.app.screens.job_confirm import JobConfirmScreen
 from tuidiag.app.screens.live_action import LiveActionScreen
 from tuidiag.viewmodel.actions import PastAction, Proposal
 from tuidiag.app.screens.overview import OverviewScreen
-from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.app.screens.run_screen import CANCEL_KEY, RunScreen
+from tuidiag.viewmodel.job_progress import JobTracker, JobView, outcome as job_outcome
 from tuidiag.viewmodel.model import RunsModel
-from tuidiag.viewmodel.snapshot import STATUS_READING, Chart, RunDetail, RunSummary
+from tuidiag.viewmodel.compare_view import CompareView
+from tuidiag.viewmodel.snapshot import STATUS_READING, RunDetail, RunSummary
 from tuidiag.viewmodel.watcher import RunWatcher
-from tuidiag.store.discovery import is_run_dir
-from tuidiag.store.control_channel import live_problem
+from tuidiag.sources import kind_of
+from tuidiag.store.control_channel import ControlError, live_problem
 from tuidiag.store.manifest import read_manifest
 
 FAST_POLL = 1.0
@@ -54,6 +63,14 @@ READ_WAIT = 0.5
 
 CSS = """
 #run-title, #overview-title, #compare-title { height: 1; background: $boost; }
+#compare-head { dock: top; height: auto; }
+#compare-verdict { height: auto; max-height: 6; }
+#compare-tabs { height: 1fr; }
+#compare-numbers { height: auto; max-height: 100%; }
+#cmp-chart-numbers { height: 1fr; }
+CompareScreen.short #compare-numbers { height: 1fr; }
+CompareScreen.short #cmp-chart-numbers { display: none; }
+#compare-table { width: auto; }
 #system-strip { height: 1; color: $text-muted; }
 #overview-hint { height: auto; color: $text-muted; }
 #run-main { height: 1fr; }
@@ -62,11 +79,13 @@ CSS = """
 RunScreen.narrow #run-main { layout: vertical; }
 RunScreen.narrow #charts { width: 1fr; height: 1fr; }
 RunScreen.narrow #diagnosis { width: 1fr; height: 50%; min-width: 0; }
+RunScreen.diagnosis-full #charts { display: none; }
+RunScreen.diagnosis-full #diagnosis { width: 1fr; height: 1fr; min-width: 0; }
 #cursor-bar { height: 1; }
 TabPane { padding: 0; }
 LayerHeatmap { height: 1fr; }
-#jobs-scroll { overflow-x: auto; overflow-y: auto; }
-#jobs-text { width: auto; }
+#jobs-scroll { overflow-x: hidden; overflow-y: auto; }
+#jobs-text { width: 100%; }
 """
 
 
@@ -78,8 +97,10 @@ class TuidiagApp(App):
     COMMANDS = App.COMMANDS | {RunCommands}
     BINDINGS = [
         Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help"),
-        Binding("r", "reload", "Reload", show=False),
+        Binding("question_mark", "help", "Help", tooltip="this help: every key, by screen"),
+        Binding("r", "reload", "Reload", show=False, tooltip="re-read all runs now"),
+        Binding(App.COMMAND_PALETTE_BINDING, "command_palette", "palette", show=False, priority=True,
+                key_display=App.COMMAND_PALETTE_DISPLAY, tooltip="open or replay any run by name"),
     ]
 
     @dataclass
@@ -110,12 +131,16 @@ class TuidiagApp(App):
         detail: RunDetail
 
     @dataclass
-    class JobProgress(Message):
-        """A job is still running after ``elapsed`` seconds (``progress``: a live job's state, e.g. "running 40/100")."""
+    class JobStatus(Message):
+        """News of the running job: a live training's status, or a job process's progress (``state``, ``done``, ``total``)."""
 
-        job: str
-        elapsed: float
-        progress: str = ""
+        status: dict[str, Any]
+
+    @dataclass
+    class JobSent(Message):
+        """The live job's request is written (cancelling it now means asking the training)."""
+
+        request_id: str
 
     @dataclass
     class ActionsOffered(Message):
@@ -137,24 +162,43 @@ class TuidiagApp(App):
         text: str
 
     @dataclass
-    class JobFinished(Message):
-        """A job process ended with ``returncode``; ``error`` holds the end of its stderr."""
+    class JobPrepared(Message):
+        """What the confirmation of ``job`` on run ``key`` shows, read from the run's manifest
+        (``problem``: why the job cannot run)."""
 
         job: str
-        returncode: int
-        error: str
+        key: str
+        factory: str
+        where: str | None
+        problem: str | None = None
+
+    @dataclass
+    class WatchStarted(Message):
+        """The file watcher started (``watching``) or could not (``error`` says why)."""
+
+        watching: bool
+        error: str | None
+
+    @dataclass
+    class JobFinished(Message):
+        """The running job ended: the notification's ``severity`` and ``text`` (its verdict, or why it did not finish)."""
+
+        severity: str
+        text: str
 
     @dataclass
     class CompareReady(Message):
-        """Overlay charts for the compare screen."""
+        """The compare screen's data: charts, table and verdicts."""
 
-        charts: dict[str, Chart]
+        view: CompareView
 
     def __init__(self, root: Path, replay: bool = False, poll: bool = False, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.root = root
         self.replay = replay
         self.force_poll = poll
+        self.root_is_run = kind_of(root) is not None  # the root is one run (of any kind): open it
+        """Whether ``root`` is itself a run (then its run view opens at once); read before the event loop runs."""
         self.model = RunsModel(root, clock, on_late=self._read_late)
         self.watcher = RunWatcher(root, lambda dirs: self.post_message(self.FilesChanged(set(dirs))))
         self.watching = False
@@ -169,22 +213,40 @@ class TuidiagApp(App):
         self._steps: dict[str, int | None] = {}
         self._event_times: dict[str, float] = {}
         """When a file event last arrived for each run (``time.monotonic()``)."""
+        self.job: JobTracker | None = None
+        """The job this monitor started and follows (one at a time)."""
         self._job_process: subprocess.Popen[str] | None = None
+        self._job_timer: Timer | None = None
 
     def on_mount(self) -> None:
         self.model.hold_diagnoses(FIRST_DRAW_GRACE)
         self.push_screen(OverviewScreen())
-        if is_run_dir(self.root):
+        if self.root_is_run:
             self.push_screen(RunScreen(str(self.root), replay=self.replay))
-        if not self.force_poll and not self.replay and self.root.is_dir():
-            self.watching = self.watcher.start()
-            if not self.watching:
-                self.notify(self.watcher.error or "file watching unavailable; polling", severity="warning")
-        self._set_poll(SLOW_POLL if self.watching else FAST_POLL)
+        self._set_poll(FAST_POLL)  # until the watcher has started
+        if not self.force_poll and not self.replay:
+            self.start_watching()
         self.request_refresh(None)
+
+    @work(thread=True, exclusive=True, group="watch", exit_on_error=False)
+    def start_watching(self) -> None:
+        """Worker: start the file watcher (it walks the tree to watch every directory)."""
+        if self.root.is_dir():
+            watching = self.watcher.start()
+            if watching or self.watcher.error:  # neither: the app closed meanwhile
+                self.post_message(self.WatchStarted(watching, self.watcher.error))
+
+    def on_tuidiag_app_watch_started(self, message: WatchStarted) -> None:
+        self.watching = message.watching
+        if not message.watching:
+            self.notify(message.error or "file watching unavailable; polling", severity="warning")
+            return
+        self._set_poll(SLOW_POLL)
 
     def on_unmount(self) -> None:
         self.watcher.stop()
+        if self._job_process is not None and self._job_process.poll() is None:  # a factory job dies with its monitor
+            self._job_process.terminate()
 
     def _set_poll(self, seconds: float) -> None:
         if self._poll_timer is not None:
@@ -244,7 +306,7 @@ class TuidiagApp(App):
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def load_compare(self, keys: tuple[str, ...]) -> None:
-        """Worker: overlay charts of ``keys``."""
+        """Worker: overlay charts of ``keys``, and the first run compared with each later one."""
         self.post_message(self.CompareReady(self.model.compare(keys)))
 
     def on_tuidiag_app_runs_refreshed(self, message: RunsRefreshed) -> None:
@@ -291,7 +353,7 @@ class TuidiagApp(App):
     def on_tuidiag_app_compare_ready(self, message: CompareReady) -> None:
         top = self._top_screen()
         if isinstance(top, CompareScreen):
-            top.show(message.charts)
+            top.show(message.view)
 
     # ---- navigation --------------------------------------------------------------
     def on_overview_screen_run_chosen(self, message: OverviewScreen.RunChosen) -> None:
@@ -303,10 +365,11 @@ class TuidiagApp(App):
             self.pop_screen()
         screen = RunScreen(key, replay=self.replay)
         self.push_screen(screen)
+        screen.show_job(self._job_view(key))
         self.load_detail(key, None, None, screen.chart_points())
 
     def on_overview_screen_compare_chosen(self, message: OverviewScreen.CompareChosen) -> None:
-        self.push_screen(CompareScreen(message.keys))
+        self.push_screen(CompareScreen(message.keys, message.names))
         self.load_compare(message.keys)
 
     def on_run_screen_cursor_moved(self, message: RunScreen.CursorMoved) -> None:
@@ -321,37 +384,98 @@ class TuidiagApp(App):
 
     # ---- jobs --------------------------------------------------------------------
     def on_run_screen_job_requested(self, message: RunScreen.JobRequested) -> None:
-        if self._job_process is not None and self._job_process.poll() is None:
-            self.notify("a job is already running (x cancels it)", severity="warning")
+        if self.job is not None:
+            title = job_kinds.get(self.job.job).title
+            self.notify(f"{title} is already running ({CANCEL_KEY} cancels it)", severity="warning")
             return
+        summary = next((s for s in self.summaries if s.key == message.key), None)
+        self.prepare_job(message.job, message.key, summary.steps_per_s if summary else None)
+
+    @work(thread=True, exclusive=True, group="job-prepare", exit_on_error=False)
+    def prepare_job(self, job: str, key: str, steps_per_s: float | None) -> None:
+        """Worker: read the run's manifest: whether the job runs in the live training or from the run's factory."""
         try:
-            manifest = read_manifest(Path(message.key))
+            manifest = read_manifest(Path(key))
         except (OSError, ValueError):
             manifest = {}
-        live = live_problem(manifest) is None
+        kind = job_kinds.get(job)
+        live = kind.live and live_problem(manifest) is None
+        problem = None
         if not live and not manifest.get("factory"):
-            self.notify("this run is not live and names no factory to rebuild its model: record it with "
-                        "Recorder(..., factory='train:build')", severity="error", timeout=8)
+            problem = ("this run is not live and names no factory to rebuild its model: record it with "
+                       "Recorder(..., factory='train:build')")
+        where = job_runner.live_where(manifest, job, steps_per_s) if live else None
+        self.post_message(self.JobPrepared(job, key, str(manifest.get("factory")), where, problem))
+
+    def on_tuidiag_app_job_prepared(self, message: JobPrepared) -> None:
+        if message.problem is not None:
+            self.notify(message.problem, severity="error", timeout=8)
             return
-        command = job_runner.job_command(message.job, message.key)
-        summary = next((s for s in self.summaries if s.key == message.key), None)
-        where = job_runner.live_where(manifest, message.job, summary.steps_per_s if summary else None) if live else None
-        screen = JobConfirmScreen(message.job, job_runner.shown(command), str(manifest.get("factory")), message.key, where)
-        self.push_screen(screen, lambda ok: self.run_job(message.job, command, message.key) if ok else None)
+        live = message.where is not None
+        command = (job_runner.live_command if live else job_runner.job_command)(message.job, message.key)
+        screen = JobConfirmScreen(message.job, job_runner.shown(command), message.factory, message.key, message.where)
+        self.push_screen(screen, lambda ok: self._start_job(message.key, message.job, live, command) if ok else None)
+
+    def _start_job(self, key: str, job: str, live: bool, command: list[str]) -> None:
+        """Track the job, show its bar, and start the worker that sends or runs it."""
+        self.job = JobTracker(key, job, time.monotonic(), live)
+        self._job_timer = self.set_interval(1.0, self._show_job)  # elapsed time moves between statuses
+        self._show_job()
+        if live:
+            self.run_live_job(key, job)
+        else:
+            self.run_job(job, command)
 
     @work(thread=True, exclusive=True, group="job", exit_on_error=False)
-    def run_job(self, job: str, command: list[str], run_dir: str) -> None:
-        """Worker: run the job process, report progress each second, then its end."""
-        started = time.monotonic()
-        process = self._job_process = job_runner.start(command, Path.cwd())
-        while True:
-            try:
-                _, stderr = process.communicate(timeout=1.0)
-                break
-            except subprocess.TimeoutExpired:
-                progress = job_runner.live_progress(Path(run_dir), job, started)
-                self.post_message(self.JobProgress(job, time.monotonic() - started, progress))
-        self.post_message(self.JobFinished(job, process.returncode, job_runner.tail(stderr or "")))
+    def run_live_job(self, key: str, job: str) -> None:
+        """Worker: write the request to the live training, follow its status, report its end."""
+        worker = get_current_worker()
+        run_dir = Path(key)
+        try:
+            request_id = job_requests.send(run_dir, job)
+            self.post_message(self.JobSent(request_id))
+            status = job_requests.follow(run_dir, request_id, lambda news: self.post_message(self.JobStatus(news)),
+                                         lambda: worker.is_cancelled)
+            result = job_requests.result_of(run_dir, status)
+        except (ControlError, OSError) as exc:  # the slot is freed whatever happens
+            self.post_message(self.JobFinished("error", f"{job_kinds.get(job).title} not followed: {exc}"))
+            return
+        self.post_message(self.JobFinished(*job_outcome(job, str(status.get("state")), str(status.get("message", "")), result)))
+
+    @work(thread=True, exclusive=True, group="job", exit_on_error=False)
+    def run_job(self, job: str, command: list[str]) -> None:
+        """Worker: run the job process on the run's factory, follow its progress lines, report its end."""
+        try:
+            process = self._job_process = job_runner.start(command, Path.cwd())
+            returncode, lines = job_runner.follow(process, lambda news: self.post_message(self.JobStatus(news)))
+        except OSError as exc:  # the slot is freed whatever happens
+            self.post_message(self.JobFinished("error", f"{job_kinds.get(job).title} could not start: {exc}"))
+            return
+        status = job_runner.final_status(returncode, lines)
+        result = job_runner.result_of(status)
+        self.post_message(self.JobFinished(*job_outcome(job, status["state"], str(status.get("message", "")), result)))
+
+    def _job_view(self, key: str) -> JobView | None:
+        """The progress bar's content for run ``key`` now (None: no job of this monitor runs on it)."""
+        if self.job is None or self.job.key != key:
+            return None
+        summary = next((s for s in self.summaries if s.key == key), None)
+        return self.job.view(time.monotonic(), summary.steps_per_s if summary else None)
+
+    def _show_job(self) -> None:
+        """Redraw the job's progress bar on its run's view."""
+        for screen in self.screen_stack:
+            if isinstance(screen, RunScreen):
+                screen.show_job(self._job_view(screen.key))
+
+    def on_tuidiag_app_job_status(self, message: JobStatus) -> None:
+        if self.job is not None:
+            self.job.update(message.status, time.monotonic())
+            self._show_job()
+
+    def on_tuidiag_app_job_sent(self, message: JobSent) -> None:
+        if self.job is not None:
+            self.job.request_id = message.request_id
 
     def on_run_screen_action_requested(self, message: RunScreen.ActionRequested) -> None:
         self.offer_actions(message.key)
@@ -379,25 +503,31 @@ class TuidiagApp(App):
         self.notify(message.text, severity="information" if message.ok else "error", timeout=10)
         self.request_refresh(None)
 
-    def on_tuidiag_app_job_progress(self, message: JobProgress) -> None:
-        progress = f" {message.progress}" if message.progress else ""
-        self.sub_title = f"{message.job.replace('_', ' ')}{progress} {message.elapsed:.0f}s (x cancels)"
-
     def on_tuidiag_app_job_finished(self, message: JobFinished) -> None:
-        self.sub_title = ""
-        self._job_process = None
-        name = message.job.replace("_", " ")
-        if message.returncode in (0, 1):
-            self.notify(f"{name} finished: result in the Jobs tab (7)", timeout=6)
-        elif message.returncode < 0:
-            self.notify(f"{name} cancelled", severity="warning")
-        else:
-            self.notify(f"{name} failed: {message.error}", severity="error", timeout=12)
-        self.request_refresh(None)
+        key = self.job.key if self.job is not None else None
+        self.job, self._job_process = None, None
+        if self._job_timer is not None:
+            self._job_timer.stop()
+            self._job_timer = None
+        self._show_job()
+        self.notify(message.text, severity=message.severity, timeout=12 if message.severity == "error" else 8)
+        self.request_refresh({Path(key)} if key else None)
 
     def action_cancel_job(self) -> None:
-        if self._job_process is not None and self._job_process.poll() is None:
+        if self.job is None:
+            self.notify("no job is running")
+        elif self._job_process is not None and self._job_process.poll() is None:
             self._job_process.terminate()
+        elif self.job.request_id is not None:
+            self.cancel_live_job(self.job.key, self.job.request_id)
+            self.notify(f"asked the training to stop {job_kinds.get(self.job.job).title}")
+        else:
+            self.notify(f"the job is starting: press {CANCEL_KEY} again in a moment")
+
+    @work(thread=True, group="job-cancel", exit_on_error=False)
+    def cancel_live_job(self, key: str, request_id: str) -> None:
+        """Worker: ask the training to stop the request (it stops at the job's next progress point)."""
+        job_requests.cancel(Path(key), request_id)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -1,27 +1,34 @@
-"""Running a job as a real subprocess (``tuidiag <job> RUN --json --yes``) for the monitor.
+"""Running a job on a run's factory as a real subprocess (``tuidiag <job> RUN --json --yes``) for the monitor.
 
-The monitor never imports torch or the jobs: it starts the same CLI a user would
-type, after asking, and reads the result file the job leaves in ``RUN/jobs/``. The
-process runs tuidiag's own code, isolated from the working directory
-(:mod:`tuidiag.self_command`).
+The monitor never imports torch or the jobs: for a run that is not live it starts
+the same CLI a user would type, after asking, and follows the ``progress DONE
+TOTAL`` lines the command writes with ``--progress-lines``. The process runs
+tuidiag's own code, isolated from the working directory
+(:mod:`tuidiag.self_command`). A live run's jobs need no process:
+:mod:`tuidiag.app.job_requests`.
 """
 
 from __future__ import annotations
 
 import subprocess
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tuidiag import self_command
+from tuidiag import job_kinds, self_command
+from tuidiag.job_kinds import PROGRESS_LINE, SAVED_LINE
 from tuidiag.store import control_channel as ctl
-
-JOB_COMMANDS = {"lr_find": "lr-find", "nan_hunt": "nan-hunt", "overfit_batch": "overfit-batch", "sharpness": "sharpness"}
-
+from tuidiag.store.job_results import read_result
+from tuidiag.text.numbers import duration
 
 def job_command(job: str, run_dir: str) -> list[str]:
     """The ``tuidiag`` arguments for ``job`` on ``run_dir`` (already confirmed: ``--yes``)."""
-    return [JOB_COMMANDS[job], str(run_dir), "--json", "--yes"]
+    return [job_kinds.get(job).command, str(run_dir), "--json", "--yes"]
+
+
+def live_command(job: str, run_dir: str) -> list[str]:
+    """The command a user would type to send ``job`` to the live training of ``run_dir``."""
+    return [job_kinds.get(job).command, str(run_dir), "--live"]
 
 
 def shown(command: list[str]) -> str:
@@ -30,9 +37,47 @@ def shown(command: list[str]) -> str:
 
 
 def start(command: list[str], cwd: Path) -> subprocess.Popen[str]:
-    """Start ``tuidiag COMMAND`` in ``cwd``; its stdout (JSON) and stderr are captured."""
-    return subprocess.Popen(self_command.command(*command, cwd=cwd), cwd=cwd, stdout=subprocess.PIPE,
+    """Start ``tuidiag COMMAND --progress-lines`` in ``cwd``; its stderr (progress, messages) is piped,
+    its stdout (the JSON result, also saved in ``RUN/jobs``) discarded."""
+    return subprocess.Popen(self_command.command(*command, "--progress-lines", cwd=cwd), cwd=cwd, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def follow(process: subprocess.Popen[str], on_status: Callable[[dict[str, Any]], None]) -> tuple[int, list[str]]:
+    """Read the process's stderr to its end, reporting each progress line as a ``running`` status;
+    ``(exit status, the other lines)``."""
+    lines: list[str] = []
+    assert process.stderr is not None
+    for line in process.stderr:
+        words = line.split()
+        if len(words) == 3 and words[0] == PROGRESS_LINE and words[1].isdigit() and words[2].isdigit():
+            on_status({"state": "running", "done": int(words[1]), "total": int(words[2])})
+        elif line.strip():
+            lines.append(line.rstrip("\n"))
+    return process.wait(), lines
+
+
+def final_status(returncode: int, lines: list[str]) -> dict[str, Any]:
+    """The job's end as a status: ``done`` (exit 0 or 1) with the result file it saved, ``cancelled``
+    (terminated), else ``failed`` with the end of its stderr."""
+    if returncode in (0, 1):
+        saved = next((line[len(SAVED_LINE):] for line in reversed(lines) if line.startswith(SAVED_LINE)), None)
+        return {"state": "done", "result_path": saved}
+    if returncode < 0:
+        return {"state": "cancelled"}
+    return {"state": "failed", "message": tail("\n".join(lines))}
+
+
+def result_of(status: dict[str, Any]) -> dict[str, Any] | None:
+    """The result in the file a ``done`` status names (None when there is none or it cannot be read)."""
+    path = status.get("result_path")
+    if not path:
+        return None
+    try:
+        record = read_result(path)
+    except (OSError, ValueError):
+        return None
+    return record.get("result") if isinstance(record.get("result"), dict) else None
 
 
 def tail(text: str, lines: int = 4) -> str:
@@ -40,24 +85,18 @@ def tail(text: str, lines: int = 4) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-JOB_STEPS = {"lr_find": 100, "overfit_batch": 500, "sharpness": 44, "nan_hunt": 1}
-"""Training steps (forward+backward, or forward passes for sharpness) each job takes with default settings."""
-
-
 def live_where(manifest: dict[str, Any], job: str, steps_per_s: float | None) -> str:
     """Where a live job runs, on which device, how long, for the confirmation."""
     control = manifest.get("control") or {}
-    steps = JOB_STEPS.get(job, 0)
-    expected = f", about {steps / steps_per_s:.0f} s at the run's {steps_per_s:.3g} steps/s" if steps_per_s else ""
-    return (f"the live training process (pid {control.get('pid')} on {control.get('host')}, "
-            f"device {control.get('device', '?')}): up to {steps} steps{expected}; "
-            f"stops waiting after {ctl.REQUEST_WAIT:.0f} s without an answer from the training")
-
-
-def live_progress(run_dir: Path, job: str, since: float) -> str:
-    """State of the newest request for ``job`` answered after ``since`` (monotonic), e.g. "running 40/100"."""
-    newest = ctl.newest_status(run_dir, job, time.time() - (time.monotonic() - since))
-    if newest is None:
-        return ""
-    figures = f" {newest.get('done')}/{newest.get('total')}" if newest.get("total") else ""
-    return f"{newest.get('state')}{figures}"
+    kind = job_kinds.get(job)
+    config = kind.default_config()
+    where = f"the live training process (pid {control.get('pid')} on {control.get('host')}, device {control.get('device', '?')})"
+    wait = f"stops waiting after {ctl.REQUEST_WAIT:.0f} s without an answer from the training"
+    if kind.needs_capture:  # live, the hunt arms: the training goes on until a non-finite step comes, or the arming ends
+        armed = int(getattr(config, "steps", 0))
+        pace = f", about {duration(armed / steps_per_s)} at the run's {steps_per_s:.3g} steps/s" if steps_per_s else ""
+        return (f"{where}: armed for up to {armed} training steps{pace}; the first non-finite step in them is "
+                f"captured and replayed; {wait}")
+    steps = kind.expected_steps(config)
+    expected = f", about {duration(steps / steps_per_s)} at the run's {steps_per_s:.3g} steps/s" if steps_per_s else ""
+    return f"{where}: up to {steps} {kind.unit}{expected}; {wait}"

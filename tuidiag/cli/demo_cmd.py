@@ -20,11 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train the chosen scenarios; exit 2 when torch is missing or a name is unknown."""
-    try:
-        from tuidiag.demo import scenarios
-    except ImportError:
-        print("tuidiag demo needs torch: pip install 'tuidiag[torch]'", file=sys.stderr)
+    from tuidiag.cli.torch_hint import refuse_without_torch
+
+    if refuse_without_torch("demo"):
         return 2
+    from tuidiag.demo import scenarios
+
     root = Path(args.path)
     try:
         chosen = [scenarios.by_name(n) for n in args.only] if args.only else list(scenarios.SCENARIOS)

@@ -10,6 +10,8 @@ from rich.text import Text
 
 from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 from tuidiag.diagnosis import Diagnosis, diagnose
+from tuidiag.store.job_results import job_records
+from tuidiag.store.progress import progress
 from tuidiag.text.findings import finding_text, rank_label
 from tuidiag.text.safe import literal
 
@@ -25,21 +27,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the diagnosis; exit 0 whatever is found, 2 when the run cannot be read."""
     try:
-        run_ = load_run(args.run)
+        run_ = load_run(args.run, foreign=True)
     except RunNotReadable as exc:
         return fail("diagnose", str(exc))
-    result = diagnose(run_, at=args.at)
+    result = diagnose(run_, at=args.at, jobs=job_records(run_))
     if args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))
     else:
-        Console(highlight=False).print(render(result, run_.status))
+        reached = progress(run_.manifest, run_.last_step).text() if args.at is None else None  # as ls says it
+        Console(highlight=False).print(render(result, run_.status, reached))
     return 0
 
 
-def render(result: Diagnosis, status: str) -> Text:
-    """The diagnosis as plain, literal text in the seeds' ranked-hypothesis format."""
+def render(result: Diagnosis, status: str, step_text: str | None = None) -> Text:
+    """The diagnosis as plain, literal text: ranked hypotheses, each cause with its confidence, evidence and fix.
+
+    ``step_text``: the run's step as ``tuidiag ls`` shows it (default: the diagnosis's own step)."""
     out = Text()
-    heading = f"Diagnosis of {result.run} at step {result.step} ({status})"
+    heading = f"Diagnosis of {result.run} at step {step_text or result.step} ({status})"
     out.append_text(literal(heading, "bold", max_len=200))
     out.append("\n" + "=" * min(len(heading), 78) + "\n")
     for i, finding in enumerate(result.findings):
@@ -48,7 +53,7 @@ def render(result: Diagnosis, status: str) -> Text:
     if result.notes:
         out.append("\nNotes (review of the setup, not alarms):\n", style="bold")
         for note in result.notes:
-            out.append_text(literal(f"  - {note.title}: {'; '.join(note.evidence)}. {note.fix}", max_len=400))
+            out.append_text(literal(f"  - {note.title}: {'; '.join(note.evidence)}. {note.fix}", max_len=4000))
             out.append("\n")
     if result.skipped:
         out.append("\nSkipped:\n", style="bold")

@@ -2,13 +2,15 @@
 
 Prints, for each run written, how its metric names were mapped onto tuidiag's
 conventions and which were kept as they were. Exit 2 when the source cannot be
-read, holds nothing to import, or a run would be overwritten without ``--force``.
+read, holds nothing to import, or a run would be overwritten without ``--force``;
+the message then names a free ``--name`` first (the run there may be another
+experiment), and ``--force`` only as the way to replace it.
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Callable
 
 from tuidiag.cli.run_argument import fail
@@ -17,9 +19,13 @@ from tuidiag.importers import (
     read_tensorboard, write_run,
 )
 from tuidiag.importers.run_writer import target_of
+from tuidiag.store.manifest import read_manifest
 from tuidiag.text.safe import clean
 
 Reader = Callable[[str, "str | None"], list[SourceRun]]
+
+MAX_NAME_TRIES = 1000
+"""``NAME-2`` ... ``NAME-1000`` are tried for a free ``--name`` to suggest."""
 
 SOURCES: dict[str, tuple[str, str, str, Reader]] = {
     "tensorboard": (
@@ -60,17 +66,17 @@ def run(args: argparse.Namespace) -> int:
     runs = [r for r in runs if r.series]
     if not runs:
         return fail("import", f"{args.src}: no scalar values to import")
-    return write_all(runs, Path(args.out), args.force)
+    return write_all(runs, Path(args.out), args.force, args.name)
 
 
-def write_all(runs: list[SourceRun], out: Path, force: bool) -> int:
+def write_all(runs: list[SourceRun], out: Path, force: bool, name: str | None = None) -> int:
     """Check every target first (nothing is written when one would be overwritten), then write and report."""
     try:
         for source_run in runs:
             check_target(target_of(source_run, out), force)
         written = [(write_run(source_run, out, force), source_run) for source_run in runs]
     except RunExistsError as exc:
-        return fail("import", str(exc))
+        return fail("import", exists_message(exc, runs, out, name))
     except OSError as exc:
         return fail("import", f"cannot write under {out}: {exc}")
     for result, source_run in written:
@@ -78,6 +84,39 @@ def write_all(runs: list[SourceRun], out: Path, force: bool) -> int:
     next_step = f"tuidiag diagnose {written[0][0].path}" if len(written) == 1 else f"tuidiag ls {out}"
     print(clean(f"next: {next_step}"))
     return 0
+
+
+def exists_message(exc: RunExistsError, runs: list[SourceRun], out: Path, name: str | None) -> str:
+    """What is in the way and what to do: a free ``--name`` first; ``--force`` only to replace a run (never other files)."""
+    current = PurePath(name) if name else PurePath(runs[0].relative.parts[0])
+    free = free_name(current, out)
+    beside = f"import beside it with --name {free}" if free is not None else "import under another --name"
+    if not exc.replaceable:
+        return f"{exc}; {beside}"
+    return f"{exc}{_what_is_there(exc.target)}; to keep it, {beside}; to replace it, pass --force"
+
+
+def free_name(name: PurePath, out: Path) -> str | None:
+    """The first ``NAME-2``, ``NAME-3``... with nothing under ``out`` yet, else ``None``."""
+    if not name.name:
+        return None
+    for n in range(2, MAX_NAME_TRIES + 1):
+        candidate = name.with_name(f"{name.name}-{n}")
+        if not (out / candidate).exists():
+            return candidate.as_posix()
+    return None
+
+
+def _what_is_there(target: Path) -> str:
+    """`` (imported from SRC)`` or `` (recorded by tuidiag)``, from the run's manifest; empty when unreadable."""
+    try:
+        manifest = read_manifest(target)
+    except Exception:  # an unreadable manifest still blocks the import: it only goes unnamed here
+        return ""
+    source = manifest.get("source")
+    if isinstance(source, dict) and source.get("path"):
+        return f" (imported from {source['path']})"
+    return f" (recorded by tuidiag: {manifest['name']})" if isinstance(manifest.get("name"), str) else " (recorded by tuidiag)"
 
 
 def summary(result: WrittenRun, source_run: SourceRun) -> str:

@@ -24,8 +24,8 @@ from tuidiag.store import control_channel as ctl
 from tuidiag.store.job_results import read_result
 
 def wants_live(run: Run, args: argparse.Namespace) -> bool:
-    """Live unless ``--offline`` or ``--factory`` is given or the run cannot take requests."""
-    if getattr(args, "offline", False) or getattr(args, "factory", None):
+    """Live unless ``--offline``, ``--factory`` or ``--checkpoint`` is given or the run cannot take requests."""
+    if getattr(args, "offline", False) or getattr(args, "factory", None) or getattr(args, "checkpoint", None):
         return False
     return getattr(args, "live", False) or ctl.live_problem(run.manifest) is None
 
@@ -37,10 +37,8 @@ def describe(run: Run, job_text: str) -> str:
             "at its next step, on its device; model, optimizer and RNG are restored afterwards")
 
 
-def job_args(config: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """The request's arguments: the job's checked config as a dict (the NaN hunt: its arming window)."""
-    if config is None:
-        return {"steps": int(getattr(args, "arm_steps", 200))}
+def job_args(config: Any) -> dict[str, Any]:
+    """The request's arguments: the job's checked config as a dict (the NaN hunt's: its arming window)."""
     return dataclasses.asdict(config)
 
 

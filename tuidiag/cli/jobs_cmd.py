@@ -1,4 +1,5 @@
-"""``tuidiag lr-find | nan-hunt | overfit-batch | sharpness RUN``: jobs on a finished or crashed run.
+"""``tuidiag lr-find | nan-hunt | overfit-batch | sharpness RUN`` (one subcommand per job kind of
+:mod:`tuidiag.job_kinds`): jobs on a live run, or on a finished or crashed run's factory.
 
 Each command rebuilds model, optimizer, loss and data by calling the factory the
 run names (``run.json``'s ``factory``, or ``--factory``; contract in
@@ -21,11 +22,13 @@ import argparse
 import json
 import sys
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from tuidiag import job_kinds
 from tuidiag.cli import job_requests
+from tuidiag.job_kinds import PROGRESS_LINE, SAVED_LINE, JobError, JobKind, Option
 from tuidiag.store import control_channel as ctl
 from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 from tuidiag.format import LR_PREFIX, MODEL_TRAINING
@@ -51,40 +54,32 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                              f"(default {ctl.REQUEST_WAIT:.0f}; a job not started then is withdrawn)")
 
 
-def add_lr_find_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register the ``lr-find`` arguments."""
+def add_arguments(parser: argparse.ArgumentParser, kind: JobKind) -> None:
+    """Register ``kind``'s arguments: the common ones, then its options with its config's defaults."""
     _add_common(parser)
-    parser.add_argument("--steps", type=int, default=100, help="sweep length in training steps (default 100)")
-    parser.add_argument("--start", type=float, default=1e-7, help="first learning rate (default 1e-7)")
-    parser.add_argument("--end", type=float, default=10.0, help="last learning rate (default 10)")
+    defaults = kind.default_config()
+    for option in kind.options:
+        parser.add_argument(option.flag, **_option_arguments(option, getattr(defaults, option.name, None)))
+    if kind.takes_checkpoint:
+        parser.add_argument("--checkpoint", metavar="PATH",
+                            help="measure these weights: a torch state_dict, or a dict with one under 'model', loaded "
+                                 "(weights_only) into the factory's model (implies --offline; default: the factory's weights)")
+    parser.add_argument("--progress-lines", action="store_true", help=argparse.SUPPRESS)
+    parser.set_defaults(job=kind.name)
 
 
-def add_nan_hunt_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register the ``nan-hunt`` arguments."""
-    _add_common(parser)
-    parser.add_argument("--capture", metavar="PATH", help="a capture file (default: the earliest in RUN/captures)")
-    parser.add_argument("--arm-steps", type=int, default=200, metavar="K",
-                        help="live run without a capture: wait up to K steps for a non-finite one (default 200)")
-
-
-def add_overfit_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register the ``overfit-batch`` arguments."""
-    _add_common(parser)
-    parser.add_argument("--steps", type=int, default=500, help="most training steps on the batch (default 500)")
-    parser.add_argument("--lr", type=float, default=None, help="learning rate (default 1e-3 for adam, the run's for run)")
-    parser.add_argument("--target", type=float, default=0.01, help="loss that counts as memorised (default 0.01)")
-    parser.add_argument("--optimizer", choices=("adam", "run"), default="adam",
-                        help="a fresh Adam (default) or the run's optimizer")
-
-
-def add_sharpness_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register the ``sharpness`` arguments."""
-    _add_common(parser)
-    parser.add_argument("--epsilon", type=float, default=0.05,
-                        help="perturbation norm relative to each weight's norm (default 0.05)")
-    parser.add_argument("--samples", type=int, default=10, help="random perturbations (default 10)")
-    parser.add_argument("--batches", type=int, default=4, help="batches the loss is measured on (default 4)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the perturbations (default 0)")
+def _option_arguments(option: Option, config_default: Any) -> dict[str, Any]:
+    """``add_argument`` keywords of ``option``: its type from the config's default, and the default in its help."""
+    default = None if option.unset else config_default
+    shown = option.default_text or (f"{default:g}" if isinstance(default, float) else default)
+    found: dict[str, Any] = {"dest": option.name, "default": default, "help": f"{option.help} (default {shown})"}
+    if option.choices is not None:
+        found["choices"] = option.choices
+    elif option.type is not None or config_default is not None:
+        found["type"] = option.type or type(config_default)
+    if option.metavar is not None:
+        found["metavar"] = option.metavar
+    return found
 
 
 @dataclass
@@ -94,109 +89,49 @@ class Plan:
     run: Run
     config: Any
     device: Any
-    prepared: Any = None
+    capture: tuple[Any, dict[str, Any]] | None = None
+    """The NaN hunt's capture: (path, loaded data), or None when the run has none."""
+    checkpoint: tuple[str, Any] | None = None
+    """``--checkpoint``: (path, loaded state), loaded before any factory code runs."""
     factory: str = ""
     paths: list[Any] = field(default_factory=list)
     refused: list[tuple[Any, str]] = field(default_factory=list)
-
-
-@dataclass
-class JobSpec:
-    """How one command configures, describes, runs and judges its job."""
-
-    command: str
-    name: str
-    config: Callable[[argparse.Namespace], Any]
-    describe: Callable[[Any], str]
-    run: Callable[[Any, Plan, Any], dict[str, Any]]
-    negative: Callable[[dict[str, Any]], bool]
 
 
 class _Stop(Exception):
     """Ends a command before or during its job, with a message for stderr (exit status 2)."""
 
 
-def _lr_config(args: argparse.Namespace) -> Any:
-    from tuidiag.jobs.lr_find import LRFindConfig
+def _prepare(kind: JobKind, run: Run, args: argparse.Namespace) -> Any:
+    """Job input that needs no user code: the NaN hunt's capture (None when there is none)."""
+    if not kind.needs_capture:
+        return None
+    from tuidiag.jobs.nan_hunt import find_capture, load_capture
 
-    return LRFindConfig(steps=args.steps, start=args.start, end=args.end)
-
-
-def _overfit_config(args: argparse.Namespace) -> Any:
-    from tuidiag.jobs.overfit import OverfitConfig
-
-    lr = args.lr if args.lr is not None else (1e-3 if args.optimizer == "adam" else None)
-    return OverfitConfig(steps=args.steps, lr=lr, target=args.target, optimizer=args.optimizer)
+    path = getattr(args, "capture", None) or find_capture(run.path)
+    return (path, load_capture(path)) if path else None
 
 
-def _sharpness_config(args: argparse.Namespace) -> Any:
-    from tuidiag.jobs.sharpness import SharpnessConfig
+def _checkpoint(args: argparse.Namespace) -> tuple[str, Any] | None:
+    """``--checkpoint``'s weights, loaded (``weights_only``) before any user code runs."""
+    path = getattr(args, "checkpoint", None)
+    if not path:
+        return None
+    from tuidiag.jobs.weights import load_checkpoint
 
-    return SharpnessConfig(epsilon=args.epsilon, samples=args.samples, batches=args.batches, seed=args.seed)
-
-
-def _nan_config(args: argparse.Namespace) -> Any:
-    return None
-
-
-def _run_lr_find(parts: Any, plan: Plan, control: Any) -> dict[str, Any]:
-    from tuidiag.jobs.lr_find import compare_lr, lr_find
-
-    result = lr_find(parts, plan.device, plan.config, control)
-    run_lr = plan.run.series(f"{LR_PREFIX}0").last
-    result["run_lr"] = run_lr
-    result["run_comparison"] = compare_lr(run_lr, result["suggested_lr"], "the run's last recorded LR")
-    return result
+    return path, load_checkpoint(path)
 
 
-def _run_nan_hunt(parts: Any, plan: Plan, control: Any) -> dict[str, Any]:
-    from tuidiag.jobs.nan_hunt import nan_hunt
+def _check(kind: JobKind, args: argparse.Namespace) -> Plan:
+    """Open the run, check every argument and load what needs no user code."""
+    from tuidiag.jobs import choose_device
 
-    path, capture = plan.prepared
-    training = plan.run.series(MODEL_TRAINING)
-    flags = training.values[training.steps <= capture["step"]] if len(training) else []
-    result = nan_hunt(parts, capture, plan.device, training=bool(flags[-1]) if len(flags) else True)
-    result["capture"] = str(path)
-    return result
-
-
-def _run_overfit(parts: Any, plan: Plan, control: Any) -> dict[str, Any]:
-    from tuidiag.jobs.overfit import overfit_batch
-
-    return overfit_batch(parts, plan.device, plan.config, control)
-
-
-def _run_sharpness(parts: Any, plan: Plan, control: Any) -> dict[str, Any]:
-    from tuidiag.jobs.sharpness import sharpness
-
-    return sharpness(parts, plan.device, plan.config, control)
-
-
-def _describe_lr(c: Any) -> str:
-    return f"LR range test: {c.steps} training steps, LR {c.start:g} -> {c.end:g}"
-
-
-def _describe_overfit(c: Any) -> str:
-    return f"overfit one batch: up to {c.steps} steps with {c.optimizer}, target loss {c.target:g}"
-
-
-def _describe_sharpness(c: Any) -> str:
-    return f"sharpness: {c.samples} perturbations of {c.epsilon:g} x ||w|| on {c.batches} batches"
-
-
-def _describe_nan(c: Any) -> str:
-    return "NaN hunt: replay of the captured failing step with hooks"
-
-
-SPECS = {
-    "lr-find": JobSpec("lr-find", "lr_find", _lr_config, _describe_lr, _run_lr_find, lambda r: r["suggested_lr"] is None),
-    "nan-hunt": JobSpec("nan-hunt", "nan_hunt", _nan_config, _describe_nan, _run_nan_hunt,
-                        lambda r: r["verdict"] in ("no_capture", "no_batch", "not_reproduced", "no_nonfinite")),
-    "overfit-batch": JobSpec("overfit-batch", "overfit_batch", _overfit_config, _describe_overfit, _run_overfit,
-                             lambda r: not r["passed"]),
-    "sharpness": JobSpec("sharpness", "sharpness", _sharpness_config, _describe_sharpness, _run_sharpness,
-                         lambda r: r["verdict"] == "untrainable"),
-}
+    try:
+        run = load_run(args.run)
+        config = kind.config_from_options(vars(args))
+        return Plan(run, config, choose_device(args.device), _prepare(kind, run, args), checkpoint=_checkpoint(args))
+    except (RunNotReadable, JobError) as exc:
+        raise _Stop(str(exc)) from exc
 
 
 def confirmed(assume_yes: bool) -> bool:
@@ -208,30 +143,6 @@ def confirmed(assume_yes: bool) -> bool:
     print("Import and run it? [y/N] ", end="", file=sys.stderr, flush=True)
     answer = sys.stdin.readline().strip().lower()
     return answer in ("y", "yes")
-
-
-def _prepare(spec: JobSpec, run: Run, args: argparse.Namespace) -> Any:
-    """Job input that needs no user code: the NaN hunt's capture (None when there is none)."""
-    if spec.name != "nan_hunt":
-        return None
-    from tuidiag.jobs.nan_hunt import find_capture, load_capture
-
-    path = args.capture or find_capture(run.path)
-    return (path, load_capture(path)) if path else None
-
-
-def _check(spec: JobSpec, args: argparse.Namespace) -> Plan:
-    """Open the run, check every argument and load what needs no user code."""
-    from tuidiag.jobs import JobError, choose_device
-
-    try:
-        run = load_run(args.run)
-        config = spec.config(args)
-        if config is not None:
-            config.check()
-        return Plan(run, config, choose_device(args.device), _prepare(spec, run, args))
-    except (RunNotReadable, JobError) as exc:
-        raise _Stop(str(exc)) from exc
 
 
 def _choose_factory(plan: Plan, args: argparse.Namespace) -> None:
@@ -251,21 +162,23 @@ def _choose_factory(plan: Plan, args: argparse.Namespace) -> None:
     plan.factory, plan.paths, plan.refused = factory, search.paths, search.refused
 
 
-def _describe(spec: JobSpec, plan: Plan) -> str:
+def _describe(kind: JobKind, plan: Plan) -> str:
     run = plan.run
     source = "--factory" if plan.factory != run.manifest.get("factory") else f"{run.path}/run.json"
     where = "".join(f"{clean(p, 200)}, " for p in plan.paths)
     refused = "".join(f"\n  not searched: {clean(p, 200)} ({clean(why, 200)})" for p, why in plan.refused)
-    return (f"tuidiag {spec.command} will import and call code named by the run:\n"
+    return (f"tuidiag {kind.command} will import and call code named by the run:\n"
             f"  factory: {clean(plan.factory, 200)}   (from {clean(source, 300)})\n"
             f"  imported from: {where}then the Python path (first match; never a directory another user can write)"
             f"{refused}\n"
-            f"  job: {spec.describe(plan.config)} on {plan.device}")
+            f"  job: {kind.describe(plan.config)} on {plan.device}")
 
 
-def _progress(command: str) -> Any:
+def _progress(command: str, lines: bool) -> Any:
     from tuidiag.jobs import JobHandle
 
+    if lines:
+        return JobHandle(progress=lambda done, total: print(f"{PROGRESS_LINE} {done} {total}", file=sys.stderr, flush=True))
     if not sys.stderr.isatty():
         return JobHandle()
 
@@ -275,91 +188,102 @@ def _progress(command: str) -> Any:
     return JobHandle(progress=show)
 
 
-def _run_job(spec: JobSpec, plan: Plan) -> dict[str, Any]:
+def _context(kind: JobKind, plan: Plan) -> Any:
+    """What the job knows of the run: its LR at its last step (the factory's optimizer has the initial LR,
+    not the schedule's), the capture and the model's mode at the captured step."""
+    from tuidiag.jobs.run_kind import JobContext
+
+    lr = plan.run.series(f"{LR_PREFIX}0")
+    context = JobContext(live=False, run_dir=plan.run.path, run_lr=lr.last, step=int(lr.steps[-1]) if len(lr) else None)
+    if plan.capture is not None:
+        context.capture, context.capture_data = Path(plan.capture[0]), plan.capture[1]
+        training = plan.run.series(MODEL_TRAINING)
+        flags = training.values[training.steps <= plan.capture[1]["step"]] if len(training) else []
+        context.training = bool(flags[-1]) if len(flags) else True
+    return context
+
+
+def _run_job(kind: JobKind, plan: Plan, args: argparse.Namespace) -> dict[str, Any]:
     """Import the factory, move the model to the device and run the job; errors become :class:`_Stop`."""
-    from tuidiag.jobs import FactoryError, JobError, load_factory
+    from tuidiag.jobs import FactoryError, load_factory
+    from tuidiag.jobs.run_kind import run
 
     try:
         parts = load_factory(plan.factory, plan.paths)
+        if plan.checkpoint is not None:  # --checkpoint: these weights, not the factory's
+            from tuidiag.jobs.weights import apply_checkpoint, checkpoint_weights
+
+            apply_checkpoint(parts.model, plan.checkpoint[1], plan.checkpoint[0])
+            parts.weights = checkpoint_weights(plan.checkpoint[0])
         parts.model.to(plan.device)
-        return spec.run(parts, plan, _progress(spec.command))
+        return run(kind, parts, plan.device, plan.config, _progress(kind.command, args.progress_lines), _context(kind, plan))
     except (FactoryError, JobError) as exc:
         raise _Stop(str(exc)) from exc
     except Exception as exc:  # the user's code failed: report it, exit 2
         where = "".join(traceback.format_tb(exc.__traceback__)[-2:]).strip()
         raise _Stop(f"the job failed: {type(exc).__name__}: {exc} (at {where})") from exc
     finally:
-        if sys.stderr.isatty():
+        if sys.stderr.isatty() and not args.progress_lines:
             print(file=sys.stderr)
 
 
-def _print(spec: JobSpec, result: dict[str, Any], as_json: bool) -> None:
+def _print(kind: JobKind, result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         from tuidiag.store.manifest import jsonable
 
         print(json.dumps(jsonable(result), indent=2, allow_nan=False))
         return
-    from tuidiag.text.jobs import RENDERERS
+    from tuidiag.text.jobs import render
 
-    print(RENDERERS[spec.name](result, sys.stdout.isatty()))
+    print(render(kind.name, result, sys.stdout.isatty()))
 
 
-def execute(spec: JobSpec, args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``tuidiag <job> RUN``: the handler of every job's subcommand (``args.job`` names the kind)."""
+    from tuidiag.cli.torch_hint import refuse_without_torch
+
+    kind = job_kinds.get(args.job)
+    if refuse_without_torch(kind.command):
+        return 2
+    return execute(kind, args)
+
+
+def execute(kind: JobKind, args: argparse.Namespace) -> int:
     """Check, show the plan, ask, run, save and print one job."""
     from tuidiag.store.job_results import save_result
 
     try:
-        plan = _check(spec, args)
-        if job_requests.wants_live(plan.run, args):
-            return _execute_live(spec, plan, args)
-        if spec.name == "nan_hunt" and plan.prepared is None:
+        plan = _check(kind, args)
+        if job_requests.wants_live(plan.run, args) and kind.live:
+            return _execute_live(kind, plan, args)
+        if kind.needs_capture and plan.capture is None:
             from tuidiag.jobs.nan_hunt import no_capture
 
-            _print(spec, no_capture(plan.run.path), args.json)
+            _print(kind, no_capture(plan.run.path), args.json)
             return 1
         _choose_factory(plan, args)
-        print(_describe(spec, plan), file=sys.stderr)
+        print(_describe(kind, plan), file=sys.stderr)
         if not confirmed(args.yes):
             raise _Stop(f"not confirmed: refusing to import {plan.factory!r}; pass --yes to run it")
-        result = _run_job(spec, plan)
+        result = _run_job(kind, plan, args)
     except _Stop as exc:
-        return fail(spec.command, str(exc))
-    path = save_result(plan.run.path, spec.name, result, run=plan.run.name, factory=plan.factory, device=str(plan.device),
+        return fail(kind.command, str(exc))
+    path = save_result(plan.run.path, kind.name, result, run=plan.run.name, factory=plan.factory, device=str(plan.device),
                        step=plan.run.last_step)  # counts from the step the run had reached
-    _print(spec, result, args.json)
-    print(f"saved {path}", file=sys.stderr)
-    return 1 if spec.negative(result) else 0
+    _print(kind, result, args.json)
+    print(f"{SAVED_LINE}{path}", file=sys.stderr)
+    return 1 if kind.negative(result) else 0
 
 
-def _execute_live(spec: JobSpec, plan: Plan, args: argparse.Namespace) -> int:
+def _execute_live(kind: JobKind, plan: Plan, args: argparse.Namespace) -> int:
     """Hand the job to the live training and print what it found."""
     reason = ctl.live_problem(plan.run.manifest)
     if reason is not None:
         raise _Stop(f"--live: {reason}")
-    print(job_requests.describe(plan.run, spec.describe(plan.config)), file=sys.stderr)
-    result, message = job_requests.run_live(plan.run, spec.name, job_requests.job_args(plan.config, args), args.wait)
+    print(job_requests.describe(plan.run, kind.describe(plan.config)), file=sys.stderr)
+    result, message = job_requests.run_live(plan.run, kind.name, job_requests.job_args(plan.config), args.wait)
     if result is None:
         raise _Stop(f"the live job did not finish: {message}")
-    _print(spec, result, args.json)
+    _print(kind, result, args.json)
     print(message, file=sys.stderr)
-    return 1 if spec.negative(result) else 0
-
-
-def lr_find(args: argparse.Namespace) -> int:
-    """``tuidiag lr-find``: Smith's LR range test."""
-    return execute(SPECS["lr-find"], args)
-
-
-def nan_hunt(args: argparse.Namespace) -> int:
-    """``tuidiag nan-hunt``: replay the captured non-finite step and name its source."""
-    return execute(SPECS["nan-hunt"], args)
-
-
-def overfit_batch(args: argparse.Namespace) -> int:
-    """``tuidiag overfit-batch``: can the model memorise one batch?"""
-    return execute(SPECS["overfit-batch"], args)
-
-
-def sharpness(args: argparse.Namespace) -> int:
-    """``tuidiag sharpness``: flat or sharp minimum, by random weight perturbations."""
-    return execute(SPECS["sharpness"], args)
+    return 1 if kind.negative(result) else 0

@@ -7,7 +7,7 @@ import importlib
 import sys
 from typing import Any, Callable, Sequence
 
-from tuidiag import __version__
+from tuidiag import __version__, job_kinds
 
 Subcommand = tuple[str, str, str, str, str]
 """(name, help, module in ``tuidiag.cli``, its function adding the arguments, its handler)."""
@@ -15,7 +15,7 @@ Subcommand = tuple[str, str, str, str, str]
 SUBCOMMANDS: list[Subcommand] = [
     ("watch", "the live monitor (Textual) over a directory of runs or one run", "watch_cmd", "add_watch_arguments", "watch"),
     ("replay", "play a finished run back with a time cursor", "watch_cmd", "add_replay_arguments", "replay"),
-    ("ls", "list runs with status, steps and last loss", "ls_cmd", "add_arguments", "run"),
+    ("ls", "list runs with status, last step and last loss", "ls_cmd", "add_arguments", "run"),
     ("diagnose", "ranked causes of a run's problems, with evidence and fixes", "diagnose_cmd", "add_arguments", "run"),
     ("report", "write a Markdown report with plots for a run", "report_cmd", "add_arguments", "run"),
     ("compare", "compare two runs before/after a fix, with a verdict", "compare_cmd", "add_arguments", "run"),
@@ -24,12 +24,14 @@ SUBCOMMANDS: list[Subcommand] = [
     ("status", "one line for a tmux status bar: step, loss, top finding, staleness", "status_cmd", "add_arguments", "run"),
     ("compact", "merge a finished run's small shards and write the summaries the monitor reads", "compact_cmd", "add_arguments", "run"),
     ("demo", "write demo runs from real small CPU trainings", "demo_cmd", "add_arguments", "run"),
-    ("lr-find", "LR range test in the live training or on the run's factory: suggested LR with a chart", "jobs_cmd", "add_lr_find_arguments", "lr_find"),
-    ("nan-hunt", "replay the captured NaN step and name the module and op that produced it", "jobs_cmd", "add_nan_hunt_arguments", "nan_hunt"),
-    ("overfit-batch", "can the model memorise one batch? pass/fail with the loss curve", "jobs_cmd", "add_overfit_arguments", "overfit_batch"),
-    ("sharpness", "flat or sharp minimum: loss increase under random weight perturbations", "jobs_cmd", "add_sharpness_arguments", "sharpness"),
     ("act", "apply a change to a live training: scale the LR, clip gradients, checkpoint now", "act_cmd", "add_arguments", "run"),
 ]
+"""The commands other than jobs; each job kind adds its own (:func:`subcommands`)."""
+
+
+def subcommands() -> list[Subcommand]:
+    """Every subcommand: the fixed ones, then one per job kind (:mod:`tuidiag.job_kinds`)."""
+    return SUBCOMMANDS + [(kind.command, kind.help, "jobs_cmd", "add_arguments", "run") for kind in job_kinds.kinds()]
 
 
 def _load(module: str, attribute: str) -> Callable[..., Any]:
@@ -46,10 +48,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tuidiag {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, help_text, module, add_arguments, handler in SUBCOMMANDS:
+    for name, help_text, module, add_arguments, handler in subcommands():
         command = sub.add_parser(name, help=help_text, description=help_text)
         if only is None or name == only:
-            _load(module, add_arguments)(command)
+            kind = job_kinds.find_command(name)
+            adder = _load(module, add_arguments)
+            adder(command, kind) if kind is not None else adder(command)
             command.set_defaults(handler=_load(module, handler))
     return parser
 
@@ -71,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit status."""
     safe_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
-    names = {entry[0] for entry in SUBCOMMANDS}
+    names = {entry[0] for entry in subcommands()}
     parser = build_parser(next((a for a in argv if a in names), None) if argv and not argv[0].startswith("-") else None)
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:

@@ -12,22 +12,34 @@ from tuidiag.text.safe import clean
 if TYPE_CHECKING:
     from tuidiag.store import Run
 
+NOT_A_RUN = ("is not a run (no run.json or metrics/, TensorBoard event files, W&B run-*.wandb log or CSV metrics log "
+             "inside)")
+
 
 class RunNotReadable(Exception):
     """The path given is not a run that can be read (exit status 2)."""
 
 
-def load_run(path: str | Path) -> Run:
-    """Open the run at ``path``; raise :class:`RunNotReadable` with a message a user can act on."""
-    from tuidiag.store import open_run  # here: ``tuidiag status`` uses this module without the reader's pyarrow
+def load_run(path: str | Path, foreign: bool = False) -> Run:
+    """Open the run at ``path``; raise :class:`RunNotReadable` with a message a user can act on.
+
+    ``foreign``: also another tracker's run (a TensorBoard, W&B or CSV log, or one of its
+    files), read in place through :mod:`tuidiag.sources`, once, never written to; for
+    the commands that write nothing beside the run (``diagnose``, ``compare``)."""
+    from tuidiag.sources import KIND_TUIDIAG, locate, open_source  # here: ``tuidiag status`` uses this module
+    from tuidiag.store import open_run  # without the reader's pyarrow
 
     path = Path(path)
     if not path.exists():
         raise RunNotReadable(f"{path} does not exist")
-    if not path.is_dir() or not is_run_dir(path):
-        raise RunNotReadable(f"{path} is not a tuidiag run (no run.json or metrics/ inside); try: tuidiag ls {path}")
+    found = (path, KIND_TUIDIAG) if path.is_dir() and is_run_dir(path) else locate(path) if foreign else None
+    if found is None:
+        what = NOT_A_RUN if foreign else "is not a tuidiag run (no run.json or metrics/ inside)"
+        raise RunNotReadable(f"{path} {what}; try: tuidiag ls {path if path.is_dir() else path.parent}")
+    if found[1] != KIND_TUIDIAG:
+        return open_source(*found)
     try:
-        return open_run(path)
+        return open_run(found[0])
     except OSError as exc:
         raise RunNotReadable(f"cannot read {path}: {exc}") from exc
 

@@ -73,13 +73,13 @@ def load(run_dir: Path) -> dict[str, Any] | None:
 def refresh(run_dir: Path) -> dict[str, Any]:
     """Diagnose ``run_dir`` now and cache its top finding; returns the cache entry."""
     from tuidiag.diagnosis import diagnose
-
     from tuidiag.store import open_run
+    from tuidiag.store.job_results import job_records
 
     sig, _ = signature(run_dir)  # taken first: data arriving meanwhile makes the entry stale, not wrong
     start = time.perf_counter()
     run = open_run(run_dir)
-    diagnosis = diagnose(run)
+    diagnosis = diagnose(run, jobs=job_records(run))
     return store(run_dir, sig, diagnosis, time.perf_counter() - start, run.warnings)
 
 

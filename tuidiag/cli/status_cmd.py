@@ -8,6 +8,11 @@ without importing pyarrow or numpy, so it can run every second. A finding comput
 before the newest data is marked with ``*``. A run
 whose recorder rejected or lost anything says so after the loss
 (``1 value rejected``, from ``run.json``'s stats).
+
+Another tracker's run (a TensorBoard, W&B or CSV log, or one of its files) is read whole
+through :mod:`tuidiag.sources` at each call, as ``tuidiag watch`` reads it, and diagnosed
+inline: nothing is cached and nothing is written beside it, so on a large log it costs
+what one read of the log costs.
 """
 
 from __future__ import annotations
@@ -17,16 +22,20 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tuidiag.cli.run_argument import RunNotReadable, fail
+from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 from tuidiag.cli.status_cache import refresh_locked, top_finding
 from tuidiag.format import LOSS, STATUS_RUNNING
 from tuidiag.store.discovery import is_run_dir
 from tuidiag.store.manifest import effective_status, read_manifest
+from tuidiag.store.progress import Progress, progress
 from tuidiag.store.recorder_losses import manifest_losses
-from tuidiag.store.tail_summary import newest
+from tuidiag.store.tail_summary import Latest, newest
 from tuidiag.text.safe import clean
+
+if TYPE_CHECKING:
+    from tuidiag.store import Run  # the reader needs pyarrow: only another tracker's run is read whole here
 
 UNICODE = {"sep": " \N{BLACK RIGHT-POINTING SMALL TRIANGLE} ", "wait": "diagnosing\N{HORIZONTAL ELLIPSIS}"}
 ASCII = {"sep": " > ", "wait": "diagnosing..."}
@@ -52,6 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the status line; exit 2 when ``RUN`` is not a readable run."""
     path = Path(args.run)
+    symbols = ASCII if args.ascii or not _can_write(UNICODE) else UNICODE
+    if not (path.is_dir() and is_run_dir(path)) and not args.refresh_cache:
+        try:
+            foreign = load_run(path, foreign=True)
+        except RunNotReadable as exc:
+            return fail("status", str(exc))
+        print(run_status_line(foreign, None if args.no_diagnosis else _diagnosed(foreign), symbols, args.tmux))
+        return 0
     try:
         manifest = _manifest(path)
     except RunNotReadable as exc:
@@ -60,7 +77,6 @@ def run(args: argparse.Namespace) -> int:
         refresh_locked(path)
         return 0
     finding = None if args.no_diagnosis else top_finding(path, inline=args.sync)
-    symbols = ASCII if args.ascii or not _can_write(UNICODE) else UNICODE
     print(status_line(path, manifest, finding, symbols=symbols, tmux=args.tmux))
     return 0
 
@@ -94,24 +110,46 @@ def status_line(
     now: float | None = None,
 ) -> str:
     """The one line: name, step and loss, recorder losses, top finding (``None``: left out), age or end state."""
-    now = time.time() if now is None else now
     loss = newest(path, manifest, LOSS)
-    name = _text(manifest.get("name") or path.name, tmux, 40)
-    parts = [f"{name}{symbols['sep']}{_progress(manifest, loss)}"]
-    if losses := manifest_losses(manifest).text():
+    status = effective_status(manifest) if manifest else "unknown"
+    reached = progress(manifest, loss.step if loss is not None else None)
+    return _line(manifest.get("name") or path.name, reached, loss, manifest_losses(manifest).text(), finding, status,
+                 loss.wall_time if loss is not None else manifest.get("heartbeat"), symbols, tmux, now)
+
+
+def run_status_line(run: Run, finding: tuple[dict[str, Any] | None, bool] | None, symbols: dict[str, str] = UNICODE,
+                    tmux: bool = False, now: float | None = None) -> str:
+    """The same line for a run read whole (another tracker's log): its newest loss by step, its own status."""
+    series = run.series(LOSS)
+    loss = Latest(int(series.steps[-1]), float(series.values[-1]), float(series.wall_times[-1])) if len(series) else None
+    manifest = run.manifest
+    return _line(run.name, progress(manifest, run.last_step), loss, "", finding, run.status,
+                 loss.wall_time if loss is not None else manifest.get("heartbeat"), symbols, tmux, now)
+
+
+def _diagnosed(run: Run) -> tuple[dict[str, Any] | None, bool]:
+    """The top finding of a run diagnosed now (in the shape the cache keeps), covering all its data."""
+    from tuidiag.diagnosis import diagnose
+
+    top = diagnose(run).top
+    return {"code": top.code, "title": top.title, "confidence": top.confidence, "severity": top.severity}, True
+
+
+def _line(name: str, reached: Progress, loss: Latest | None, losses: str, finding: tuple[dict[str, Any] | None, bool] | None,
+          status: str, when: Any, symbols: dict[str, str], tmux: bool, now: float | None) -> str:
+    now = time.time() if now is None else now
+    parts = [f"{_text(name, tmux, 40)}{symbols['sep']}{_progress(reached, loss)}"]
+    if losses:
         parts.append(f"#[fg=yellow]{losses}#[default]" if tmux else losses)
     if finding is not None:
         parts.append(_finding(*finding, symbols, tmux))
-    status = effective_status(manifest) if manifest else "unknown"
-    when = loss.wall_time if loss is not None else manifest.get("heartbeat")
-    age = _age(now - when) if isinstance(when, (int, float)) else "no data"
+    age = _age(now - when) if isinstance(when, (int, float)) and not isinstance(when, bool) else "no data"
     parts.append(age if status == STATUS_RUNNING else f"{_text(status, tmux, 20)} {age}")
     return symbols["sep"].join(parts)
 
 
-def _progress(manifest: dict[str, Any], loss: Any) -> str:
-    step = loss.step if loss is not None else manifest.get("last_step")
-    text = f"step {step:,}" if isinstance(step, int) else "step -"
+def _progress(reached: Progress, loss: Latest | None) -> str:
+    text = f"step {reached.text()}"
     if loss is not None:
         text += f" loss {loss.value:.4g}" if math.isfinite(loss.value) else f" loss {loss.value}"
     return text

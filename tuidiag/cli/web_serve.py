@@ -12,7 +12,8 @@ runs. :class:`GuardedServer` adds, as Jupyter does:
   ``localhost``, ``127.0.0.1`` or ``[::1]`` at the server's port (no DNS rebinding).
 
 Only textual-serve's public static files (scripts, fonts, CSS) are served without the
-token. The decision is :func:`access_problem`, a pure function.
+token. The decision is :func:`access_problem`, a pure function. The page itself asks for
+nothing from another site (:mod:`tuidiag.cli.web_page`): it works offline.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from __future__ import annotations
 import hmac
 import posixpath
 import secrets
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 TOKEN_BYTES = 32
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
 PUBLIC_PREFIX = "/static/"
 """textual-serve's own assets: the same for everyone, no secret in them."""
 WEBSOCKET_PREFIX = "/ws/"
@@ -115,12 +116,17 @@ class GuardedServer:
     def make(command: str, host: str, port: int, token: str) -> Any:
         """A textual-serve server for ``command`` that only the token's holder can use."""
         import aiohttp_jinja2
+        import jinja2
         from aiohttp import web
         from textual_serve.server import Server
+
+        from tuidiag.cli.web_page import offline_template
 
         class Guarded(Server):  # type: ignore[misc]
             async def _make_app(self) -> web.Application:
                 app = await super()._make_app()
+                page = offline_template(Path(self.templates_path), Path(self.statics_path))
+                aiohttp_jinja2.setup(app, loader=jinja2.DictLoader({"app_index.html": page}))
                 app.router.add_get(WEBSOCKET_PREFIX + "{token}", self.handle_websocket, name="websocket_token")
                 app.middlewares.append(guard(token, port, is_loopback(host)))
                 return app

@@ -40,6 +40,24 @@ class Scenario:
     stop_on_nonfinite: bool = True
     config: dict = field(default_factory=dict)
 
+    @property
+    def factory(self) -> str:
+        """The packaged factory that rebuilds this training for jobs (:mod:`tuidiag.demo.factory`)."""
+        return f"tuidiag.demo.factory:{self.name.replace('-', '_')}"
+
+
+@dataclass
+class Built:
+    """One scenario's model, optimizer, loss and data, as its training starts."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    criterion: nn.Module
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+
 
 def mlp(width: int = 128, depth: int = 3, act: type[nn.Module] = nn.ReLU, dropout: float = 0.0) -> nn.Module:
     """A plain MLP classifier for the demo data."""
@@ -79,19 +97,27 @@ def by_name(name: str) -> Scenario:
     raise KeyError(f"unknown scenario {name!r}; known: {', '.join(s.name for s in SCENARIOS)}")
 
 
-def train(scenario: Scenario, run_dir: Path, steps: int | None = None, pace: float = 0.0, seed: int = 0) -> Path:
-    """Train ``scenario`` for ``steps`` (default: its own; <= 0 means forever) and record it."""
+def build(scenario: Scenario, seed: int = 0) -> Built:
+    """The scenario's data, model (initial weights from the global torch RNG, seeded with ``seed``),
+    loss and optimizer: what :func:`train` starts from and what the demo factory returns."""
     torch.manual_seed(seed)
-    steps = scenario.steps if steps is None else steps
     x, y = blobs(scenario.train_size + 1024, DIM, CLASSES, seed=seed)
     x_train, y_train = x[: scenario.train_size], noisy_labels(y[: scenario.train_size], scenario.label_noise, CLASSES)
     x_val, y_val = x[scenario.train_size :], y[scenario.train_size :]
-    model, criterion = scenario.build_model(), nn.CrossEntropyLoss()
-    optimizer = scenario.build_optimizer(model)
+    model = scenario.build_model()
+    return Built(model, scenario.build_optimizer(model), nn.CrossEntropyLoss(), x_train, y_train, x_val, y_val)
+
+
+def train(scenario: Scenario, run_dir: Path, steps: int | None = None, pace: float = 0.0, seed: int = 0) -> Path:
+    """Train ``scenario`` for ``steps`` (default: its own; <= 0 means forever) and record it."""
+    steps = scenario.steps if steps is None else steps
+    built = build(scenario, seed)
+    model, criterion, optimizer = built.model, built.criterion, built.optimizer
+    x_train, y_train, x_val, y_val = built.x_train, built.y_train, built.x_val, built.y_val
     horizon = steps if steps > 0 else 10_000
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, horizon) / horizon)) * 0.9 + 0.1)
     config = {"scenario": scenario.name, "shows": scenario.shows, "batch_size": scenario.batch_size, **scenario.config}
-    with tuidiag.Recorder(run_dir, config=config, name=Path(run_dir).name) as rec:
+    with tuidiag.Recorder(run_dir, config=config, name=Path(run_dir).name, factory=scenario.factory) as rec:
         # the scheduler too: a live LR change (the monitor's `a`, `tuidiag act --scale-lr`) scales the schedule
         rec.watch(model, optimizer, max_grad_norm=scenario.max_grad_norm, loss_fn=criterion, scheduler=schedule)
         loader = batches(x_train, y_train, scenario.batch_size, seed=seed)

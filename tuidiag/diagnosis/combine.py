@@ -22,6 +22,7 @@ from tuidiag.diagnosis.moves import Move
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
+from tuidiag.diagnosis.rules.nothing_trains import TAG as NOTHING_TRAINS
 from tuidiag.diagnosis.rules.recording import counts_line
 from tuidiag.store.recorder_losses import run_losses
 
@@ -37,7 +38,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "over_clipping": ("lr_too_low", "underfitting"),
     "lr_decayed_too_early": ("underfitting",),
     "lr_too_low": ("underfitting",),
-    "dead_layer": ("underfitting",),
+    "dead_layer": ("underfitting", "frozen_val_metric", "lr_too_low"),
     "train_mode_bug": ("underfitting",),
     "loss_spikes": ("exploding_gradients",),
     "rank_nonfinite_first": ("nonfinite_loss", "lr_too_high", "bad_input_data", "exploding_gradients", "loss_spikes", "rank_desync"),
@@ -62,6 +63,8 @@ CONDITIONS: dict[tuple[str, str], Condition] = {
     ("rank_nonfinite_first", "lr_too_high"): lambda cause, _: "bad_input" in cause.tags,
     ("lr_too_high", "nonfinite_loss"): lambda _, symptom: "abrupt" not in symptom.tags,
     ("exploding_gradients", "nonfinite_loss"): lambda _, symptom: "abrupt" not in symptom.tags,
+    ("dead_layer", "frozen_val_metric"): lambda cause, _: NOTHING_TRAINS in cause.tags,
+    ("dead_layer", "lr_too_low"): lambda cause, _: NOTHING_TRAINS in cause.tags,
 }
 """Pairs that hold only under a condition on the cause or the symptom."""
 SYMPTOM_DISCOUNT = 0.6
@@ -69,11 +72,11 @@ CAUSE_BOOST = 0.05
 CAP = 0.97
 
 
-def _absorb(cause: Finding, symptom: Finding) -> None:
-    cause.related.append(symptom.code)
-    cause.confidence = min(CAP, cause.confidence + CAUSE_BOOST)
-    symptom.confidence = min(symptom.confidence, cause.confidence) * SYMPTOM_DISCOUNT
-    cause.evidence.append(f"also seen: {symptom.title} (listed below)")
+def _absorb(cause: Finding, symptom: Finding) -> tuple[Finding, Finding]:
+    """``(cause, symptom)`` anew after ``cause`` absorbed ``symptom``: the cause names it and gains confidence, the symptom loses some."""
+    cause = cause.changed(related=[*cause.related, symptom.code], confidence=min(CAP, cause.confidence + CAUSE_BOOST),
+                          evidence=[*cause.evidence, f"also seen: {symptom.title} (listed below)"])
+    return cause, symptom.changed(confidence=min(symptom.confidence, cause.confidence) * SYMPTOM_DISCOUNT)
 
 
 def onset(finding: Finding) -> int | None:
@@ -94,21 +97,25 @@ def may_precede(cause: Finding, symptom: Finding) -> bool:
 
 
 def combine(findings: list[Finding]) -> list[Finding]:
-    """Rank by confidence after letting causes absorb the symptoms they explain."""
-    by_code = {f.code: f for f in findings}
+    """New findings, ranked by confidence after letting causes absorb the symptoms they explain (``findings`` are left as they were)."""
+    current = list(findings)
+    by_code = {f.code: i for i, f in enumerate(current)}
     absorbed: set[str] = set()
-    for cause in sorted(findings, key=lambda f: -f.confidence):
-        if cause.severity == "info":
+    for i in sorted(range(len(current)), key=lambda i: -current[i].confidence):
+        if current[i].severity == "info":
             continue
-        for code in EXPLAINS.get(cause.code, ()):
-            symptom = by_code.get(code)
-            if symptom is None or code in absorbed or cause.code in symptom.related or code in cause.related:
+        for code in EXPLAINS.get(current[i].code, ()):
+            j = by_code.get(code)
+            if j is None:
+                continue
+            cause, symptom = current[i], current[j]
+            if code in absorbed or cause.code in symptom.related or code in cause.related:
                 continue
             if not CONDITIONS.get((cause.code, code), lambda *_: True)(cause, symptom) or not may_precede(cause, symptom):
                 continue
-            _absorb(cause, symptom)
+            current[i], current[j] = _absorb(cause, symptom)
             absorbed.add(code)
-    return sorted(findings, key=lambda f: -f.confidence)
+    return sorted(current, key=lambda f: -f.confidence)
 
 
 def _loss_line(view: RunView) -> Evidence:
@@ -152,39 +159,43 @@ def _support(finding: Finding) -> tuple[int, float]:
     return (0 if finding.severity == "info" else 1, finding.confidence)
 
 
-def _drop_move(finding: Finding, move: Move, winner: Finding) -> None:
-    """Take ``move``'s clause out of ``finding``'s fix and say which finding it conflicts with."""
-    clause = finding.moves.pop(move)
-    for other, text in list(finding.moves.items()):
+def _drop_move(finding: Finding, move: Move, winner: Finding) -> Finding:
+    """``finding`` anew without ``move``'s clause in its fix, saying which finding it conflicts with."""
+    moves = dict(finding.moves)
+    clause = moves.pop(move)
+    for other, text in list(moves.items()):
         if text == clause:  # an untagged fix: its one clause made every move
-            finding.moves.pop(other)
+            moves.pop(other)
     parts = [p for p in (str(finding.fix).replace(clause, "", 1) if clause else str(finding.fix)).split("; ") if p.strip(" ;")]
     if parts and parts[0].startswith("or "):
         parts[0] = parts[0][3:]
     note = f"not {move.doing}: conflicts with {winner.code} ({winner.confidence:.0%})"
-    finding.fix = "; ".join([*parts, note])
+    return finding.changed(fix="; ".join([*parts, note]), moves=moves)
 
 
 def resolve_fix_conflicts(findings: list[Finding]) -> list[Finding]:
-    """No two findings advise opposite moves on one setting (LR up and down, clipping tighter and looser, ...).
+    """``findings`` anew, in the same order, so that no two advise opposite moves on one setting (LR up and
+    down, clipping tighter and looser, ...); the findings given are left as they were.
 
     For each setting, the best-supported finding that moves it decides the direction:
     alarms over notes, then the higher confidence, except that a cause beats a symptom it
     explains (it is causally earlier). Every finding advising the opposite move loses
     that clause of its fix and says why instead ("not raising the LR: conflicts with
-    lr_too_high (87%)"). Edits ``findings`` in place and returns it.
+    lr_too_high (87%)").
     """
-    settings = sorted({move.setting for finding in findings for move in finding.moves})
+    current = list(findings)
+    settings = sorted({move.setting for finding in current for move in finding.moves})
     for setting in settings:
-        holders = [(f, m) for f in findings for m in f.moves if m.setting == setting]
-        holders.sort(key=lambda h: _support(h[0]), reverse=True)
+        holders = [(i, m) for i, f in enumerate(current) for m in f.moves if m.setting == setting]
+        holders.sort(key=lambda h: _support(current[h[0]]), reverse=True)
         if len({m.direction for _, m in holders}) < 2:
             continue
-        winner, direction_ = holders[0]
-        for finding, move in holders[1:]:
-            if move.direction != direction_.direction and winner.code in finding.related:
-                winner, direction_ = finding, move
-        for finding, move in holders:
-            if move.direction != direction_.direction and move in finding.moves:
-                _drop_move(finding, move, winner)
-    return findings
+        win, direction_ = holders[0]
+        for i, move in holders[1:]:
+            if move.opposes(direction_) and current[win].code in current[i].related:
+                win, direction_ = i, move
+        winner = current[win]
+        for i, move in holders:
+            if move.opposes(direction_) and move in current[i].moves:
+                current[i] = _drop_move(current[i], move, winner)
+    return current

@@ -1,28 +1,28 @@
-"""``diagnose(run, at=None)``: run every rule over a run and rank what they found."""
+"""``diagnose(run, at=None, jobs=())``: run every rule over a run and rank what they found."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Sequence
 
 import numpy as np
 
+from tuidiag.diagnosis.calibration import calibrated
 from tuidiag.diagnosis.combine import combine, healthy, resolve_fix_conflicts
 from tuidiag.diagnosis.finding import Diagnosis, Finding
-from tuidiag.diagnosis.job_evidence import latest_results, lr_evidence, nan_evidence
+from tuidiag.diagnosis.job_evidence import lr_evidence, nan_evidence
 from tuidiag.diagnosis.rules import RULES
 from tuidiag.diagnosis.view import RunView
-from tuidiag.store import Run, open_run
-from tuidiag.store.job_results import step_from_run
+from tuidiag.store import Run
+from tuidiag.store.job_results import JobRecord
 
 
 def with_job_results(found: list[Finding], view: RunView) -> list[Finding]:
-    """``found`` weighed against the newest LR-finder and NaN-hunt results of the run that
-    count at the view's step (none made after it: a diagnosis as of step 400 cannot see a job of step 593)."""
-    results = latest_results(view.run.path, view.at, step_from_run(view.run))
-    if "lr_find" in results:
-        found = lr_evidence(found, results["lr_find"], view.lr_now)
-    if "nan_hunt" in results:
-        found = nan_evidence(found, results["nan_hunt"])
+    """``found`` weighed, as new findings, against the newest LR-finder and NaN-hunt results the view
+    was given that count at its step (none made after it: a diagnosis as of step 400 cannot see a job of step 593)."""
+    if (lr_find := view.job_result("lr_find")) is not None:
+        found = lr_evidence(found, lr_find, view.lr_now)
+    if (nan_hunt := view.job_result("nan_hunt")) is not None:
+        found = nan_evidence(found, nan_hunt)
     return found
 
 
@@ -41,17 +41,20 @@ def run_rules(view: RunView, skipped: list[str]) -> list[Finding]:
     return found
 
 
-def diagnose(run: Run | str | Path, at: int | None = None) -> Diagnosis:
-    """Ranked findings for ``run`` as of step ``at`` (default: everything recorded).
+def diagnose(run: Run, at: int | None = None, jobs: Sequence[JobRecord] = ()) -> Diagnosis:
+    """Ranked findings for ``run`` (loaded already) as of step ``at`` (default: everything recorded).
 
-    Pure function of the run's data: cheap enough to call after every refresh. A
-    rule that fails on odd data is skipped and named in ``Diagnosis.skipped``.
+    ``jobs``: the run's saved job results (:func:`tuidiag.store.job_results.job_records`);
+    those made after ``at`` are not used. A pure function of its arguments: it reads no
+    file and changes none of them, so it is cheap enough to call after every refresh and
+    gives the same answer for the same data. A rule that fails on odd data is skipped
+    and named in ``Diagnosis.skipped``.
     """
-    run = run if isinstance(run, Run) else open_run(run)
-    view = RunView(run, at)
+    view = RunView(run, at, jobs)
     skipped = list(run.warnings)
     found = with_job_results(run_rules(view, skipped), view)
-    alarms = combine([f for f in found if f.severity != "info"])
+    alarms = calibrated(combine([f for f in found if f.severity != "info"]) or [healthy(view)], skipped)
     notes = sorted((f for f in found if f.severity == "info"), key=lambda f: -f.confidence)
-    resolve_fix_conflicts(alarms + notes)
-    return Diagnosis(run.name, view.last_step, alarms or [healthy(view)], notes, skipped)
+    resolved = resolve_fix_conflicts(alarms + notes)
+    alarms, notes = resolved[: len(alarms)], resolved[len(alarms) :]
+    return Diagnosis(run.name, view.last_step, alarms, notes, skipped)

@@ -36,8 +36,6 @@ from tuidiag.diagnosis.stats import finite, median
 
 STATS = ("median", "mean", "min", "max", "max_finite", "first", "last", "count", "nonfinite", "share_above", "share_equal",
          "typical_change")
-SAYS = ("down", "up", "flat", "")
-"""What a line says about a change: it fell, it rose, it stayed flat, or no direction."""
 
 Rank = Union[int, tuple[int, ...], None]
 

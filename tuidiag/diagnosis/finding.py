@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tuidiag.diagnosis.codes import moves_of
 from tuidiag.diagnosis.moves import Move
-
-SEVERITIES = ("info", "warning", "critical")
 
 
 @dataclass
@@ -33,11 +31,25 @@ class Finding:
     """The earliest step at which the signature may have begun: the step after the last check that did not show it
     (sampled series are checked every few steps, and the quiet first steps not at all); ``None``: ``first_step``.
     Internal, for ordering causes before symptoms; not part of the JSON contract."""
+    raw_confidence: float | None = field(default=None, repr=False)
+    """The rules' score before calibration (``None``: not calibrated); ``confidence`` is the calibrated one
+    (see :mod:`~tuidiag.diagnosis.calibration`). Internal; not part of the JSON contract."""
 
     def __post_init__(self) -> None:
         """Read the fix's moves; a code missing from the catalog raises ``ValueError``."""
         declared = moves_of(self.code, self.fix)
         self.moves = self.moves or declared
+
+    def changed(self, **changes: Any) -> Finding:
+        """A new finding: this one with ``changes`` applied; this one is left as it was.
+
+        The copy shares no list, set or dict with this finding, and its ``moves`` are the
+        ones given (or these), never re-read from a changed ``fix``."""
+        moves = dict(changes.pop("moves", self.moves))
+        copy = replace(self, evidence=list(changes.pop("evidence", self.evidence)), related=list(changes.pop("related", self.related)),
+                       tags=set(changes.pop("tags", self.tags)), **changes)
+        copy.moves = moves
+        return copy
 
     def to_json(self) -> dict[str, Any]:
         """The finding as the JSON contract has it."""

@@ -5,21 +5,20 @@ The LR finder is one sweep from one point of the training, so it is one piece of
 evidence: an unreliable sweep is not used, a reliable one that disagrees never
 weakens a well-supported curve finding, and a fix the curves do not support never
 moves the LR more than 10x. Applied after the rules have run, on the newest result
-of each job in ``RUN/jobs`` that counts at the diagnosis' step
-(:mod:`tuidiag.store.job_results`). Pure functions of the findings and the
-results; reading the files is :func:`latest_results`.
+of each job that counts at the diagnosis' step (:meth:`RunView.job_result`). Pure
+functions of the findings and the results: they return new findings and read no file
+(the caller reads ``RUN/jobs`` with :func:`tuidiag.store.job_results.job_records`).
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import LR_DOWN, LR_UP, Move
 from tuidiag.text.numbers import fmt
-from tuidiag.store.job_results import StepOf, latest_result
 from tuidiag.text.safe import clean
 
 AGREES = 3.0
@@ -37,20 +36,6 @@ RULE_WORDS = {"steepest": "steepest descent of loss vs LR", "valley": "valley of
 """How the evidence names the rule that made the suggestion (the result's ``rule``; older results: steepest)."""
 MAX_UNSUPPORTED_STEP = 10.0
 """A fix the curves do not support never moves the LR further than this factor."""
-
-
-def latest_results(run_dir: Path, at: int | None = None, step_of: StepOf | None = None) -> dict[str, dict[str, Any]]:
-    """The newest readable ``result`` of the LR finder and the NaN hunt that counts at step ``at``
-    (every result when ``at`` is None; missing ones left out)."""
-    found = {}
-    for job in ("lr_find", "nan_hunt"):
-        try:
-            record = latest_result(run_dir, job, at, step_of)
-        except OSError:
-            continue
-        if record is not None and isinstance(record.get("result"), dict):
-            found[job] = record["result"]
-    return found
 
 
 def _number(value: Any) -> float | None:
@@ -78,12 +63,13 @@ def finder_verdict(current: float, suggested: float) -> str:
     return "high" if current / suggested >= AGREES else "low" if suggested / current >= AGREES else "fine"
 
 
-def _by_code(findings: list[Finding], code: str) -> Finding | None:
-    return next((f for f in findings if f.code == code), None)
+def _index(findings: list[Finding], code: str) -> int | None:
+    return next((i for i, f in enumerate(findings) if f.code == code), None)
 
 
-def lr_evidence(findings: list[Finding], result: dict[str, Any], lr_now: float | None) -> list[Finding]:
-    """Weigh the LR finder's result, as one piece of evidence, against ``lr_too_high`` / ``lr_too_low``.
+def lr_evidence(findings: list[Finding], result: Mapping[str, Any], lr_now: float | None) -> list[Finding]:
+    """Weigh the LR finder's result, as one piece of evidence, against ``lr_too_high`` / ``lr_too_low``:
+    new findings (``findings`` are left as they were).
 
     A reliable suggestion that agrees with a curve finding raises it and names the LR.
     One that disagrees never weakens a well-supported finding (it is listed after
@@ -91,58 +77,59 @@ def lr_evidence(findings: list[Finding], result: dict[str, Any], lr_now: float |
     one changes nothing but is named as not used. Without a curve finding, a reliable
     suggestion far off raises a weak finding whose fix moves the LR at most 10x.
     """
-    high, low = _by_code(findings, "lr_too_high"), _by_code(findings, "lr_too_low")
+    found = list(findings)
+    high, low = _index(found, "lr_too_high"), _index(found, "lr_too_low")
     suggested = reliable_suggestion(result)
     if suggested is None:
         if result.get("suggested_lr") is not None:
-            for finding in (f for f in (high, low) if f is not None):
-                finding.evidence.append(f"LR finder result not used: {unreliable_reason(result)}")
-        return findings
+            for i in (i for i in (high, low) if i is not None):
+                found[i] = found[i].changed(evidence=[*found[i].evidence, f"LR finder result not used: {unreliable_reason(result)}"])
+        return found
     current = lr_now or _number(result.get("run_lr")) or _number(result.get("optimizer_lr"))
     if current is None:
-        return findings
+        return found
     ratio, verdict = current / suggested, finder_verdict(current, suggested)
     name = clean(str(result.get("rule", "steepest")), 40)  # results saved before the rule was named used steepest
     rule = f"rule {name}: {RULE_WORDS[name]}" if name in RULE_WORDS else f"rule {name}"
     text = f"LR finder: current LR {fmt(current)} is {_times(ratio, verdict)} the suggested {fmt(suggested)} ({rule})"
-    for finding, agrees in ((high, verdict == "high"), (low, verdict == "low")):
-        if finding is None:
+    for i, agrees in ((high, verdict == "high"), (low, verdict == "low")):
+        if i is None:
             continue
+        finding = found[i]
         if agrees:
-            finding.evidence.insert(0, text)
-            finding.confidence = min(0.97, finding.confidence + 0.1)
-            _prefix_lr_clause(finding, LR_DOWN if finding is high else LR_UP,
-                              f"set LR to about {fmt(suggested)} (LR finder), from {fmt(current)}")
+            fix, moves = _prefix_lr_clause(finding, LR_DOWN if i == high else LR_UP,
+                                           f"set LR to about {fmt(suggested)} (LR finder), from {fmt(current)}")
+            found[i] = finding.changed(evidence=[text, *finding.evidence], confidence=min(0.97, finding.confidence + 0.1),
+                                       fix=fix, moves=moves)
         elif finding.confidence >= WELL_SUPPORTED:
-            finding.evidence.append(f"{text}: it disagrees, and one sweep does not outweigh the curves above")
+            found[i] = finding.changed(evidence=[*finding.evidence, f"{text}: it disagrees, and one sweep does not outweigh the curves above"])
         else:
-            finding.evidence.insert(0, f"{text}: it disagrees")
-            finding.confidence *= CONFLICT_DISCOUNT
+            found[i] = finding.changed(evidence=[f"{text}: it disagrees", *finding.evidence], confidence=finding.confidence * CONFLICT_DISCOUNT)
     if high is None and low is None and ratio >= ALONE:
-        findings.append(_alone("lr_too_high", "Learning rate too high", text,
-                               f"reduce LR 10x, from {fmt(current)} to {fmt(current / MAX_UNSUPPORTED_STEP)}, and watch the loss; "
-                               "lower it further only if the loss improves"))
+        found.append(_alone("lr_too_high", "Learning rate too high", text,
+                            f"reduce LR 10x, from {fmt(current)} to {fmt(current / MAX_UNSUPPORTED_STEP)}, and watch the loss; "
+                            "lower it further only if the loss improves"))
     if high is None and low is None and ratio <= 1 / ALONE:
-        findings.append(_alone("lr_too_low", "Learning rate too low", text,
-                               f"raise LR 10x, from {fmt(current)} to {fmt(current * MAX_UNSUPPORTED_STEP)}, and watch the loss; "
-                               "raise it further only if the loss improves"))
-    return findings
+        found.append(_alone("lr_too_low", "Learning rate too low", text,
+                            f"raise LR 10x, from {fmt(current)} to {fmt(current * MAX_UNSUPPORTED_STEP)}, and watch the loss; "
+                            "raise it further only if the loss improves"))
+    return found
 
 
-def _prefix_lr_clause(finding: Finding, move: Move, prefix: str) -> None:
-    """Make ``prefix`` (the finder's LR) the clause of ``finding``'s fix that makes ``move``: it replaces the
-    rule's own LR clause (one target, not two), or leads an untagged fix as part of it, so that the
+def _prefix_lr_clause(finding: Finding, move: Move, prefix: str) -> tuple[str, dict[Move, str]]:
+    """``(fix, moves)`` of ``finding`` with ``prefix`` (the finder's LR) as the clause that makes ``move``: it replaces
+    the rule's own LR clause (one target, not two), or leads an untagged fix as part of it, so that the
     combiner, should it drop the move, drops the finder's words with it."""
-    old = finding.moves.get(move)
+    moves = dict(finding.moves)
+    old = moves.get(move)
     if not old or old not in str(finding.fix):
-        finding.fix = f"{prefix}; {finding.fix}"
-        return
+        return f"{prefix}; {finding.fix}", moves
     tagged = old != str(finding.fix)
     new = prefix if tagged else f"{prefix}; {old}"  # a tagged LR clause is replaced: one LR target, not two
-    finding.fix = str(finding.fix).replace(old, new, 1)
-    for other, clause in list(finding.moves.items()):
+    for other, clause in list(moves.items()):
         if clause == old:  # an untagged fix: its one clause makes every move
-            finding.moves[other] = new
+            moves[other] = new
+    return str(finding.fix).replace(old, new, 1), moves
 
 
 def _times(ratio: float, verdict: str) -> str:
@@ -160,21 +147,24 @@ FINDER_ONLY = "finder_only"
 """Tag of a finding raised by the LR finder alone, without the curves' support."""
 
 
-def nan_evidence(findings: list[Finding], result: dict[str, Any]) -> list[Finding]:
-    """Put the NaN hunt's culprit into the finding that explains the non-finite loss."""
+def nan_evidence(findings: list[Finding], result: Mapping[str, Any]) -> list[Finding]:
+    """New findings with the NaN hunt's culprit put into the one that explains the non-finite loss (``findings`` are left as they were)."""
+    found = list(findings)
     summary = result.get("summary")
     if not summary or result.get("verdict") in (None, "no_capture", "no_nonfinite"):
-        return findings
-    target = _by_code(findings, "nonfinite_loss") or next((f for f in findings if "nonfinite_loss" in f.related), None)
-    if target is None:
-        return findings
-    step = result.get("step")
-    target.evidence.insert(0, f"NaN hunt{f' (step {step})' if step is not None else ''}: {summary}")
+        return found
+    i = _index(found, "nonfinite_loss")
+    i = i if i is not None else next((i for i, f in enumerate(found) if "nonfinite_loss" in f.related), None)
+    if i is None:
+        return found
+    target, step = found[i], result.get("step")
+    fix = target.fix
     if result.get("verdict") == "batch":
-        target.fix = "the batch itself was non-finite: validate and filter inputs before the forward pass; " + target.fix
+        fix = "the batch itself was non-finite: validate and filter inputs before the forward pass; " + fix
     elif result.get("op") and result.get("created") is False:
-        target.fix = (f"keep the non-finite value that {result['op']} in {result.get('module') or 'the model'} writes on purpose "
-                      "(a -inf mask, a constant) out of the loss; ") + target.fix
+        fix = (f"keep the non-finite value that {result['op']} in {result.get('module') or 'the model'} writes on purpose "
+               "(a -inf mask, a constant) out of the loss; ") + fix
     elif result.get("op"):
-        target.fix = f"guard the operation {result['op']} in {result.get('module') or 'the model'} (clamp its input, add an epsilon); " + target.fix
-    return findings
+        fix = f"guard the operation {result['op']} in {result.get('module') or 'the model'} (clamp its input, add an epsilon); " + fix
+    found[i] = target.changed(evidence=[f"NaN hunt{f' (step {step})' if step is not None else ''}: {summary}", *target.evidence], fix=fix)
+    return found

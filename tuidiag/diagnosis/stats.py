@@ -39,21 +39,37 @@ def robust_sigma(values: np.ndarray) -> float:
     return float(MAD_TO_SIGMA * np.median(np.abs(good - np.median(good))))
 
 
-def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
-    """Centered rolling median (via pandas, which handles the edges)."""
-    import pandas as pd
-
-    return pd.Series(values).rolling(window, center=True, min_periods=1).median().to_numpy()
 
 
-def log_slope(steps: np.ndarray, values: np.ndarray) -> float:
-    """Slope of log10(value) per 1000 steps by least squares over positive finite values."""
-    mask = np.isfinite(values) & (values > 0)
-    if mask.sum() < 3 or np.ptp(steps[mask]) == 0:
-        return 0.0
-    return float(np.polyfit(steps[mask] / 1000.0, np.log10(values[mask]), 1)[0])
+def column_medians(rows: np.ndarray) -> np.ndarray:
+    """The median of the finite values of each column of ``rows`` (NaN for a column with none), vectorised."""
+    rows = np.asarray(rows, dtype=float)
+    finite_rows = np.isfinite(rows)
+    if finite_rows.all():
+        return np.median(rows, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column has a NaN median
+        return np.nanmedian(np.where(finite_rows, rows, np.nan), axis=0)
 
 
+def grouped_median(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct ``keys`` in order, the median of the finite ``values`` of each; NaN for a key with none).
+
+    Vectorised (one sort), where a median per key in a loop would take a second on a long run.
+    """
+    keys, values = np.asarray(keys), np.asarray(values, dtype=float)
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    medians = np.full(len(distinct), np.nan)
+    ok = np.isfinite(values)
+    group, good = inverse.reshape(-1)[ok], values[ok]
+    order = np.lexsort((good, group))
+    group, good = group[order], good[order]
+    counts = np.bincount(group, minlength=len(distinct))
+    starts = np.cumsum(counts) - counts
+    has = counts > 0
+    lo, hi = (starts + (counts - 1) // 2)[has], (starts + counts // 2)[has]
+    medians[has] = np.where(lo == hi, good[lo], (good[lo] + good[hi]) / 2)
+    return distinct, medians
 
 
 def block_medians(values: np.ndarray, blocks: int) -> np.ndarray:

@@ -1,15 +1,19 @@
-"""A run as the rules see it: series cut at a step, layers in model order, config lookups."""
+"""A run as the rules see it: series cut at a step, layers in model order, config lookups, job results."""
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from tuidiag.format import EVENT_RESUMED, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS
+from tuidiag.diagnosis.evidence import Fact, Measure, at_step
+from tuidiag.format import EVENT_RESUMED, GRAD_MAX_NORM, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, MODEL_TRAINING
 from tuidiag.store import Event, Run
+from tuidiag.store.job_results import JobRecord, newest_counting
 
 VAL_LOSS_NAMES = ("val/loss", "val_loss", "valid/loss", "validation/loss", "eval/loss")
 VAL_ACC_NAMES = ("val/acc", "val/accuracy", "val_accuracy", "val_acc", "eval/accuracy", "valid/acc")
@@ -22,12 +26,21 @@ def natural_key(name: str) -> list[Any]:
 
 
 class RunView:
-    """Read-only access to a run's series as of step ``at`` (inclusive; ``None``: all)."""
+    """Read-only access to a run's series as of step ``at`` (inclusive; ``None``: all), and to the job
+    results it was given (:func:`tuidiag.store.job_results.job_records`; it reads no file itself)."""
 
-    def __init__(self, run: Run, at: int | None = None) -> None:
+    def __init__(self, run: Run, at: int | None = None, jobs: Sequence[JobRecord] = ()) -> None:
         self.run = run
         self.at = at
+        self.jobs = tuple(jobs)
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def job_result(self, job: str) -> Mapping[str, Any] | None:
+        """The ``result`` object of ``job``'s newest result that counts at ``at`` (none made after it), or None
+        (no such result, or the newest holds no object)."""
+        found = newest_counting(self.jobs, job, self.at)
+        result = found.record.get("result") if found is not None else None
+        return result if isinstance(result, Mapping) else None
 
     def series(self, name: str, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of a metric, up to ``at``."""
@@ -65,6 +78,29 @@ class RunView:
     def grad_total(self) -> tuple[np.ndarray, np.ndarray]:
         """Total gradient norm before clipping."""
         return self.series(GRAD_NORM_TOTAL)
+
+    @cached_property
+    def clip_threshold(self) -> Measure | Fact | None:
+        """The gradient-clipping ``max_norm`` in force at the newest step considered (``None``: no clipping known).
+
+        The recorder writes ``grad/max_norm`` at every step that clips, the tightest of the
+        training's own ``max_grad_norm`` and a live ``clip_grad`` action, so the newest
+        recorded value is what the training clips at now; a median or the manifest could
+        name a limit no longer in force after a live change. Once clipping is turned off the
+        steps after it (``model/training`` is recorded at every step) carry no value: no
+        clipping. A run without the series (older, imported, or synthetic) falls back to the
+        manifest's ``max_grad_norm``. Values that are not finite and positive are skipped."""
+        steps, values = self.series(GRAD_MAX_NORM)
+        good = np.flatnonzero(np.isfinite(values) & (values > 0))
+        if len(good):
+            newest = self.series(MODEL_TRAINING)[0]
+            if len(newest) and newest[-1] > steps[good[-1]]:
+                return None
+            return at_step(GRAD_MAX_NORM, steps, values, int(good[-1]))
+        declared = self.manifest.get("max_grad_norm")
+        if isinstance(declared, (int, float)) and not isinstance(declared, bool) and math.isfinite(declared) and declared > 0:
+            return Fact("manifest", "max_grad_norm", float(declared))
+        return None
 
     @cached_property
     def last_step(self) -> int | None:

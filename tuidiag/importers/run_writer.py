@@ -1,8 +1,8 @@
 """Writing an imported run as a normal tuidiag run directory, through the store's own code.
 
-The run is built in a hidden temporary directory next to its target (``.NAME.import-XXXX.partial``,
-which run discovery ignores) and renamed into place, so a monitor watching the output
-sees the whole run or nothing. The result is what the recorder would have written:
+The run is built in a hidden temporary directory next to its target (which run discovery
+ignores) and renamed into place (:func:`tuidiag.store.safe_write.write_directory_atomic`),
+so a monitor watching the output sees the whole run or nothing. The result is what the recorder would have written:
 ``run.json`` with status ``finished`` (plus a ``source`` field), one metrics shard and
 one events shard with the format's explicit schemas.
 """
@@ -10,9 +10,7 @@ one events shard with the format's explicit schemas.
 from __future__ import annotations
 
 import json
-import shutil
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,13 +26,13 @@ from tuidiag.format import (
     METRICS_DIR,
     METRICS_SCHEMA,
     STATUS_FINISHED,
-    TEMP_PREFIX,
     ShardName,
 )
 from tuidiag.importers.names import NameMap, map_names
 from tuidiag.importers.source import SourceRun, SourceSeries
 from tuidiag.store.discovery import is_run_dir
 from tuidiag.store.manifest import new_manifest, write_manifest
+from tuidiag.store.safe_write import write_directory_atomic
 from tuidiag.store.shards import write_table_atomic
 
 EVENT_IMPORTED = "imported"
@@ -43,6 +41,12 @@ SHARD = ShardName(0, 0, 0)
 
 class RunExistsError(Exception):
     """The target run directory exists and ``force`` was not given (or it is not a run)."""
+
+    def __init__(self, message: str, target: Path, replaceable: bool) -> None:
+        super().__init__(message)
+        self.target = target
+        self.replaceable = replaceable
+        """True when ``target`` holds a run that ``force`` would replace; ``False`` when it is not a run (never replaced)."""
 
 
 @dataclass
@@ -65,9 +69,9 @@ def check_target(target: Path, force: bool) -> None:
     if not target.exists():
         return
     if not target.is_dir() or (not is_run_dir(target) and any(target.iterdir())):
-        raise RunExistsError(f"{target} exists and is not a tuidiag run; not replacing it")
+        raise RunExistsError(f"{target} exists and is not a tuidiag run; not replacing it", target, False)
     if is_run_dir(target) and not force:
-        raise RunExistsError(f"{target} already holds a run; pass --force to replace it")
+        raise RunExistsError(f"{target} already holds a run", target, True)
 
 
 def write_run(run: SourceRun, out_dir: Path, force: bool = False) -> WrittenRun:
@@ -78,13 +82,7 @@ def write_run(run: SourceRun, out_dir: Path, force: bool = False) -> WrittenRun:
     metrics = metrics_table(run.series, names)
     last_step = int(metrics["step"].to_numpy().max()) if metrics.num_rows else None
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f"{TEMP_PREFIX}{target.name}.import-{uuid.uuid4().hex[:8]}.partial"
-    try:
-        _write_contents(tmp, run, names, metrics, last_step)
-        _move_into_place(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    write_directory_atomic(target, lambda building: _write_contents(building, run, names, metrics, last_step))
     return WrittenRun(target, names, metrics.num_rows, last_step)
 
 
@@ -94,17 +92,6 @@ def _write_contents(run_dir: Path, run: SourceRun, names: NameMap, metrics: pa.T
     write_table_atomic(run_dir / METRICS_DIR / SHARD.filename, metrics)
     write_table_atomic(run_dir / EVENTS_DIR / SHARD.filename, events_table(run, names))
     write_manifest(run_dir, manifest(run, names, metrics, last_step))
-
-
-def _move_into_place(tmp: Path, target: Path) -> None:
-    """Rename ``tmp`` to ``target``; an old run there is moved aside first and deleted after."""
-    old = None
-    if target.exists():
-        old = target.parent / f"{TEMP_PREFIX}{target.name}.replaced-{uuid.uuid4().hex[:8]}.partial"
-        target.rename(old)
-    tmp.rename(target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def metrics_table(series: list[SourceSeries], names: NameMap) -> pa.Table:
@@ -194,4 +181,6 @@ def manifest(run: SourceRun, names: NameMap, metrics: pa.Table, last_step: int |
         factory=None,
         source=dict(run.source, imported=now, mapped=names.mapped),
     )
+    if run.hparams is not None:
+        data["hparams"] = run.hparams
     return data

@@ -43,3 +43,5 @@ class SourceRun:
     source: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
+    hparams: dict[str, Any] | None = None
+    """``run.json``'s ``hparams`` (``{"params": ..., "metrics": ...}``) when the source holds TensorBoard-style hparams."""

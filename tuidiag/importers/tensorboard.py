@@ -17,6 +17,11 @@ directory, with two well-known layouts joined into one run:
   subdirectory ``Loss_train/`` with tag ``Loss``: joined into the parent as ``Loss/train``.
 - Keras' ``TensorBoard`` callback writes ``train/`` and ``validation/`` beside each
   other: joined as one run, the validation tags as ``validation/<tag>``.
+
+torch's ``add_hparams`` writes a session subdirectory (:mod:`tuidiag.importers.tensorboard_hparams`):
+when a run has exactly one, it is joined too, its hparam values as the run's config and
+``hparams``, its metrics as ``hparam/<tag>``. Several (a sweep logged from one writer)
+stay runs of their own, each with its own config and ``hparams``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 
 from tuidiag.importers.source import ImportSourceError, SourceRun, SourceSeries
 from tuidiag.importers.tables import lightning_hparams
+from tuidiag.importers.tensorboard_hparams import HPARAMS_PLUGIN, HParamsRecord, hparam_series_name, newest_hparams
 from tuidiag.importers.tfrecord import RecordScan, iter_records
 from tuidiag.store.limits import MAX_TFRECORD_BYTES, LimitError
 
@@ -46,7 +52,7 @@ Parts = list[tuple[Path, list[SourceSeries]]]
 """The event directories of one run, each with its series."""
 
 
-def _loader() -> tuple[Any, Any, Any]:
+def load_modules() -> tuple[Any, Any, Any]:
     """tensorboard's CRC-32C, Event proto and tensor decoder, or a clear error when it is missing."""
     try:
         from tensorboard.compat.proto.event_pb2 import Event
@@ -73,16 +79,17 @@ def event_dirs(logdir: Path) -> dict[Path, list[Path]]:
     return found
 
 
-def read_scalars(files: list[Path], notes: list[str]) -> Scalars:
-    """Every scalar of one run's event files: tag -> (steps, values, wall times), in file order."""
-    masked_crc32c, event_proto, tensor_util = _loader()
+def read_scalars(files: list[Path], notes: list[str], hparams: HParamsRecord | None = None) -> Scalars:
+    """Every scalar of one run's event files: tag -> (steps, values, wall times), in file order;
+    the hparams plugin's summaries go to ``hparams``."""
+    masked_crc32c, event_proto, tensor_util = load_modules()
     plugins: dict[str, str] = {}
     tensors: Scalars = defaultdict(lambda: ([], [], []))
     for path in files:
         scan = RecordScan()
         try:
             for record in iter_records(path, masked_crc32c, scan):
-                _add_event(event_proto.FromString(record), plugins, tensors, tensor_util)
+                add_event(event_proto.FromString(record), plugins, tensors, tensor_util, hparams)
         except (OSError, LimitError) as exc:  # unreadable, or not a regular file
             notes.append(f"{path.name}: not read ({exc})")
             continue
@@ -107,8 +114,10 @@ def _note_unread_tail(path: Path, scan: RecordScan, notes: list[str]) -> None:
         notes.append(f"{path.name}: read {scan.read:,} of {size:,} bytes; the rest is corrupt or truncated{why} and was skipped")
 
 
-def _add_event(event: Any, plugins: dict[str, str], tensors: Scalars, tensor_util: Any) -> None:
-    """Note the plugin of each tag and append the scalar values of one event (for tensors the plugin decides later)."""
+def add_event(event: Any, plugins: dict[str, str], tensors: Scalars, tensor_util: Any,
+              hparams: HParamsRecord | None = None) -> None:
+    """Note the plugin of each tag and append the scalar values of one event (for tensors the plugin decides later);
+    summaries of the hparams plugin are decoded into ``hparams`` when given."""
     if not event.HasField("summary"):
         return
     for value in event.summary.value:
@@ -120,6 +129,8 @@ def _add_event(event: Any, plugins: dict[str, str], tensors: Scalars, tensor_uti
             plugin = value.metadata.plugin_data.plugin_name
             if plugin:
                 plugins[value.tag] = plugin
+            if plugin == HPARAMS_PLUGIN and hparams is not None:
+                hparams.add(value.tag, value.metadata.plugin_data.content, float(event.wall_time))
             scalar_tensor = kind == "tensor" and plugins.get(value.tag, SCALARS_PLUGIN) == SCALARS_PLUGIN
             number = tensor_number(value.tensor, tensor_util) if scalar_tensor else None
         if number is not None:
@@ -160,12 +171,20 @@ class _Layout:
         self.logdir, self.name = logdir, name
         self.dirs = event_dirs(logdir)
         self.cache: dict[Path, Scalars] = {}
+        self.records: dict[Path, HParamsRecord] = {}
         self.notes: dict[Path, list[str]] = defaultdict(list)
 
     def scalars(self, directory: Path) -> Scalars:
         if directory not in self.cache:
-            self.cache[directory] = read_scalars(self.dirs[directory], self.notes[directory])
+            record = self.records[directory] = HParamsRecord()
+            self.cache[directory] = read_scalars(self.dirs[directory], self.notes[directory], record)
+            self.notes[directory] += record.notes
         return self.cache[directory]
+
+    def is_session(self, directory: Path) -> bool:
+        """True when ``directory``'s events hold an ``add_hparams`` session start."""
+        self.scalars(directory)
+        return self.records[directory].is_session
 
     def runs(self) -> dict[Path, Parts]:
         """Run directory -> its parts (event directory, series), joining the two known layouts."""
@@ -175,7 +194,13 @@ class _Layout:
             if directory in joined:
                 continue
             parts = [(directory, _to_series(self.scalars(directory)))]
-            for child in (d for d in self.dirs if d.parent == directory):
+            children = [d for d in self.dirs if d.parent == directory]
+            sessions = [child for child in children if self.is_session(child)]
+            if len(sessions) == 1:  # add_hparams of this run; several are a sweep's runs of their own
+                parts.append((sessions[0], [SourceSeries.from_lists(hparam_series_name(tag), *lists)
+                                            for tag, lists in self.scalars(sessions[0]).items()]))
+                joined.add(sessions[0])
+            for child in (c for c in children if c not in sessions):
                 key = _add_scalars_key(child, list(self.scalars(child)))
                 if key is not None:
                     parts.append((child, _to_series(self.scalars(child), suffix=f"/{key}")))
@@ -202,14 +227,20 @@ class _Layout:
         files = [str(f) for d, _ in parts for f in self.dirs[d]]
         notes = [n for d, _ in parts for n in self.notes[d]]
         source = {"format": "tensorboard", "path": str(run_dir.resolve()), "files": files}
-        config = lightning_hparams(run_dir, notes)
-        return SourceRun(self.relative(run_dir, all_runs), series, source, notes, config)
+        hparams = newest_hparams([(self.records[d], last_values(self.scalars(d))) for d, _ in parts])
+        config = {**(hparams["params"] if hparams else {}), **lightning_hparams(run_dir, notes)}
+        return SourceRun(self.relative(run_dir, all_runs), series, source, notes, config, hparams)
 
     def relative(self, run_dir: Path, all_runs: list[Path]) -> Path:
         """Where a run goes below the output directory: NAME/<path below the log directory>."""
         rel = Path(self.name) / run_dir.relative_to(self.logdir)
         nested = any(other != run_dir and run_dir in other.parents for other in all_runs)
         return rel / OWN_EVENTS_DIR if nested else rel
+
+
+def last_values(scalars: Scalars) -> dict[str, float]:
+    """The last value (in file order) of each tag."""
+    return {tag: values[-1] for tag, (_, values, _) in scalars.items() if values}
 
 
 def _prefixed(series: SourceSeries, prefix: str) -> SourceSeries:
@@ -224,7 +255,7 @@ def read_tensorboard(logdir: str | os.PathLike[str], name: str | None = None) ->
     if not path.is_dir():
         problem = "does not exist" if not path.exists() else "is not a directory of TensorBoard event files"
         raise ImportSourceError(f"{logdir} {problem}")
-    _loader()
+    load_modules()
     layout = _Layout(path, name or path.resolve().name)
     if not layout.dirs:
         raise ImportSourceError(f"no TensorBoard event files (events.out.tfevents.*) under {logdir}")

@@ -40,9 +40,12 @@ def iter_records(path: Path, masked_crc32c: Callable[[bytes], int], scan: Record
 
     Reading stops, without raising, at a record whose length or CRC is wrong or that the
     file ends inside; ``scan.read`` counts the bytes of the whole records before it.
+    Reading starts at ``scan.read`` (0 for a fresh scan): a file that grows is read on
+    from where the last scan of it stopped.
     """
     with open_bounded(path, None) as handle:
         size = os.fstat(handle.fileno()).st_size
+        handle.seek(scan.read)
         while True:
             header = handle.read(HEADER_BYTES)
             if not header:

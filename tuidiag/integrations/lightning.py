@@ -33,7 +33,7 @@ Where each value comes from (checked against Lightning 2.6's source):
   a new ``fit`` never mixes with a run already there: it goes to ``run_dir-N``
   (``resume="never"``). Pass ``resume=`` to decide yourself.
 - The recorder closes as ``finished`` at ``on_fit_end`` and ``failed`` at
-  ``on_exception`` (Ctrl-C included). Only ``fit`` is recorded: a later
+  ``on_exception``, ``interrupted`` there after Ctrl-C or SIGTERM. Only ``fit`` is recorded: a later
   ``trainer.validate()`` or ``test()`` writes nothing.
 - Weight norms and update ratios come from the recorder's optimizer hooks;
   Lightning runs the closure (and so the recorded step) inside
@@ -47,7 +47,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from tuidiag.format import STATUS_FAILED, STATUS_FINISHED
+from tuidiag.format import STATUS_FINISHED, STATUS_INTERRUPTED
 from tuidiag.integrations.callback_base import (
     GuardedCallback, base_optimizer, guarded_hook, json_safe_dict, recorder_arguments, split_batch, take_activations,
 )
@@ -59,7 +59,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without lightnin
         "tuidiag.integrations.lightning needs PyTorch Lightning 2.x: pip install lightning"
     ) from exc
 
-__all__ = ["TuidiagCallback"]
+__all__ = ["TuidiagCallback", "TuidiagLogger"]
 
 
 class TuidiagCallback(GuardedCallback, Callback):
@@ -84,6 +84,21 @@ class TuidiagCallback(GuardedCallback, Callback):
         self._watched = self._step_open = self._accumulating = False
         self._activations: dict[str, Any] | None = None
         self._before_validation: dict[str, Any] = {}
+        self._logger: Any = None
+
+    @property
+    def logger(self) -> Any:
+        """A Lightning logger writing what ``self.log(...)`` logs into this callback's run:
+        ``Trainer(callbacks=[cb], logger=cb.logger)`` (see :mod:`tuidiag.integrations.lightning_logger`)."""
+        if self._logger is None:
+            from tuidiag.integrations.lightning_logger import TuidiagLogger
+
+            self._logger = TuidiagLogger(callback=self)
+        return self._logger
+
+    def _logger_in(self, trainer: Any) -> bool:
+        """Whether this callback's logger is one of the trainer's (it then records the logged metrics)."""
+        return self._logger is not None and any(logger is self._logger for logger in getattr(trainer, "loggers", []) or [])
 
     @guarded_hook
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
@@ -142,8 +157,8 @@ class TuidiagCallback(GuardedCallback, Callback):
     @guarded_hook
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         """Record the metrics the validation loop set, at the last training step."""
-        if self.recorder is None or trainer.sanity_checking:
-            return
+        if self.recorder is None or trainer.sanity_checking or self._logger_in(trainer):
+            return  # with the logger in the trainer, Lightning sends these to it
         before = self._before_validation
         metrics = {k: v for k, v in trainer.callback_metrics.items() if before.get(k) is not v}
         if metrics:
@@ -156,8 +171,11 @@ class TuidiagCallback(GuardedCallback, Callback):
 
     @guarded_hook
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        """Close the run as failed."""
-        self._close(STATUS_FAILED)
+        """Close the run as failed, or interrupted after Ctrl-C or SIGTERM (Lightning's ``SIGTERMException``)."""
+        from tuidiag.recorder.process import end_status
+
+        sigterm = type(exception).__name__ == "SIGTERMException"
+        self._close(STATUS_INTERRUPTED if sigterm else end_status(type(exception)))
 
     def _ensure_watch(self, trainer: Any, pl_module: Any) -> None:
         """Watch the module and first optimizer, late: no forward pass runs between this and ``batch``."""
@@ -227,3 +245,11 @@ def lightning_config(trainer: Any, pl_module: Any, user: Mapping[str, Any]) -> d
         "world_size": trainer.world_size,
     })
     return config
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TuidiagLogger":  # imported on use: the logger module subclasses Lightning's Logger
+        from tuidiag.integrations.lightning_logger import TuidiagLogger
+
+        return TuidiagLogger
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,6 +22,14 @@ which clips with ``max_grad_norm`` *before* ``on_pre_optimizer_step``):
   Trainer logs for the step. A loss the model does not return (``compute_loss``
   overridden to compute it outside the model, label smoothing) is not seen: then
   the Trainer's logged ``loss`` is recorded at each logging step instead.
+  The Trainer sums the micro-batch losses of any model whose ``forward`` takes
+  ``**kwargs``, trusting it to divide by ``num_items_in_batch``; a model that
+  ignores it gets a logged loss ``gradient_accumulation_steps`` times its mean.
+  One probe at the first step (two forward passes without gradients) tells, and
+  then ``train/loss`` is the mean of the micro-batch losses, with a
+  ``loss_normalisation`` warning event. The charts and the diagnosis read
+  ``train/loss``; the Trainer's own logged value is kept as
+  ``train/loss_trainer`` at each logging step.
 - ``lr/group<i>``: the optimizer's param groups at that moment (the LR the step uses).
 - Step index: ``state.global_step`` before the step (0-based), so a resumed
   training continues its numbering.
@@ -53,6 +61,9 @@ import os
 from typing import Any, Mapping
 
 from tuidiag.format import LOSS, STATUS_FINISHED
+
+LOSS_TRAINER = "train/loss_trainer"
+"""The loss the Trainer logs, kept as it is beside ``train/loss`` (see the module docstring)."""
 from tuidiag.integrations.callback_base import (
     GuardedCallback, base_optimizer, base_scheduler, guarded_hook, json_safe_dict, recorder_arguments,
 )
@@ -132,10 +143,13 @@ class TuidiagCallback(GuardedCallback, TrainerCallback):
 
     @guarded_hook
     def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        """Record the Trainer's logged loss when the model's own loss is not seen."""
-        if self._probe is None or self._probe.saw_model_loss or not logs or "loss" not in logs:
+        """Record the Trainer's logged loss as ``train/loss_trainer``, and as ``train/loss`` when the model's own loss is not seen."""
+        if self._probe is None or not logs or "loss" not in logs:
             return
-        self.recorder.log({LOSS: logs["loss"]}, step=max(state.global_step - 1, 0))
+        step = max(state.global_step - 1, 0)
+        self.recorder.log({LOSS_TRAINER: logs["loss"]}, step=step)
+        if not self._probe.saw_model_loss:
+            self.recorder.log({LOSS: logs["loss"]}, step=step)
 
     @guarded_hook
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

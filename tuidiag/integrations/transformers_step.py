@@ -56,6 +56,8 @@ class TrainerStepProbe:
         self._losses: list[torch.Tensor] = []
         self._activations: dict[str, Any] | None = None
         self._items_normalised = False
+        self.honours_items: bool | None = None
+        """Whether the model divides its loss by the ``num_items_in_batch`` it is given (probed once; ``None``: not yet)."""
         self._handles = [
             model.register_forward_pre_hook(self._before_forward, with_kwargs=True),
             model.register_forward_hook(self._after_forward, with_kwargs=True),
@@ -128,13 +130,49 @@ class TrainerStepProbe:
                 self.saw_model_loss = True
             if self._activations is None and not sync_gradients():  # accumulating: keep the first micro-batch's
                 self._activations = take_activations(self.recorder)
+            if self.honours_items is None and loss is not None and kwargs.get("num_items_in_batch") is not None:
+                self._probe_items(module, args, kwargs)
         except Exception as exc:
             self.recorder.errors.report("forward_hook", exc)
 
+    def _probe_items(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Find out once whether the model's loss is divided by ``num_items_in_batch``.
+
+        The Trainer passes it to any model whose ``forward`` takes ``**kwargs`` and then
+        sums the micro-batches' losses, trusting the model to divide by the step's item
+        count. A model that ignores it returns per-micro-batch means, and the Trainer's
+        logged loss (and gradient) is ``gradient_accumulation_steps`` times the mean.
+        Two forward passes of this micro-batch, without gradients, in eval mode, with
+        the RNG state restored after, tell the two apart: the loss halves when the item
+        count doubles only if the model divides by it.
+        """
+        self.honours_items = True  # the Trainer's assumption, kept if the probe cannot run
+        items = kwargs["num_items_in_batch"]
+        was_training = module.training
+        try:
+            module.eval()  # also keeps this probe's forward passes out of the hooks above
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                once = output_loss(module(*args, **kwargs))
+                twice = output_loss(module(*args, **{**kwargs, "num_items_in_batch": items * 2}))
+            if once is not None and twice is not None and float(once) != 0.0:
+                self.honours_items = abs(float(twice) / float(once) - 0.5) < 0.25
+        except Exception as exc:
+            self.recorder.errors.report("num_items_probe", exc)
+        finally:
+            module.train(was_training)
+        if not self.honours_items:
+            self.recorder.event(
+                "loss_normalisation",
+                "the model ignores num_items_in_batch: the Trainer's logged loss is the sum of the micro-batch "
+                "means (gradient_accumulation_steps times the mean, and so is its gradient); train/loss is the mean, "
+                "the Trainer's value is train/loss_trainer", severity="warning")
+
     def _step_loss(self) -> torch.Tensor | None:
-        """The step's loss as the Trainer computes it from the micro-batches' model losses."""
+        """The step's mean loss: the micro-batches' model losses summed when the model divides them by the
+        step's item count, else averaged."""
         if not self._losses:
             return None
         losses, self._losses = self._losses, []
         total = torch.stack([loss.float() for loss in losses]).sum()
-        return total * self.loss_world if self._items_normalised else total / len(losses)
+        normalised = self._items_normalised and self.honours_items is not False
+        return total * self.loss_world if normalised else total / len(losses)

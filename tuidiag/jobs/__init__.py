@@ -8,10 +8,12 @@ crashed run it gets them from the **factory** the run names
 
 The factory contract
 --------------------
-``"module:function"``: ``module`` is importable from the current directory, the
-directory of the training script (``run.json``'s ``command[0]``) or ``PYTHONPATH``;
-``function`` (a dotted attribute path is allowed) is called with no arguments and
-returns a mapping or an object with these entries:
+``"module:function"``: ``module`` is importable from the directory of the training
+script (``run.json``'s ``command[0]``, stored as an absolute path), the directory the
+training ran in (``run.json``'s ``cwd``), the current directory or ``PYTHONPATH``, so a
+job started from any directory finds it; ``function`` (a dotted attribute path is
+allowed) is called with no arguments and returns a mapping or an object with these
+entries:
 
 =========== =================================================================
 ``model``     the ``torch.nn.Module`` (its initial weights, or load your latest
@@ -24,6 +26,11 @@ returns a mapping or an object with these entries:
               Not needed by the NaN hunt.
 ``forward``   optional: ``forward(model, x) -> output`` (default ``model(x)``)
 =========== =================================================================
+
+The module is imported, and ``function`` called, with ``sys.argv = ["module"]``: a
+module-level ``argparse`` ``parse_args()`` sees no arguments and takes its defaults
+(tuidiag's own arguments never reach it); one that requires an argument ends the job
+with a message saying so, not with argparse's exit.
 
 The factory should build everything on the CPU; the job moves the model and
 the batches to its device. Running a factory runs code that a run directory

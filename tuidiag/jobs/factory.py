@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from tuidiag.jobs.weights import factory_weights
 from tuidiag.store.trust import current_uid, dir_problem, file_problem
 
 SPEC_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
@@ -39,6 +40,8 @@ class Parts:
     loss_fn: Callable[[Any, Any], torch.Tensor]
     batches: Iterable[Any] | None = None
     forward: Callable[[nn.Module, Any], Any] | None = None
+    weights: dict[str, str] | None = None
+    """Which weights ``model`` holds, for the result (:mod:`tuidiag.jobs.weights`); None: as passed in."""
 
     def output(self, x: Any) -> Any:
         """The model's output for input ``x``."""
@@ -66,21 +69,27 @@ class SearchPlan:
 
 
 def search_plan(manifest: Mapping[str, Any], cwd: Path | None = None) -> SearchPlan:
-    """The directories searched before the Python path: the run's script directory, then the current one.
+    """The directories searched: the run's script directory, the training's working directory, the current one.
 
     The script directory is that of ``command[0]`` in the manifest (the training
-    script the run recorded, when that file still exists). Each is searched only when
-    no other user can write it (:func:`tuidiag.store.trust.dir_problem`): a run.json on
-    a shared disk, or a world-writable working directory, must not choose our imports.
+    script the run recorded, absolute since the recorder stores it so, when that file
+    still exists); the training's working directory is the manifest's ``cwd`` (when it
+    still exists). Both let a job started from any directory find the factory. Each is
+    searched only when no other user can write it (:func:`tuidiag.store.trust.dir_problem`):
+    a run.json on a shared disk, or a world-writable working directory, must not choose
+    our imports.
     """
     cwd = Path(os.path.abspath(cwd or Path.cwd()))
     candidates: list[Path] = []
     command = manifest.get("command") or []
-    if command and isinstance(command[0], str) and command[0].endswith(".py"):
+    if isinstance(command, list) and command and isinstance(command[0], str) and command[0].endswith(".py"):
         script = Path(command[0])
         script = script if script.is_absolute() else cwd / script
         if script.is_file():
             candidates.append(Path(os.path.abspath(script.parent)))
+    recorded = manifest.get("cwd")
+    if isinstance(recorded, str) and os.path.isabs(recorded) and "\0" not in recorded and Path(recorded).is_dir():
+        candidates.append(Path(os.path.abspath(recorded)))
     candidates.append(cwd)
     plan = SearchPlan([], [])
     for directory in candidates:
@@ -93,16 +102,6 @@ def search_plan(manifest: Mapping[str, Any], cwd: Path | None = None) -> SearchP
         else:
             plan.refused.append((directory, problem))
     return plan
-
-
-def search_paths(manifest: Mapping[str, Any], cwd: Path | None = None) -> list[Path]:
-    """The trusted directories of :func:`search_plan`, in search order."""
-    return search_plan(manifest, cwd).paths
-
-
-def trusted_dir(path: Path) -> bool:
-    """True for a directory no other user can write (:func:`tuidiag.store.trust.dir_problem`)."""
-    return dir_problem(path) is None
 
 
 def module_problem(module_name: str) -> str | None:
@@ -174,8 +173,28 @@ def factory_path(module_name: str, paths: Sequence[Path]) -> Iterator[None]:
         yield
 
 
+@contextmanager
+def clean_argv(module_name: str) -> Iterator[list[str]]:
+    """``sys.argv`` is ``[module_name]`` for the duration, then put back.
+
+    The factory's module runs as if started with no arguments: a module-level
+    ``argparse`` ``parse_args()`` takes its defaults instead of failing on tuidiag's
+    own arguments (``lr-find RUN --yes``)."""
+    saved = sys.argv
+    sys.argv = [module_name]
+    try:
+        yield sys.argv
+    finally:
+        sys.argv = saved
+
+
+def _exited(spec: str, what: str, exc: SystemExit) -> FactoryError:
+    return FactoryError(f"factory {spec!r}: {what} called sys.exit({exc.code!r}); tuidiag imports and calls it with "
+                        f"sys.argv = [{parse_spec(spec)[0]!r}] (no arguments): does it parse arguments it requires?")
+
+
 def resolve(spec: str, paths: Sequence[Path] = ()) -> Callable[[], Any]:
-    """Import the factory's module and return the function (does not call it)."""
+    """Import the factory's module (under :func:`clean_argv`) and return the function (does not call it)."""
     module_name, attr_path = parse_spec(spec)
     with factory_path(module_name, paths):
         problem = module_problem(module_name)
@@ -183,11 +202,14 @@ def resolve(spec: str, paths: Sequence[Path] = ()) -> Callable[[], Any]:
             raise FactoryError(f"refusing to import factory {spec!r}: {problem}; tuidiag imports code only from "
                                "directories and files that no other user can write")
         try:
-            target: Any = importlib.import_module(module_name)
+            with clean_argv(module_name):
+                target: Any = importlib.import_module(module_name)
         except ImportError as exc:
             where = os.pathsep.join(str(p) for p in paths)
             message = f"cannot import {module_name!r} for factory {spec!r} ({exc}); looked in {where} and the Python path"
             raise FactoryError(message) from exc
+        except SystemExit as exc:
+            raise _exited(spec, f"importing {module_name}", exc) from exc
     for name in attr_path.split("."):
         if not hasattr(target, name):
             raise FactoryError(f"factory {spec!r}: {module_name} has no attribute {attr_path!r}")
@@ -200,12 +222,17 @@ def resolve(spec: str, paths: Sequence[Path] = ()) -> Callable[[], Any]:
 def load_factory(spec: str, paths: Sequence[Path] = ()) -> Parts:
     """Import and call the factory ``spec``; return its checked :class:`Parts`."""
     function = resolve(spec, paths)
-    with factory_path(parse_spec(spec)[0], paths):
+    module_name = parse_spec(spec)[0]
+    with factory_path(module_name, paths), clean_argv(module_name):
         try:
             built = function()
         except Exception as exc:
             raise FactoryError(f"factory {spec!r} raised {type(exc).__name__}: {exc}") from exc
-    return as_parts(built, spec)
+        except SystemExit as exc:
+            raise _exited(spec, "calling it", exc) from exc
+    parts = as_parts(built, spec)
+    parts.weights = factory_weights(spec)
+    return parts
 
 
 def as_parts(built: Any, spec: str = "factory") -> Parts:

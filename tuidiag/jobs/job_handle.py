@@ -8,9 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-
-class JobError(Exception):
-    """A job cannot run with the arguments or parts it was given (a message a user can act on)."""
+from tuidiag.job_kinds.kind import JobError  # noqa: F401  (defined with the job kinds; re-exported)
 
 
 class JobCancelled(Exception):

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from tuidiag.jobs.job_handle import JobError, JobHandle
+from tuidiag.job_kinds.configs import LRFindConfig
+from tuidiag.jobs.job_handle import JobHandle
 from tuidiag.jobs.tensors import BatchSource, first_lr, set_lr, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
@@ -33,34 +34,6 @@ from tuidiag.jobs.trainability import optimizer_blocker
 from tuidiag.jobs.lr_suggest import DEFAULT_RULE, MIN_DESCENT, RULES, suggest_all
 from tuidiag.jobs.lr_suggest import steepest_index, valley_index  # noqa: F401  (re-exported, as before the rules moved)
 from tuidiag.jobs.lr_stability import Stability, fall_and_noise, stability
-
-
-@dataclass
-class LRFindConfig:
-    """Settings of the range test."""
-
-    steps: int = 100
-    start: float = 1e-7
-    end: float = 10.0
-    smooth: float = 0.05
-    diverge: float = 4.0
-    skip_start: int = 10
-    skip_end: int = 5
-
-    def check(self) -> None:
-        """Raise :class:`JobError` for settings the test cannot use."""
-        if self.steps < 5:
-            raise JobError(f"--steps must be at least 5, got {self.steps}")
-        if not (0 < self.start < self.end) or not math.isfinite(self.end):
-            raise JobError(f"need 0 < --start < --end, got start={self.start:g} end={self.end:g}")
-        if not 0 < self.smooth < 1:
-            raise JobError(f"smoothing weight must be in (0, 1), got {self.smooth}")
-        if self.diverge <= 1:
-            raise JobError(f"divergence factor must exceed 1, got {self.diverge}")
-
-    def schedule(self) -> np.ndarray:
-        """The LR of each step: ``start * (end / start) ** (i / (steps - 1))``."""
-        return self.start * (self.end / self.start) ** (np.arange(self.steps) / (self.steps - 1))
 
 
 @dataclass

@@ -117,11 +117,6 @@ class Resampler:
         return out
 
 
-def resampled(losses: list[float] | np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One resampled curve of ``losses`` (see :class:`Resampler`)."""
-    return Resampler(losses).draw(rng)
-
-
 def fall_and_noise(losses: list[float] | np.ndarray, a: int, b: int) -> tuple[float, float]:
     """How far the loss's trend (a running median) falls over the points ``[a, b)``, and the batch
     noise (a robust standard deviation, from neighbouring differences); both 0 on too short a curve."""

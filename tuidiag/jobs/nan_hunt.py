@@ -12,7 +12,9 @@ and RNG are loaded, then, in order:
    value which reached the loss (rule: :mod:`tuidiag.jobs.nonfinite_rule`), its
    module (or ``loss_fn``) and the user's source line;
 4. backward replay with node hooks -> verdict ``backward``;
-5. otherwise ``not_reproduced`` (e.g. the capture was taken after the step, on CUDA).
+5. otherwise ``not_reproduced`` (e.g. the capture was taken after the step, on CUDA),
+   naming the parameters whose finite gradients have a norm that overflows to inf in
+   their dtype (what a recorder of gradient norms reads as non-finite).
 
 The parts are restored exactly afterwards.
 """
@@ -185,7 +187,24 @@ def replay(parts: Parts, x: Any, y: Any) -> dict[str, Any]:
     if bad:
         return _verdict("backward", f"backward pass: gradients of {', '.join(bad[:5])} are non-finite (accumulation overflow)",
                         **{"pass": "backward"}, module=None, op="AccumulateGrad", parameters_with_bad_grad=bad)
-    return _verdict("not_reproduced", f"the replay stayed finite (loss {float(loss.detach()):.6g})", loss=float(loss.detach()))
+    return not_reproduced(parts, float(loss.detach()))
+
+
+def not_reproduced(parts: Parts, loss: float) -> dict[str, Any]:
+    """The replay stayed finite; names the parameters whose finite gradients have a float32 norm that
+    overflows to inf (elements above ~1e19): a recorder of gradient norms reads those as non-finite."""
+    overflow = [n for n, p in parts.model.named_parameters()
+                if p.grad is not None and p.grad.is_floating_point() and not bool(torch.isfinite(p.grad.norm()))]
+    summary = f"the replay stayed finite (loss {loss:.6g})"
+    if not overflow:
+        return _verdict("not_reproduced", summary, loss=loss)
+    grads = {n: p.grad for n, p in parts.model.named_parameters() if n in overflow}
+    largest = max(float(g.abs().max()) for g in grads.values())
+    dtypes = sorted({str(g.dtype).replace("torch.", "") for g in grads.values()})
+    summary += (f"; the gradients of {', '.join(overflow[:5])}{' ...' if len(overflow) > 5 else ''} are finite, but so large "
+                f"(largest |g| {largest:.3g}) that their {'/'.join(dtypes)} norm overflows to inf, which reads as a "
+                "non-finite gradient norm")
+    return _verdict("not_reproduced", summary, loss=loss, overflowing_grad_norms=overflow, largest_grad=largest)
 
 
 BUFFER_NOTE = ("non-finite buffers in the capture: {names}; buffers such as BatchNorm running statistics "

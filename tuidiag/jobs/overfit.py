@@ -1,4 +1,4 @@
-"""Overfit one batch: the seeds' pre-training checklist item 3.
+"""Overfit one batch: can the model, loss and training step memorise a single batch? (A check to pass before any long training.)
 
 A healthy model, loss and training step drive the loss on a single batch close
 to zero. If they cannot, no amount of training will help: look for a wrong loss,
@@ -21,35 +21,12 @@ from typing import Any
 
 import torch
 
+from tuidiag.job_kinds.configs import OverfitConfig
 from tuidiag.jobs.job_handle import JobError, JobHandle
 from tuidiag.jobs.tensors import BatchSource, first_lr, set_lr, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
 from tuidiag.jobs.trainability import Blocker, frozen_parameters, optimizer_params, training_blocker
-
-OPTIMIZERS = ("adam", "run")
-
-
-@dataclass
-class OverfitConfig:
-    """Settings of the test."""
-
-    steps: int = 500
-    lr: float | None = 1e-3
-    target: float = 0.01
-    optimizer: str = "adam"
-
-    def check(self) -> None:
-        """Raise :class:`JobError` for settings the test cannot use."""
-        if self.steps < 1:
-            raise JobError(f"--steps must be at least 1, got {self.steps}")
-        if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):
-            raise JobError(f"--lr must be a positive number, got {self.lr}")
-        if self.optimizer not in OPTIMIZERS:
-            raise JobError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if not math.isfinite(self.target):
-            raise JobError(f"--target must be a number, got {self.target}")
-
 
 def _optimizer(parts: Parts, cfg: OverfitConfig) -> torch.optim.Optimizer:
     """A fresh Adam over the trainable parameters, or the run's optimizer (its LR overridden if given)."""

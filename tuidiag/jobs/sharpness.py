@@ -1,4 +1,4 @@
-"""Sharpness: how much does the loss rise when the weights are nudged? (the seeds' loss-landscape test)
+"""Sharpness: how much does the loss rise when the weights are nudged? (Sharp minima tend to generalize worse.)
 
 Each sample adds to every trainable parameter a random direction scaled to
 ``epsilon`` times that parameter's norm, measures the mean loss over a few fixed
@@ -7,6 +7,10 @@ ratio ``(mean perturbed loss - base loss) / |base loss|``: above ``threshold``
 (0.1) the minimum is sharp, else flat. Noise comes from a private generator
 (``seed``), so the result is reproducible and the global RNG is not touched;
 weights, optimizer and RNG are restored exactly afterwards in any case.
+
+The result says which weights were measured (``weights``: the factory's model,
+a checkpoint loaded into it, or the live training's at a step; :mod:`tuidiag.jobs.weights`):
+the same model is flat at its initial weights and sharp after training, or the reverse.
 
 A model that cannot train (every parameter frozen, a detached output, a loss
 without ``grad_fn``: :mod:`tuidiag.jobs.trainability`) found no minimum whose
@@ -22,31 +26,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from tuidiag.job_kinds.configs import SharpnessConfig
 from tuidiag.jobs.job_handle import JobError, JobHandle
 from tuidiag.jobs.tensors import BatchSource, to_device
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.isolation import isolated
 from tuidiag.jobs.trainability import Blocker, training_blocker
-
-
-@dataclass
-class SharpnessConfig:
-    """Settings of the test."""
-
-    epsilon: float = 0.05
-    samples: int = 10
-    batches: int = 4
-    seed: int = 0
-    threshold: float = 0.1
-
-    def check(self) -> None:
-        """Raise :class:`JobError` for settings the test cannot use."""
-        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise JobError(f"--epsilon must be a positive number, got {self.epsilon}")
-        if self.samples < 1 or self.batches < 1:
-            raise JobError(f"--samples and --batches must be at least 1, got {self.samples} and {self.batches}")
-        if not (self.threshold > 0 and math.isfinite(self.threshold)):
-            raise JobError(f"threshold must be a positive number, got {self.threshold}")
+from tuidiag.jobs.weights import given_weights
 
 
 @torch.no_grad()
@@ -102,11 +88,12 @@ def sharpness(
     with isolated(parts.model, parts.optimizer):
         blocked = training_blocker(parts, batches[0], list(parts.model.parameters()))
         if blocked is not None:
-            return untrainable(blocked, len(batches), cfg, device)
+            return {**untrainable(blocked, len(batches), cfg, device), "weights": parts.weights or given_weights()}
         base, losses = measure(parts, batches, cfg, control or JobHandle())
     if not math.isfinite(base):
-        raise JobError(f"the base loss is not finite ({base}); run tuidiag nan-hunt first")
-    return report(base, losses, len(batches), cfg, device)
+        raise JobError(f"the base loss is not finite ({base}) on {(parts.weights or given_weights())['text']}; "
+                       "run tuidiag nan-hunt first")
+    return {**report(base, losses, len(batches), cfg, device), "weights": parts.weights or given_weights()}
 
 
 def untrainable(blocked: Blocker, n_batches: int, cfg: SharpnessConfig, device: torch.device) -> dict[str, Any]:

@@ -62,11 +62,6 @@ def all_finite(value: Any) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in float_tensors(value))
 
 
-def has_nan(value: Any) -> bool:
-    """True when a floating-point tensor nested in ``value`` holds a NaN."""
-    return any(bool(torch.isnan(t).any()) for t in float_tensors(value))
-
-
 def as_xy(batch: Any) -> tuple[Any, Any]:
     """Split a batch into ``(x, y)``; a batch must be a pair."""
     if isinstance(batch, (list, tuple)) and len(batch) == 2:

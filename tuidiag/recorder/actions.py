@@ -1,4 +1,4 @@
-"""Live actions: changes a user applies to the running training from the monitor (the seeds' Step 5).
+"""Live actions: changes a user applies to the running training from the monitor, to try a diagnosis's fix without a restart.
 
 Each runs in the training thread at a step boundary, after the user confirmed it,
 and is recorded as an ``action`` event (the monitor marks it on the charts):

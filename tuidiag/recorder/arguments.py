@@ -52,11 +52,12 @@ class Arguments:
     max_queue: int
     factory: str | None
     control: bool
+    histograms_every: int = 0
 
 
 def check_arguments(run_dir: Any, resume: Any, start_step: Any, name: Any, flush_interval: Any, grads_every: Any,
                     weights_every: Any, activations_every: Any, inputs_every: Any, capture_nonfinite: Any,
-                    capture_max_bytes: Any, max_queue: Any, factory: Any, control: Any) -> Arguments:
+                    capture_max_bytes: Any, max_queue: Any, factory: Any, control: Any, histograms_every: Any = 0) -> Arguments:
     """The arguments normalised; :class:`ArgumentError` names the first one that is wrong.
 
     - ``run_dir``: a non-empty ``str``, ``bytes`` or ``os.PathLike`` (a path that cannot
@@ -65,7 +66,7 @@ def check_arguments(run_dir: Any, resume: Any, start_step: Any, name: Any, flush
     - ``start_step``: ``None`` or an integer within ``±2**62``;
     - ``name``, ``factory``: ``None`` or a ``str``;
     - ``flush_interval``: a real number of seconds, ``0 < x <= 86400``;
-    - ``grads_every``, ``weights_every``, ``activations_every``, ``inputs_every``,
+    - ``grads_every``, ``weights_every``, ``activations_every``, ``inputs_every``, ``histograms_every``,
       ``capture_max_bytes``: integers ``>= 0``; ``max_queue``: an integer, ``1 <= x <= 10**8``;
     - ``capture_nonfinite``, ``control``: anything with a truth value.
     """
@@ -84,6 +85,7 @@ def check_arguments(run_dir: Any, resume: Any, start_step: Any, name: Any, flush
         max_queue=_integer("max_queue", max_queue, 1, MAX_QUEUE),
         factory=_optional_text("factory", factory),
         control=_flag("control", control),
+        histograms_every=_integer("histograms_every", histograms_every, 0),
     )
 
 
@@ -152,18 +154,23 @@ class WatchArguments:
     optimizer: Any
     max_grad_norm: float | None
     rejected: list[tuple[str, str]]
+    forward: Any = None
 
 
-def check_watch(torch: Any, model: Any, optimizer: Any, max_grad_norm: Any) -> WatchArguments:
+def check_watch(torch: Any, model: Any, optimizer: Any, max_grad_norm: Any, forward: Any = None) -> WatchArguments:
     """Each ``watch()`` argument accepted or rejected on its own (``watch`` never raises).
 
     ``model`` must be a ``torch.nn.Module`` (else nothing is watched); ``optimizer``
     ``None`` or a ``torch.optim.Optimizer`` (or an object with its ``param_groups`` and step
     hooks, as framework wrappers have; else the model is watched without it);
     ``max_grad_norm`` ``None`` or a number ``> 0`` (``inf``: no clipping, as ``None``;
-    else it is rejected and taken as ``None``).
+    else it is rejected and taken as ``None``); ``forward`` ``None`` or a callable
+    (else it is rejected and live jobs call ``model(x)``).
     """
     rejected: list[tuple[str, str]] = []
+    if forward is not None and not callable(forward):
+        rejected.append(("forward", f"is a {type(forward).__name__}, not a callable forward(model, x): live jobs call model(x)"))
+        forward = None
     if not isinstance(model, torch.nn.Module):
         rejected.append(("model", f"is a {type(model).__name__}, not a torch.nn.Module: nothing is watched"))
         model = None
@@ -182,7 +189,7 @@ def check_watch(torch: Any, model: Any, optimizer: Any, max_grad_norm: Any) -> W
             norm = None
         elif math.isinf(norm):
             norm = None  # clip_grad_norm_ with an infinite limit never clips
-    return WatchArguments(model, optimizer, norm, rejected)
+    return WatchArguments(model, optimizer, norm, rejected, forward)
 
 
 def _optimizer_like(torch: Any, optimizer: Any) -> bool:

@@ -73,8 +73,18 @@ class LayoutCache:
         """Writer thread: emit the one ``nonfinite`` event of the run."""
         self.nonfinite_step = step
         bad = [name for i, name in params if not math.isfinite(values[i])]
-        what = "loss" if loss is not None and not math.isfinite(loss) else "gradient"
-        shown = ", ".join(bad[:10]) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
-        message = f"first non-finite {what} at step {step}" + (f"; non-finite gradients in {shown}" if bad else "")
+        nan = [name for i, name in params if math.isnan(values[i])]
+        inf = [name for i, name in params if math.isinf(values[i])]
+        what = "loss" if loss is not None and not math.isfinite(loss) else "gradient norm"
+        message = f"first non-finite {what} at step {step}"
+        if nan:
+            message += f"; NaN gradients in {_listed(nan)}"
+        if inf:  # an inf element, or finite elements whose float32 norm overflows: the norm alone cannot tell
+            message += f"; gradient norm inf (an element inf, or beyond float32's range) in {_listed(inf)}"
         data = {"loss": None if loss is None else repr(loss), "params": bad}
         self._recorder._writer.add_event(EventRow(step, time.time(), EVENT_NONFINITE, "critical", message, data))
+
+
+def _listed(names: list[str]) -> str:
+    """Up to 10 names, then a count."""
+    return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")

@@ -24,10 +24,12 @@ import numpy as np
 
 from tuidiag.format import (
     EVENT_CAPTURE,
+    EVENT_CONFIG,
     EVENT_NO_GRAD,
     EVENT_RESUMED,
     EVENT_TEXT,
     GRAD_MAX_NORM,
+    HPARAM_PREFIX,
     GRAD_NONE_COUNT,
     LOSS,
     LR_PREFIX,
@@ -36,18 +38,28 @@ from tuidiag.format import (
     RECORDER_REJECTED,
     STATUS_FAILED,
     STATUS_FINISHED,
+    STATUS_INTERRUPTED,
 )
 from tuidiag.recorder.actions import LiveChanges
 from tuidiag.recorder.request_runner import RequestRunner
 from tuidiag.recorder.errors import ErrorReporter, Rejections, guarded
 from tuidiag.recorder.layouts import LayoutCache
-from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
-from tuidiag.recorder.process import detect_rank, died_of_exception, import_torch, install_excepthook
+from tuidiag.recorder.writer import NO_ROWS, EventRow, MetricBatch, ShardWriter
+from tuidiag.recorder.process import (
+    detect_rank,
+    end_status,
+    exit_status,
+    import_torch,
+    install_excepthook,
+    interrupted_now,
+    watch_sigterm,
+)
 from tuidiag.recorder.arguments import Arguments, check_arguments
 from tuidiag.recorder.user_json import config_json, event_data, event_texts
 from tuidiag.recorder.placement import RESUME_NEVER, ResumeError
 from tuidiag.recorder.recent_batches import FOR_JOBS, RecentBatches
-from tuidiag.recorder.run_manifest import RunManifest
+from tuidiag.recorder.run_config import Changes, RunConfig, hparams_record
+from tuidiag.recorder.run_manifest import RunManifest, change_text
 from tuidiag.recorder.step_timer import StepTimer
 from tuidiag.recorder.values import Rejected, convert, leaves, one_number
 
@@ -55,8 +67,12 @@ CAPTURE_MAX_BYTES = 1 << 30
 STEP_RANGE = range(-(2**63), 2**63)
 """Steps the int64 ``step`` column can hold."""
 STEP_MAX = STEP_RANGE[-1]
-CLOSE_STATUSES = (STATUS_FINISHED, STATUS_FAILED)
+CLOSE_STATUSES = (STATUS_FINISHED, STATUS_FAILED, STATUS_INTERRUPTED)
 """What ``close(status)`` may write; the reader tells a ``crashed`` run by itself."""
+SIGTERM_FLUSH_SECONDS = 20.0
+"""At most this long, on SIGTERM, to write the rows queued before the process ends: within the 30 s that
+Kubernetes and Slurm give a process between SIGTERM and SIGKILL. The usual write takes milliseconds; 5 s
+lost the last steps on a loaded 2-core machine."""
 
 
 class Recorder:
@@ -79,6 +95,9 @@ class Recorder:
         flush_interval: seconds between shard writes.
         grads_every / weights_every / activations_every / inputs_every: record
             that part every N steps; 0 switches it off.
+        histograms_every: every N steps (default 0: never), the distribution of every
+            parameter's weights and gradient as quantile rows (``dist/weight/<param>/q50``, ...),
+            computed on the device without a sync, as ``SummaryWriter.add_histogram`` users record them.
         capture_nonfinite: save batch and state at the first non-finite step.
         factory: ``"module:function"`` that rebuilds model, optimizer, loss and data
             for jobs run after the training has ended.
@@ -114,12 +133,15 @@ class Recorder:
         max_queue: int = 10_000,
         factory: str | None = None,
         control: bool = True,
+        histograms_every: int = 0,
     ) -> None:
         args = check_arguments(run_dir, resume, start_step, name, flush_interval, grads_every, weights_every,
-                               activations_every, inputs_every, capture_nonfinite, capture_max_bytes, max_queue, factory, control)
+                               activations_every, inputs_every, capture_nonfinite, capture_max_bytes, max_queue, factory, control,
+                               histograms_every)
         self.errors = ErrorReporter()
         self.rejections = Rejections()
         self.grads_every, self.weights_every = args.grads_every, args.weights_every
+        self.histograms_every = args.histograms_every
         self.activations_every, self.inputs_every = args.activations_every, args.inputs_every
         self.capture_nonfinite, self.capture_max_bytes = args.capture_nonfinite, args.capture_max_bytes
         self._torch = import_torch()
@@ -127,6 +149,8 @@ class Recorder:
         self._closed = False
         self._watch: Any = None
         self._max_grad_norm: float | None = None
+        self._forward: Any = None
+        """``watch(..., forward=)``: how live jobs get a batch's output (None: ``model(x)``)."""
         self._next_step, self._current_step = 0, -1
         self._timer = StepTimer()
         self._recent_batches = RecentBatches(FOR_JOBS if args.control and self.rank == 0 else 0)
@@ -135,12 +159,15 @@ class Recorder:
         self._missing_grads: list[str] | None = None
         self._captured = False
         self._last_flushed_step = -1
+        self._host: Any = None
         self._written_rejections = 0
         self._layouts = LayoutCache(self)
         self._changes = LiveChanges(self.world_size)
         self.loss_fn: Any = None
         self._control: RequestRunner | None = None
         self.run_dir = args.run_dir
+        self.config = RunConfig(self._manifest_data, self.rejections.reject, self._config_changed)
+        """The run's config (read like a dict); ``rec.config.update(...)`` adds to it during the run."""
         config_value, config_notes = config_json(config)
         try:
             self._start(args, config_value)
@@ -152,6 +179,10 @@ class Recorder:
             self.rejections.reject("config", key, reason)
         install_excepthook()
         atexit.register(self._close_at_exit)
+        try:
+            watch_sigterm(self._close_on_sigterm)
+        except Exception as exc:  # a signal module that refuses: SIGTERM then reads as crashed, nothing else changes
+            self.errors.report("start", exc)
 
     def _start(self, args: Arguments, config: dict[str, Any]) -> None:
         """Place the run, write its manifest, start the writer thread (and the control channel)."""
@@ -182,12 +213,15 @@ class Recorder:
     # ---- public API ------------------------------------------------------------
     @guarded
     def watch(self, model: Any, optimizer: Any = None, max_grad_norm: float | None = None, loss_fn: Any = None,
-              scheduler: Any = None) -> None:
+              scheduler: Any = None, forward: Any = None) -> None:
         """Record gradients, weights, updates and activations of ``model`` (and ``optimizer``).
 
         ``loss_fn(output, y)`` lets jobs run inside this training, and has its inputs checked on
         every 10th step (probabilities where logits are expected, shapes that broadcast): a module
-        through a hook, a plain function when called as ``rec.loss_fn(output, y)``. ``scheduler`` lets a
+        through a hook, a plain function when called as ``rec.loss_fn(output, y)``. ``forward(model, x)``
+        is how those jobs get the output of a batch ``x`` given to ``rec.batch(x, y)`` (default
+        ``model(x)``; ``lambda m, x: m(**x)`` for a model called with keyword arguments, as
+        Transformers models are), the same hook as the factory's ``forward``. ``scheduler`` lets a
         live LR change scale the scheduler's own LRs too (else a scheduler that computes the
         LR from them puts the old one back, and the change is reported failed)."""
         if self._torch is None:
@@ -195,7 +229,7 @@ class Recorder:
         from tuidiag.recorder.arguments import check_watch
         from tuidiag.recorder.torch_watch import TorchWatch
 
-        checked = check_watch(self._torch, model, optimizer, max_grad_norm)
+        checked = check_watch(self._torch, model, optimizer, max_grad_norm, forward)
         for key, reason in checked.rejected:
             self.rejections.reject("watch", key, reason)
         if checked.model is None:
@@ -205,6 +239,7 @@ class Recorder:
             self._watch.close()
             self._watch = None
         self._max_grad_norm = checked.max_grad_norm
+        self._forward = checked.forward
         self._changes.scheduler = scheduler
         self._changes.own_clip = self._max_grad_norm
         self._watch = TorchWatch(
@@ -268,11 +303,15 @@ class Recorder:
                 self._capture(s, pre_step=True)
         if self._watch is not None:
             self._watch_parts(s, host_names, host_values, dev_names, dev_values)
+            if self.histograms_every and s % self.histograms_every == 0:
+                self._record_distributions(s)
         wall = time.time()
         if host_names:
-            self._writer.submit(MetricBatch(s, wall, self._layouts.host(host_names), host_values), len(host_names))
+            self._writer.submit(MetricBatch(s, wall, self._layouts.host(host_names), host_values, trained=True), len(host_names))
         if dev_names:
-            self._submit_device(s, wall, dev_names, dev_values)
+            self._submit_device(s, wall, dev_names, dev_values, trained=True)
+        if not host_names and not dev_names:  # nothing to record yet, but the step counts (run.json's last_step)
+            self._writer.submit(MetricBatch(s, wall, NO_ROWS, (), trained=True), 0)
         self._changes.clip_now(self._watch)  # a clip_grad action counts from the step after it
         if self._control is not None and (self._control.pending or self._control.armed or self._control.checking):
             self._control.check(s)  # did the actions of earlier steps hold?
@@ -328,6 +367,29 @@ class Recorder:
         self._writer.submit(EventRow(s, time.time(), kind, severity, message, value))
 
     @guarded
+    def log_text(self, key: str, text: Any, step: int | None = None) -> None:
+        """Record ``text`` as a ``text`` event named ``key`` (``SummaryWriter.add_text``'s counterpart);
+        a value that is not a string is stored as its ``str()``."""
+        self.log({key: text if isinstance(text, str) else str(text)}, step=step)
+
+    @guarded
+    def log_hparams(self, params: Mapping[str, Any], metrics: Mapping[str, Any] | None = None) -> None:
+        """Record the run's hyperparameters and their final metrics, as TensorBoard's ``add_hparams``.
+
+        ``params`` and ``metrics`` are kept in ``run.json``'s ``hparams`` (shown by
+        ``tuidiag compare`` and ``tuidiag query``), ``params`` also join the config, and each
+        metric is a ``hparam/<name>`` row at the current step. Call again to replace them.
+        """
+        stored, numbers = hparams_record(params, metrics, self._torch, self.rejections.reject)
+        data = self._manifest_data()
+        if data is None:
+            return
+        data["hparams"] = {"params": stored, "metrics": numbers}  # replaced whole: the writer sees one or the other
+        self.config.update(stored)
+        if numbers:
+            self.log({HPARAM_PREFIX + key: value for key, value in numbers.items()})
+
+    @guarded
     def flush(self, timeout: float = 10.0) -> None:
         """Write everything recorded so far to disk now (blocks up to ``timeout`` seconds;
         a ``timeout`` that is not a number >= 0 is rejected and 10 s used)."""
@@ -341,15 +403,19 @@ class Recorder:
         self._writer.flush(min(seconds, 86_400.0))
 
     def close(self, status: str | None = None) -> None:
-        """Flush, compact and mark the run finished (or ``status``: ``"finished"`` or ``"failed"``;
-        another value is reported and ``"finished"`` is written); safe to call twice."""
+        """Flush, compact and mark the run finished (or ``status``: ``"finished"``, ``"failed"`` or
+        ``"interrupted"``; another value is reported and the default written); safe to call twice.
+
+        The default is ``"interrupted"`` once SIGTERM arrived or while a ``KeyboardInterrupt`` is
+        being handled (``close()`` in ``except KeyboardInterrupt:``), else ``"finished"``."""
         if self._closed:
             return
         self._closed = True
+        default = STATUS_INTERRUPTED if interrupted_now() else STATUS_FINISHED
         try:
             if status is not None and (type(status) is not str or status not in CLOSE_STATUSES):
                 self.rejections.reject("close", "status", f"is not one of {', '.join(map(repr, CLOSE_STATUSES))}: "
-                                       f"{STATUS_FINISHED!r} was written")
+                                       f"{default!r} was written")
                 status = None
             if self._control is not None:
                 self._control.end_checks(self._current_step)
@@ -358,20 +424,36 @@ class Recorder:
             self._writer.close()
         except Exception as exc:
             self.errors.report("close", exc)
+        self._mark_ended(status or default)
+
+    def _mark_ended(self, status: str) -> None:
+        """Answer pending requests, write ``status`` into ``run.json`` and free the run directory."""
         if self._control is not None:  # answered before run.json says the run ended: a requester that sees it
-            self._control.close(self._current_step, status or STATUS_FINISHED)  # ended finds every answer there
+            self._control.close(self._current_step, status)  # ended finds every answer there
         try:
-            self._manifest.finish(status or STATUS_FINISHED, self._writer.last_step, self._stats())
+            self._manifest.finish(status, self._writer.progress_step, self._stats(), self._writer.last_step)
         except Exception as exc:
             self.errors.report("close", exc)
         finally:
             self._manifest.release()  # the run directory is free for the next writer
 
+    def _close_on_sigterm(self) -> None:
+        """SIGTERM is about to end the process: write what is queued (within :data:`SIGTERM_FLUSH_SECONDS`,
+        no compaction) and mark the run interrupted."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._writer.flush(SIGTERM_FLUSH_SECONDS)
+        except Exception as exc:
+            self.errors.report("close", exc)
+        self._mark_ended(STATUS_INTERRUPTED)
+
     def __enter__(self) -> "Recorder":
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.close(STATUS_FAILED if exc_type is not None else STATUS_FINISHED)
+        self.close(end_status(exc_type))
 
     @property
     def step_index(self) -> int:
@@ -396,6 +478,28 @@ class Recorder:
         return writer.lost_rows if writer is not None else 0
 
     # ---- internals --------------------------------------------------------------
+    def _record_distributions(self, s: int) -> None:
+        """``histograms_every``: each parameter's weights and gradient as summary rows (on the device, no sync)."""
+        from tuidiag.recorder.distributions import distribution_values
+
+        values = convert(distribution_values(self._watch.named_params), self._torch)
+        if values.dev_names:
+            self._submit_device(s, time.time(), values.dev_names, values.dev_values, derive=False)
+        if values.host_names:
+            host = np.asarray(values.host_values, np.float64)
+            self._writer.submit(MetricBatch(s, time.time(), self._layouts.host(values.host_names), host), len(host))
+
+    def _manifest_data(self) -> dict[str, Any] | None:
+        manifest = getattr(self, "_manifest", None)
+        return manifest.data if manifest is not None else None
+
+    def _config_changed(self, changes: Changes) -> None:
+        """A ``config`` event at the current step that says what changed (the manifest follows at the flush)."""
+        shown = "; ".join(change_text(key, change) for key, change in list(changes.items())[:5])
+        more = f" and {len(changes) - 5} more" if len(changes) > 5 else ""
+        self._writer.submit(EventRow(self._implicit_step(), time.time(), EVENT_CONFIG, "info", f"config: {shown}{more}",
+                                     {"changes": changes}))
+
     def _implicit_step(self) -> int:
         """The step of a ``log`` or ``event`` without one: the last step, or before the first the one to come."""
         return self._current_step if self._current_step >= 0 else max(self._next_step, 0)
@@ -452,7 +556,8 @@ class Recorder:
             message = f"{len(missing)} parameters got no gradient: {shown}"
             self._writer.submit(EventRow(s, time.time(), EVENT_NO_GRAD, "warning", message, {"params": missing}))
 
-    def _submit_device(self, s: int, wall: float, names: list[str], values: list[Any], derive: bool = True) -> None:
+    def _submit_device(self, s: int, wall: float, names: list[str], values: list[Any], derive: bool = True,
+                       trained: bool = False) -> None:
         from tuidiag.recorder.device import AsyncHostCopy, stack_scalars
 
         device = self._watch.device if self._watch is not None else values[0].device
@@ -463,7 +568,7 @@ class Recorder:
                 return
             vector = stack_scalars(values, device)
         layout = self._layouts.device(names) if derive else self._layouts.host(names)
-        self._writer.submit(MetricBatch(s, wall, layout, AsyncHostCopy(vector)), len(names))
+        self._writer.submit(MetricBatch(s, wall, layout, AsyncHostCopy(vector), trained=trained), len(names))
         if derive and self._wants_capture():
             self._maybe_capture(s, layout, vector)
 
@@ -550,7 +655,7 @@ class Recorder:
     def _job_runner(self) -> Any:
         from tuidiag.recorder.request_runner import job_runner_for
 
-        return job_runner_for(self._watch, self.loss_fn, self._recent_batches.batches)
+        return job_runner_for(self._watch, self.loss_fn, self._recent_batches.batches, self._forward, lambda: self._current_step)
 
     def _error_event(self, kind: str, message: str, data: dict[str, Any]) -> None:
         self._writer.submit(EventRow(self._implicit_step(), time.time(), kind, "error", message, data))
@@ -562,10 +667,14 @@ class Recorder:
         if self._control is not None:
             self._control.poll()
             self._control.expire_overdue()
-        step = writer.last_step
+        step = writer.progress_step  # system rows at the training step, not at a later step given to log()
         if step > self._last_flushed_step:  # nothing new while idle: write nothing
             self._last_flushed_step = step
-            names, values = system_rows(self._watch)
+            if self._host is None and self._watch is not None:  # a training: created here, so psutil's import
+                from tuidiag.recorder.host_probe import HostProbe  # costs the writer thread, not the training
+
+                self._host = HostProbe()
+            names, values = system_rows(self._watch, self._host)
             if self.errors.count:
                 names.append(RECORDER_ERRORS)
                 values.append(float(self.errors.count + self._manifest.earlier_stats.get("errors", 0)))
@@ -579,7 +688,7 @@ class Recorder:
 
     def _on_written(self, writer: ShardWriter) -> None:
         """Writer thread, each flush once its shards are on disk: the heartbeat, with the summary of the newest rows."""
-        self._manifest.heartbeat(writer.last_step, self._stats(), writer.tail.to_json())
+        self._manifest.heartbeat(writer.progress_step, self._stats(), writer.last_step, writer.tail.to_json())
 
     def _stats(self) -> dict[str, int]:
         writer = self._writer
@@ -587,4 +696,4 @@ class Recorder:
                 "rejected_values": self.rejections.count, "lost_rows": writer.lost_rows}
 
     def _close_at_exit(self) -> None:
-        self.close(STATUS_FAILED if died_of_exception() else STATUS_FINISHED)
+        self.close(exit_status())

@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from tuidiag import job_kinds
 from tuidiag.format import EVENT_ACTION
+from tuidiag.job_kinds.configs import ARM_STEPS
 from tuidiag.store import control_channel as ctl
 from tuidiag.store.job_results import save_result
 
@@ -44,7 +46,6 @@ if TYPE_CHECKING:
 
 PROGRESS_EVERY = 0.5
 """Seconds between status-file updates (and cancel checks) while a job runs."""
-ARM_STEPS = 200
 OVERDUE_GRACE = 5.0
 """Seconds past a request's deadline before the writer thread answers it while no step comes: a requester
 still waiting withdraws it first, with its own words."""
@@ -148,7 +149,7 @@ class RequestRunner:
         if request["job"] in ctl.LIVE_ACTIONS:
             self._act(request, step, action_runner)
             return
-        if request["job"] == "nan_hunt":
+        if job_kinds.get(request["job"]).needs_capture:
             from tuidiag.jobs.nan_hunt import find_capture
 
             capture = find_capture(self.run_dir)
@@ -168,7 +169,7 @@ class RequestRunner:
         job = request["job"]
         ctl.write_status(self.run_dir, request["id"], job, "running", done=0, total=0)
         try:
-            result = job_runner(request, JobHandle(self._progress(request), self._cancelled(request)))
+            result = job_runner({**request, "step": step}, JobHandle(self._progress(request), self._cancelled(request)))
         except JobCancelled as exc:
             self._finish(request, "cancelled", str(exc))
         except JobError as exc:
@@ -227,7 +228,7 @@ class RequestRunner:
         steps = int(request.get("args", {}).get("steps", ARM_STEPS))
         self.armed = Armed(request, step + 1, step + max(1, steps), self._cancelled(request))
         message = f"armed: waiting up to {steps} steps for a non-finite loss or gradient"
-        ctl.write_status(self.run_dir, request["id"], "nan_hunt", "armed", message=message, done=0, total=steps)
+        ctl.write_status(self.run_dir, request["id"], request["job"], "armed", message=message, done=0, total=steps)
         self._event("job", f"NaN hunt armed for steps {self.armed.first}-{self.armed.last}", "info")
 
     def on_capture(self, capture: Path | None, job_runner: Callable[[dict[str, Any], Any], dict[str, Any]], step: int) -> None:
@@ -255,7 +256,7 @@ class RequestRunner:
         from tuidiag.jobs.in_training import nothing_found
 
         result = nothing_found(armed.last - armed.first + 1, armed.first, armed.last)
-        path = save_result(self.run_dir, "nan_hunt", result, run=self.run_dir.name, source="live", step=step)
+        path = save_result(self.run_dir, armed.request["job"], result, run=self.run_dir.name, source="live", step=step)
         self._finish(armed.request, "done", result["summary"], result=str(path.relative_to(self.run_dir)))
 
     # ---- deadlines: every request ends with a final status ------------------------------
@@ -290,7 +291,7 @@ class RequestRunner:
         self._armed_said = now
         message = f"armed: waiting up to {armed.last - armed.first + 1} steps for a non-finite loss or gradient"
         try:
-            ctl.write_status(self.run_dir, armed.request["id"], "nan_hunt", "armed", message=message,
+            ctl.write_status(self.run_dir, armed.request["id"], armed.request["job"], "armed", message=message,
                              done=max(0, step - armed.first + 1), total=armed.last - armed.first + 1)
         except OSError as exc:
             self._report("control", exc)
@@ -366,25 +367,26 @@ def _overdue(request: dict[str, Any], grace: float = 0.0) -> bool:
     return isinstance(expires, (int, float)) and not isinstance(expires, bool) and time.time() > expires + grace
 
 
-def job_runner_for(watch: Any, loss_fn: Any, batches: Callable[[], list[Any]]) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    """How the recorder runs one request on the live parts, with its own hooks paused."""
+def job_runner_for(watch: Any, loss_fn: Any, batches: Callable[[], list[Any]],
+                   forward: Callable[[Any, Any], Any] | None = None,
+                   step: Callable[[], int] | None = None) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """How the recorder runs one request on the live parts (the output of a batch by ``forward(model, x)``,
+    default ``model(x)``), with its own hooks paused; ``step()`` is the step the job runs at (its result
+    says it measured the live weights of that step)."""
 
     def run(request: dict[str, Any], control: Any) -> dict[str, Any]:
         from tuidiag.jobs import JobError
         from tuidiag.jobs.factory import Parts
-        from tuidiag.jobs.in_training import hunt_capture, run_request
+        from tuidiag.jobs.in_training import run_request
+        from tuidiag.jobs.weights import live_weights
 
         if watch is None or watch.optimizer is None:
             raise JobError("jobs need rec.watch(model, optimizer, loss_fn=criterion) in the training")
         model = getattr(watch.model, "module", watch.model)  # DDP: run on the local replica, no collectives
-        parts = Parts(model, watch.optimizer, loss_fn, batches())
+        parts = Parts(model, watch.optimizer, loss_fn, batches(), forward, live_weights(step()) if step else None)
         watch.paused = True
         try:
-            if request["job"] != "nan_hunt":
-                return run_request(request["job"], dict(request.get("args", {})), parts, watch.device, control)
-            if loss_fn is None:
-                raise JobError("the NaN hunt needs the loss: rec.watch(model, optimizer, loss_fn=criterion)")
-            return hunt_capture(parts, Path(request["capture"]), watch.device, model.training)
+            return run_request(request, parts, watch.device, control, model.training)
         finally:
             watch.paused = False
 

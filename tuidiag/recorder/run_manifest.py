@@ -18,6 +18,7 @@ from tuidiag.recorder.arguments import STEP_LIMIT
 from tuidiag.recorder.placement import Placement, ResumeError, UnusablePathError, launch_key, place, usable_dir
 from tuidiag.store.manifest import effective_status, jsonable, new_manifest, write_manifest
 from tuidiag.store.tail_summary import SUMMARY_KEY, read_summary
+from tuidiag.store.progress import LOGGED_STEP_KEY
 
 MAX_CONFIG_CHANGES = 100
 """Changed config keys listed in a ``resumed`` event; more are counted, not listed."""
@@ -39,7 +40,7 @@ class Resumed:
         last = "no steps" if self.previous_last_step is None else f"last step {self.previous_last_step}"
         text = f"resumed at step {self.from_step} (previous session {self.previous_status}, {last})"
         if self.config_changes:
-            shown = ", ".join(_change_text(k, v) for k, v in list(self.config_changes.items())[:5])
+            shown = ", ".join(change_text(k, v) for k, v in list(self.config_changes.items())[:5])
             extra = len(self.config_changes) + self.more_changes - 5
             text += f"; config changed: {shown}" + (f" and {extra} more" if extra > 0 else "")
         return text
@@ -130,6 +131,9 @@ class RunManifest:
         last = previous.get("last_step")
         if not _is_count(last, STEP_LIMIT):
             last = _last_step_on_disk(self.run_dir)
+        logged = previous.get(LOGGED_STEP_KEY)
+        if last is not None and _is_count(logged, STEP_LIMIT):
+            last = max(last, logged)  # count on past every step written: no earlier row is replaced
         count = previous.get("resumed", 0)
         count = (count if _is_count(count, 2**31) else 0) + 1
         config, changes = merge_config(previous.get("config"), self.data["config"])
@@ -141,6 +145,7 @@ class RunManifest:
             name=name or (old_name if isinstance(old_name, str) and old_name else self.run_dir.name),
             resumed=count, config=config, last_step=from_step - 1 if from_step > 0 else None,
         )
+        self.data[LOGGED_STEP_KEY] = self.data["last_step"]
         degraded = previous.get("degraded")
         earlier = [d for d in degraded if isinstance(d, str)] if isinstance(degraded, list) else []
         if earlier:  # a session that recorded beside the path asked for: still true of the run
@@ -175,21 +180,29 @@ class RunManifest:
         """Say that this training accepts control requests (jobs run in the live process)."""
         self.data["control"] = {"pid": pid, "uid": uid, "host": host, "loss_fn": has_loss, "device": device}
 
-    def heartbeat(self, last_step: int, stats: dict[str, int], summary: dict[str, Any] | None = None) -> None:
-        """Write the manifest with a fresh heartbeat (rank 0 only), and ``summary`` (the newest rows on disk) if given."""
+    def heartbeat(
+        self, last_step: int, stats: dict[str, int], logged_step: int | None = None, summary: dict[str, Any] | None = None
+    ) -> None:
+        """Write the manifest with a fresh heartbeat (rank 0 only).
+
+        ``last_step``: the last training step (:mod:`tuidiag.store.progress`); ``logged_step``:
+        the highest step of any row written (default: ``last_step``); ``summary``: the newest rows
+        on disk (:mod:`tuidiag.store.tail_summary`), if given."""
         if not self.writes:
             return
         last_step = max(last_step, self.floor_step)
+        logged_step = max(last_step if logged_step is None else logged_step, self.floor_step)
         stats = {key: self.earlier_stats.get(key, 0) + value for key, value in stats.items()}  # the whole run's counts
         self.data.update(heartbeat=time.time(), last_step=last_step if last_step >= 0 else None, stats=stats)
+        self.data[LOGGED_STEP_KEY] = logged_step if logged_step >= 0 else None
         if summary is not None:
             self.data[SUMMARY_KEY] = summary
         write_manifest(self.run_dir, self.data)
 
-    def finish(self, status: str, last_step: int, stats: dict[str, int]) -> None:
+    def finish(self, status: str, last_step: int, stats: dict[str, int], logged_step: int | None = None) -> None:
         """Mark the run finished/failed and write it one last time."""
         self.data.update(status=status, ended=time.time())
-        self.heartbeat(last_step, stats)
+        self.heartbeat(last_step, stats, logged_step)
 
     def release(self) -> None:
         """Give up the run directory's lock (after the last write); safe to call twice."""
@@ -229,7 +242,8 @@ def _merge_into(target: dict[str, Any], new: dict[str, Any], prefix: str, change
 _MISSING = object()
 
 
-def _change_text(key: str, change: dict[str, Any]) -> str:
+def change_text(key: str, change: dict[str, Any]) -> str:
+    """One config change in words: ``lr 0.1 -> 0.01`` or ``warmup = 100 (new)``."""
     new = _short(change.get("new"))
     return f"{key} {_short(change['old'])} -> {new}" if "old" in change else f"{key} = {new} (new)"
 

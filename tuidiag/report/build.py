@@ -11,6 +11,7 @@ from tuidiag.report.checklist import run_checklist
 from tuidiag.report.plots import PlotResult, draw_all
 from tuidiag.report.runinfo import run_info
 from tuidiag.store import Run, open_run
+from tuidiag.store.job_results import job_records
 from tuidiag.store.safe_write import write_text_atomic
 
 REPORT_NAME = "report.md"
@@ -33,7 +34,7 @@ def write_report(run: Run | str | Path, out_dir: str | Path) -> Path:
 
 def render(view: RunView, plots: list[PlotResult]) -> str:
     """The Markdown text of the report for an already drawn set of plots."""
-    diagnosis = diagnose(view.run)
+    diagnosis = diagnose(view.run, jobs=job_records(view.run))
     checks = run_checklist(view)
     lines = markdown.header(view.run.name, view.run.status, view.n_steps, view.last_step, diagnosis, checks)
     lines += markdown.findings_section(diagnosis)

@@ -1,4 +1,10 @@
-"""The seeds' pre-training checklist, answered from what the run recorded.
+"""A pre-training checklist answered from what the run recorded.
+
+Its ten points (model outputs the right shape, the loss falls over the first steps,
+one batch can be overfit, no NaN in the inputs, inputs normalized, train and validation
+splits disjoint, no augmentation on validation, ``model.train()`` on while training,
+scheduler state in checkpoints, the LR logged every step) are the checks worth passing
+before a long training; the gradients, the clipping and the validation are checked too.
 
 Each check is marked ``pass``, ``fail`` or ``unknown`` (the data to answer it was
 not recorded) and carries the number behind the verdict. Checklist items the
@@ -44,7 +50,7 @@ def _check(name: str, ok: bool | None, detail: str) -> Check:
 
 
 def loss_decreases_at_start(view: RunView) -> Check:
-    """Loss at the very start against a little later (seed item 2)."""
+    """Loss at the very start against a little later (point 2)."""
     name = "Loss decreases at the start"
     steps, loss = view.loss
     good = np.isfinite(loss)
@@ -74,7 +80,7 @@ def no_nonfinite(view: RunView) -> Check:
 
 
 def inputs_finite(view: RunView) -> Check:
-    """No NaN in the inputs given to ``rec.batch`` (seed item 4)."""
+    """No NaN in the inputs given to ``rec.batch`` (point 4)."""
     name = "No NaN in inputs"
     steps, counts = view.series("input/nonfinite")
     if not len(counts):
@@ -86,7 +92,7 @@ def inputs_finite(view: RunView) -> Check:
 
 
 def inputs_normalized(view: RunView) -> Check:
-    """Inputs have mean near 0 and standard deviation near 1 (seed item 5)."""
+    """Inputs have mean near 0 and standard deviation near 1 (point 5)."""
     name = "Inputs normalized"
     mean, std = median(view.series("input/mean")[1]), median(view.series("input/std")[1])
     if not np.isfinite(std):
@@ -97,7 +103,7 @@ def inputs_normalized(view: RunView) -> Check:
 
 
 def train_mode(view: RunView) -> Check:
-    """``model.train()`` was on during training steps (seed item 8)."""
+    """``model.train()`` was on during training steps (point 8)."""
     name = "model.train() on during training"
     steps, training = view.series("model/training")
     if not len(training):
@@ -109,7 +115,7 @@ def train_mode(view: RunView) -> Check:
 
 
 def lr_logged(view: RunView) -> Check:
-    """The learning rate is logged every step (seed item 10)."""
+    """The learning rate is logged every step (point 10)."""
     name = "LR logged every step"
     user_named = [n for n in view.run.metric_names if n.rsplit("/", 1)[-1].lower() in ("lr", "learning_rate")]
     metric = "lr/group0" if view.run.has("lr/group0") else (user_named or [None])[0]

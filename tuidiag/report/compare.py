@@ -1,8 +1,8 @@
 """Before/after comparison of two runs: headline metrics, their change, findings resolved or new.
 
-``compare_runs(a, b)`` treats ``a`` as *before* and ``b`` as *after* a fix, as in the
-seeds' Phase 4 ("validate the fix"). A change counts in the verdict only above
-:data:`THRESHOLD_PCT`, the seeds' 10% improvement threshold.
+``compare_runs(a, b)`` treats ``a`` as *before* and ``b`` as *after* a fix: a fix is
+validated by retraining with it and comparing the two runs. A change counts in the
+verdict only above :data:`THRESHOLD_PCT` (10%): a smaller one is within run-to-run noise.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from tuidiag.diagnosis import Diagnosis, diagnose
 from tuidiag.diagnosis.view import VAL_ACC_NAMES, VAL_LOSS_NAMES, RunView
 from tuidiag.report.series import moving_average
 from tuidiag.store import Run
+from tuidiag.store.job_results import job_records
 
 THRESHOLD_PCT = 10.0
 TAIL = 10
@@ -159,7 +160,11 @@ HEADLINES = ("best_val_loss", "best_val_acc", "final_val_loss", "final_train_los
 
 def compare_runs(a: Run, b: Run) -> Comparison:
     """Compare run ``a`` (before) with run ``b`` (after): metrics, findings by code, verdict."""
-    sa, sb = summarize(a, diagnose(a)), summarize(b, diagnose(b))
+    return compare_summaries(summarize(a, diagnose(a, jobs=job_records(a))), summarize(b, diagnose(b, jobs=job_records(b))))
+
+
+def compare_summaries(sa: dict[str, Any], sb: dict[str, Any]) -> Comparison:
+    """Compare two :func:`summarize` results, ``sa`` before and ``sb`` after (no run is read here)."""
     metrics = [Metric(key, label, _num(sa[key]), _num(sb[key]), better) for key, label, better in METRICS]
     codes_a = {f["code"]: f for f in sa["findings"]}
     codes_b = {f["code"]: f for f in sb["findings"]}

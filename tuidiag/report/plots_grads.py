@@ -28,15 +28,6 @@ MAX_LEGEND = 14
 """Per-layer legends list at most this many layers (first and last always)."""
 
 
-def clip_threshold(view: RunView) -> float | None:
-    """The ``max_grad_norm`` in force at the end of the run, if one was given."""
-    values = view.series("grad/max_norm")[1]
-    if len(values) and np.isfinite(values[-1]):
-        return float(values[-1])
-    given = view.manifest.get("max_grad_norm")
-    return float(given) if isinstance(given, (int, float)) else None
-
-
 def draw_grad_total(view: RunView, path: Path) -> str:
     """Total gradient norm (before clipping) per step, its moving average and the clip threshold."""
     steps, norms = view.grad_total
@@ -49,7 +40,7 @@ def draw_grad_total(view: RunView, path: Path) -> str:
     ax.plot(good_steps, good, color=kit.RAW, linewidth=0.8, label="total gradient norm, every step")
     ax.plot(good_steps, moving_average(good, window, positive), color=kit.SMOOTH, linewidth=2,
             label=f"moving average ({window} steps)")
-    threshold = clip_threshold(view)
+    threshold = float(view.clip_threshold.value) if view.clip_threshold else None
     if threshold is not None:
         ax.axhline(threshold, color=kit.BAD, linestyle="--", linewidth=1.5, label=f"clip threshold max_norm={fmt(threshold)}")
     log = kit.log_if_wide(ax, np.append(good, threshold) if threshold else good)

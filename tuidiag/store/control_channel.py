@@ -46,19 +46,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tuidiag import job_kinds
 from tuidiag.format import STATUS_RUNNING
 from tuidiag.store.limits import MAX_CONTROL_REQUEST_BYTES, MAX_CONTROL_STATUS_BYTES, loads_bounded, read_json_bounded
 from tuidiag.store.manifest import effective_status, jsonable, read_manifest
-from tuidiag.store.safe_write import append_line, write_text_atomic
+from tuidiag.store.safe_write import append_line, rename_within, write_text_atomic
 from tuidiag.store.trust import WRITABLE_BY_OTHERS, file_problem, info_problem
 
 CONTROL_DIR = "control"
 REQUEST_SUFFIX = ".request.json"
 STATUS_SUFFIX = ".status.json"
 CANCEL_SUFFIX = ".cancel"
-LIVE_JOBS = ("lr_find", "nan_hunt", "overfit_batch", "sharpness")
 LIVE_ACTIONS = ("scale_lr", "clip_grad", "checkpoint")
-"""Changes to the live training itself (the seeds' Step 5), applied at the next step and logged as ``action`` events."""
+"""Changes to the live training itself (a diagnosis's fix tried without a restart), applied at the next step and
+logged as ``action`` events."""
 FINAL_STATES = ("done", "failed", "cancelled", "refused", "expired")
 TAKEN_SUFFIX = ".taken.json"
 """A request the training has taken up is renamed ``.<id>.taken.json`` (hidden: never listed again)."""
@@ -71,6 +72,11 @@ LIVE_CHECK_SECONDS = 1.0
 """How often a waiting requester reads ``run.json`` to tell whether the training is still live."""
 REQUEST_WAIT = 60.0
 """Default seconds a requester waits for the training to say anything about its request."""
+
+
+def requestable() -> tuple[str, ...]:
+    """What a request may name: every job kind a live training runs (:mod:`tuidiag.job_kinds`) and every live action."""
+    return job_kinds.live_names() + LIVE_ACTIONS
 
 
 class ControlError(Exception):
@@ -103,8 +109,8 @@ def write_request(run_dir: str | os.PathLike[str], job: str, args: dict[str, Any
     """Ask the live training of ``run_dir`` to run ``job`` with ``args``; return the request id.
 
     ``expires_in``: seconds after which the training must no longer start it (it answers ``expired``)."""
-    if job not in LIVE_JOBS + LIVE_ACTIONS:
-        raise ControlError(f"unknown job {job!r}; one of {', '.join(LIVE_JOBS + LIVE_ACTIONS)}")
+    if job not in requestable():
+        raise ControlError(f"unknown job {job!r}; one of {', '.join(requestable())}")
     directory = control_dir(run_dir)
     try:
         directory.mkdir(mode=0o700, exist_ok=True)
@@ -172,7 +178,7 @@ def read_request(path: Path, uid: int) -> dict[str, Any]:
         request = loads_bounded(data.decode("utf-8"), name=path.name)
     except ValueError as exc:
         raise ControlError(f"unreadable request ({exc})") from exc
-    if not isinstance(request, dict) or request.get("job") not in LIVE_JOBS + LIVE_ACTIONS or not isinstance(request.get("args", {}), dict):
+    if not isinstance(request, dict) or request.get("job") not in requestable() or not isinstance(request.get("args", {}), dict):
         raise ControlError("malformed request")
     expires = request.get("expires")
     if expires is not None and (isinstance(expires, bool) or not isinstance(expires, (int, float)) or not math.isfinite(expires)):
@@ -242,7 +248,7 @@ def take(run_dir: str | os.PathLike[str], request_id: str) -> bool:
     """The training starts a request: hide its file (atomically). False when a requester withdrew it first."""
     directory = control_dir(run_dir)
     try:
-        os.rename(directory / f"{request_id}{REQUEST_SUFFIX}", directory / f".{request_id}{TAKEN_SUFFIX}")
+        rename_within(directory, f"{request_id}{REQUEST_SUFFIX}", f".{request_id}{TAKEN_SUFFIX}")
     except FileNotFoundError:
         return False
     return True
@@ -276,20 +282,9 @@ def read_status(run_dir: str | os.PathLike[str], request_id: str) -> dict[str, A
     return status if isinstance(status, dict) else None
 
 
-def newest_status(run_dir: str | os.PathLike[str], job: str, since: float) -> dict[str, Any] | None:
-    """The most recently updated status of a ``job`` request, if updated after ``since`` (epoch seconds)."""
-    try:
-        paths = list(control_dir(run_dir).glob(f"{job}-*{STATUS_SUFFIX}"))
-        newest = max(paths, key=lambda p: p.stat().st_mtime, default=None)
-    except OSError:
-        return None
-    if newest is None or newest.stat().st_mtime < since:
-        return None
-    return read_status(run_dir, newest.name[: -len(STATUS_SUFFIX)])
-
-
 def await_answer(run_dir: str | os.PathLike[str], request_id: str, wait: float, total_wait: float = math.inf,
-                 on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                 on_status: Callable[[dict[str, Any]], None] | None = None,
+                 stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Poll a request's status until its final state and return it.
 
     Gives up when the training has said nothing about the request for ``wait`` seconds,
@@ -297,7 +292,8 @@ def await_answer(run_dir: str | os.PathLike[str], request_id: str, wait: float, 
     (finished, failed, crashed). A request the training has not taken up then is
     withdrawn and answered ``expired`` here; one it is still running comes back as
     ``{"state": "unanswered", ...}`` (the training answers it later). ``on_status`` sees
-    every new status read on the way.
+    every new status read on the way. When ``stop()`` turns true (the monitor quits) it stops
+    following at once and answers ``unanswered``, leaving the request to the training.
     """
     started = last_news = next_check = time.monotonic()
     last: dict[str, Any] | None = None
@@ -310,6 +306,9 @@ def await_answer(run_dir: str | os.PathLike[str], request_id: str, wait: float, 
                 on_status(status)
         if status is not None and status.get("state") in FINAL_STATES:
             return status
+        if stop is not None and stop():
+            return {"id": request_id, "job": str((last or {}).get("job", "")), "state": "unanswered",
+                    "message": "stopped following; the training answers it in RUN/control"}
         if now >= next_check:
             next_check = now + LIVE_CHECK_SECONDS
             ended = _run_ended(run_dir)

@@ -216,15 +216,6 @@ def _format_version(schema: pa.Schema) -> int | None:
         return None
 
 
-def split_metrics(table: pa.Table) -> dict[str, Chunk]:
-    """Group a metrics table's rows by metric name, keeping row order within each.
-
-    Metrics recorded together (one layout) have equal step and wall-time arrays;
-    those chunks share one array object.
-    """
-    return split_columns(*metric_columns(table))
-
-
 def metric_columns(table: pa.Table) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray, np.ndarray]:
     """A metrics table as numpy: metric codes, the names they index, steps, values, wall times."""
     if table.num_rows == 0:
@@ -243,7 +234,9 @@ def metric_columns(table: pa.Table) -> tuple[np.ndarray, list[str], np.ndarray, 
 
 
 def split_columns(codes: np.ndarray, names: list[str], steps: np.ndarray, values: np.ndarray, walls: np.ndarray) -> dict[str, Chunk]:
-    """:func:`split_metrics` on columns already in numpy (see :func:`metric_columns`)."""
+    """Group the rows of a metrics table, given as numpy columns (:func:`metric_columns`), by metric name,
+    keeping row order within each. Metrics recorded together (one layout) have equal step and wall-time
+    arrays; those chunks share one array object."""
     if not len(codes):
         return {}
     order = np.argsort(_narrow(codes, len(names)), kind="stable")  # 8/16-bit keys: a radix sort

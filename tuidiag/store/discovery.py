@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tuidiag.format import EVENTS_DIR, MANIFEST_NAME, METRICS_DIR, ShardName
+from tuidiag.format import EVENTS_DIR, MANIFEST_NAME, METRICS_DIR, SHARD_SUFFIX, ShardName
 
 
 def is_run_dir(path: Path) -> bool:
@@ -71,3 +71,16 @@ def list_shards(directory: Path) -> list[tuple[ShardName, Path]]:
             shards.append((parsed, directory / name))
     shards.sort()
     return shards
+
+
+def run_dir_of(path: Path) -> Path | None:
+    """The run directory a changed file belongs to (``None`` for files that do not matter)."""
+    if path.name.startswith("."):
+        return None
+    if path.name == MANIFEST_NAME:
+        return path.parent
+    if path.suffix == SHARD_SUFFIX and path.parent.name in (METRICS_DIR, EVENTS_DIR):
+        return path.parent.parent
+    if path.name in (METRICS_DIR, EVENTS_DIR):
+        return path.parent
+    return None

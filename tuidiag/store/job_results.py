@@ -23,6 +23,8 @@ import json
 import os
 import time
 from pathlib import Path
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -34,7 +36,6 @@ from tuidiag.store.safe_write import write_text_atomic
 
 JOBS_DIR = "jobs"
 RESULT_VERSION = 1
-JOB_NAMES = ("lr_find", "nan_hunt", "overfit_batch", "sharpness")
 
 
 def result_name(job: str, now: float) -> str:
@@ -98,22 +99,54 @@ def result_step(path: Path, record: dict[str, Any], step_of: StepOf | None = Non
     return step_of(path, record) if step_of is not None else None
 
 
+@dataclass(frozen=True)
+class JobRecord:
+    """One saved job result, as data: its job, the step from which it counts (None: unknown) and the saved object."""
+
+    job: str
+    step: int | None
+    record: Mapping[str, Any]
+    """The whole saved JSON object (``result`` holds the job's own fields); shared: do not modify it."""
+
+
+def job_records(run: Any, jobs: Iterable[str] | None = None) -> tuple[JobRecord, ...]:
+    """Every readable result of ``jobs`` (default: every registered job kind) in ``RUN/jobs/`` of ``run`` (a
+    ``store.Run``), each job's oldest saved first, dated by :func:`step_from_run`: what a diagnosis is given
+    (it reads no file itself)."""
+    if jobs is None:
+        from tuidiag import job_kinds
+
+        jobs = job_kinds.names()
+    return _records(Path(run.path), jobs, step_from_run(run))
+
+
+def _records(run_dir: Path, jobs: Iterable[str], step_of: StepOf | None) -> tuple[JobRecord, ...]:
+    found = []
+    for job in jobs:
+        for path in list_results(run_dir, job):
+            record = _parsed(path)
+            if record is not None:
+                found.append(JobRecord(job, result_step(path, record, step_of), record))
+    return tuple(found)
+
+
+def newest_counting(records: Iterable[JobRecord], job: str, at: int | None = None) -> JobRecord | None:
+    """Of ``records`` (each job's oldest saved first), the newest of ``job`` that counts at step ``at``: the one
+    made last at or before ``at`` (one whose step is unknown never counts then; of two made at one step, the
+    one saved last); without ``at``, the one saved last."""
+    best: JobRecord | None = None
+    for record in (r for r in records if r.job == job):
+        if at is None or (record.step is not None and record.step <= at and (best is None or record.step >= best.step)):
+            best = record
+    return best
+
+
 def latest_result(run_dir: str | os.PathLike[str], job: str, at: int | None = None,
                   step_of: StepOf | None = None) -> dict[str, Any] | None:
-    """The newest readable result of ``job``, or None. With ``at``, the one made last at or before
-    step ``at`` (a result whose step is unknown never counts then); without, the one saved last.
+    """The newest readable result of ``job`` that counts at step ``at`` (:func:`newest_counting`), or None.
     Shared with other callers: do not modify it."""
-    best: tuple[int, dict[str, Any]] | None = None
-    for path in reversed(list_results(run_dir, job)):
-        record = _parsed(path)
-        if record is None:
-            continue
-        if at is None:
-            return record
-        step = result_step(path, record, step_of)
-        if step is not None and step <= at and (best is None or step > best[0]):
-            best = (step, record)
-    return best[1] if best is not None else None
+    found = newest_counting(_records(Path(run_dir), (job,), step_of), job, at)
+    return dict(found.record) if found is not None else None
 
 
 def _parsed(path: Path) -> dict[str, Any] | None:

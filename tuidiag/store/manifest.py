@@ -41,7 +41,8 @@ def new_manifest(name: str, config: dict[str, Any], world_size: int, flush_inter
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "uid": _uid(),
-        "command": list(sys.argv),
+        "command": recorded_command(),
+        "cwd": working_directory(),
         "config": jsonable(config),
         "versions": library_versions(),
         "world_size": world_size,
@@ -52,6 +53,29 @@ def new_manifest(name: str, config: dict[str, Any], world_size: int, flush_inter
         "last_step": None,
         "stats": {},
     }
+
+
+def recorded_command(argv: list[str] | None = None) -> list[str]:
+    """``sys.argv`` with its first entry made absolute when it names a file.
+
+    ``python train.py`` records ``/home/me/project/train.py``, so a job started later
+    from another directory still finds the training script's directory (where the
+    factory's module usually is). Other first entries (``-c``, an empty string) stay."""
+    command = [str(part) for part in (sys.argv if argv is None else argv)]
+    try:
+        if command and command[0] not in ("", "-c", "-m") and os.path.isfile(command[0]):
+            command[0] = os.path.abspath(command[0])
+    except (OSError, ValueError):  # a path the OS refuses (a NUL byte): recorded as given
+        pass
+    return command
+
+
+def working_directory() -> str | None:
+    """The absolute working directory of the recording process; None when it no longer exists."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
 
 
 def _uid() -> int | None:

@@ -14,18 +14,24 @@ plant symlinks at the names tuidiag writes. :func:`write_atomic`:
 - renames it over the final name: a symlink there is replaced, not followed.
 
 Readers ignore names starting with ``.``, so they see a whole file or none.
-:func:`append_line`, :func:`create_new` and :func:`claim_text` are the other ways to create a file.
+:func:`append_line`, :func:`create_new` and :func:`claim_text` are the other ways to create a file;
+:func:`write_directory_atomic` builds a whole directory the same way, and :func:`rename_within`
+is the one rename of an existing file. Every temporary name, of a file or a directory, is
+``.<final name>.<16 random hex digits>.partial`` (:func:`temp_names`).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+from tuidiag.format import TEMP_PREFIX
 
 TEMP_SUFFIX = ".partial"
 ATTEMPTS = 100
@@ -40,7 +46,7 @@ _DIR_FD = os.open in os.supports_dir_fd and os.rename in os.supports_dir_fd and 
 def _temp_names(directory: Path, name: str) -> Iterator[str]:
     """Candidate temporary names for a file ``name`` in ``directory``: hidden, random, ending in ``.partial``."""
     for _ in range(ATTEMPTS):
-        yield f".{name}.{secrets.token_hex(8)}{TEMP_SUFFIX}"
+        yield f"{TEMP_PREFIX}{name}.{secrets.token_hex(8)}{TEMP_SUFFIX}"
 
 
 @contextmanager
@@ -187,6 +193,60 @@ def claim_text(path: Path, text: str, *, mode: int = 0o666, root: Path | None = 
         return True
 
 
+def rename_within(directory: Path, old: str, new: str, *, root: Path | None = None) -> None:
+    """Rename the entry ``old`` of ``directory`` to ``new`` in the same directory, atomically.
+
+    A rename never follows a link at either name; with ``root``, no directory below it may be a
+    symlink (as :func:`write_atomic`). ``FileNotFoundError`` when ``old`` is gone."""
+    directory = Path(directory)
+    with open_dir(directory, root) as dir_fd:
+        if dir_fd is None:
+            os.rename(directory / old, directory / new)
+        else:
+            os.rename(old, new, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def _reserve_temp_dir(directory: Path, name: str) -> Path:
+    """Create a fresh empty temporary directory for ``name`` in ``directory`` (an entry there, a link too, is skipped)."""
+    for candidate in _temp_names(directory, name):
+        try:
+            (directory / candidate).mkdir()
+            return directory / candidate
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name for {name} in {directory} after {ATTEMPTS} tries")
+
+
+def write_directory_atomic(target: Path, fill: Callable[[Path], object]) -> Path:
+    """Build the directory ``target`` through ``fill(temporary directory)``, then rename it into place.
+
+    The directory is built under a temporary name next to ``target`` (readers skip it) and
+    renamed to ``target``, so a reader sees the whole directory or none. A directory already
+    at ``target`` is first renamed aside, onto an empty temporary directory made for it (so
+    the rename never lands on an entry someone else planted), and deleted once the new one is
+    in place (put back if it cannot be). The temporary directory is removed whatever happens."""
+    target = Path(target)
+    building = _reserve_temp_dir(target.parent, target.name)
+    try:
+        fill(building)
+        old = None
+        if target.exists():
+            old = _reserve_temp_dir(target.parent, target.name)
+            os.rename(target, old)  # over its own empty directory: a link planted there fails the rename
+        try:
+            os.rename(building, target)
+        except OSError:
+            if old is not None:  # put the old directory back rather than leave nothing at target
+                os.rename(old, target)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if building.exists():
+            shutil.rmtree(building, ignore_errors=True)
+    return target
+
+
 def _check_own_regular(fd: int, path: Path) -> None:
     """Raise ``PermissionError`` unless ``fd`` is a regular file owned by this user."""
     info = os.fstat(fd)
@@ -195,4 +255,5 @@ def _check_own_regular(fd: int, path: Path) -> None:
         raise PermissionError(f"{path} is not a regular file of this user; not writing to it")
 
 
-__all__ = ["append_line", "claim_text", "create_new", "open_dir", "write_atomic", "write_text_atomic"]
+__all__ = ["append_line", "claim_text", "create_new", "open_dir", "rename_within", "write_atomic",
+           "write_directory_atomic", "write_text_atomic"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tuidiag.format import SHARD_SUFFIX, TABLE_KIND_KEY, TEMP_PREFIX, ShardName
+from tuidiag.format import TABLE_KIND_KEY, ShardName
 from tuidiag.store.safe_write import write_atomic
 from tuidiag.store.decode import check_footer, check_regular_file, open_parquet
 from tuidiag.store.discovery import list_shards  # noqa: F401  (listed without pyarrow there; the writer imports it from here)
@@ -110,7 +110,3 @@ def _read(path: Path, schema: pa.Schema) -> pa.Table:
         check_footer(handle.metadata, size)
         return handle.read().cast(schema)
 
-
-def is_shard_file(name: str) -> bool:
-    """True for a finished shard's file name (not a temporary or foreign file)."""
-    return name.endswith(SHARD_SUFFIX) and not name.startswith(TEMP_PREFIX)

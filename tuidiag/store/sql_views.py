@@ -50,6 +50,7 @@ RUNS_COLUMNS = (
     "last_step BIGINT",
     "world_size INTEGER",
     "config JSON",
+    "hparams JSON",
     "manifest JSON",
 )
 
@@ -155,6 +156,7 @@ def _run_row(path: Path, label: str, warnings: list[str]) -> tuple[Any, ...]:
     get = manifest.get
     status = effective_status(manifest) if manifest else "unknown"
     config = get("config") if isinstance(get("config"), dict) else {}
+    hparams = get("hparams") if isinstance(get("hparams"), dict) else None
     return (
         label,
         escape_surrogates(str(get("name") or path.name)),
@@ -167,6 +169,7 @@ def _run_row(path: Path, label: str, warnings: list[str]) -> tuple[Any, ...]:
         _integer(get("last_step"), 63),
         _integer(get("world_size"), 31),
         _json(config),
+        _json(hparams) if hparams is not None else None,
         _json(manifest),
     )
 

@@ -1,4 +1,4 @@
-"""Findings as Rich text in the seeds' ranked-hypothesis format, shared by the CLI and the monitor.
+"""Findings as Rich text, ranked hypotheses (each cause with its confidence, evidence and fix), shared by the CLI and the monitor.
 
 "Most likely (80%): LR too high", the evidence lines, then "Fix: ...". All text is
 literal (``tuidiag.text.safe``): evidence quotes names that come from run files.

@@ -8,11 +8,11 @@ passes through :func:`tuidiag.text.safe.clean`. Charts are colourless unless
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import plotext as plt
 
+from tuidiag import job_kinds
 from tuidiag.text.safe import clean
 
 
@@ -85,10 +85,16 @@ def render_lr_find(result: dict[str, Any], color: bool = False) -> str:
     lines.extend(_checks(result))
     first = _fmt(result["lrs"][0]) if result["lrs"] else "-"
     lines.append(f"Sweep: {result['steps_run']} steps from {first}, stopped: {result['stopped']}")
-    for text in dict.fromkeys(result.get(key) for key in ("comparison", "run_comparison")):
-        if text:  # a live job's run LR is the optimizer's: one line, not the same one twice
-            lines.append(clean(text))
+    lines += [clean(text) for text in _lr_comparisons(result)]
     return "\n".join(lines)
+
+
+def _lr_comparisons(result: dict[str, Any]) -> list[str]:
+    """The suggestion against the run's LR at the job's step, then against the optimizer's LR when that
+    is another one (a factory's optimizer holds the initial LR, not the schedule's); each line once."""
+    run_text, optimizer_text = result.get("run_comparison"), result.get("comparison")
+    same_lr = run_text and result.get("run_lr") is not None and result.get("run_lr") == result.get("optimizer_lr")
+    return [str(text) for text in dict.fromkeys((run_text, None if same_lr else optimizer_text)) if text]
 
 
 def _checks(result: dict[str, Any]) -> list[str]:
@@ -154,9 +160,15 @@ def _culprit_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _hunt_heading(result: dict[str, Any]) -> str:
+    """``NaN hunt at step 412``; without a step (an armed window that passed, no capture) the summary says what happened."""
+    step = result.get("step")
+    return f"NaN hunt at step {step}" if isinstance(step, int) and not isinstance(step, bool) else "NaN hunt"
+
+
 def render_nan_hunt(result: dict[str, Any], color: bool = False) -> str:
     """The NaN hunt's verdict, culprit, op, source line and statistics."""
-    lines = [f"NaN hunt at step {_fmt(result.get('step'))}: {clean(result['summary'])}"] + _culprit_lines(result)
+    lines = [f"{_hunt_heading(result)}: {clean(result['summary'])}"] + _culprit_lines(result)
     for title, key in STATS_BLOCKS:
         if isinstance(result.get(key), dict):
             lines += _stats_block(title, result[key])
@@ -186,21 +198,27 @@ def render_overfit(result: dict[str, Any], color: bool = False) -> str:
     return "\n".join(lines + note)
 
 
+def _weights_line(result: dict[str, Any]) -> str:
+    """Which weights a job measured (``result["weights"]``, :mod:`tuidiag.jobs.weights`); empty for older results."""
+    weights = result.get("weights")
+    if not isinstance(weights, dict) or not isinstance(weights.get("text"), str):
+        return ""
+    hint = "; tuidiag sharpness RUN --checkpoint PATH measures trained ones" if weights.get("kind") == "factory" else ""
+    return f"\n  weights: {clean(weights['text'], 400)}{hint}"
+
+
 def render_sharpness(result: dict[str, Any], color: bool = False) -> str:
-    """Flat or sharp, with the loss increase ratio."""
+    """Flat or sharp, with the loss increase ratio and the weights measured."""
     cfg = result["config"]
     if result.get("blocked"):
-        return f"Sharpness: {result['verdict'].upper()}, {clean(result['summary'], 700)}"
+        return f"Sharpness: {result['verdict'].upper()}, {clean(result['summary'], 700)}{_weights_line(result)}"
     return (f"Sharpness: {result['verdict'].upper()} (loss increase ratio {_fmt(result['ratio'])}, "
             f"threshold {_fmt(cfg['threshold'])})\n"
             f"  base loss {_fmt(result['base_loss'])}, perturbed mean {_fmt(result['mean_perturbed_loss'])}, "
             f"max {_fmt(result['max_perturbed_loss'])} over {cfg['samples']} samples at {_fmt(cfg['epsilon'])} x ||w|| "
-            f"on {result['batches_used']} batches")
+            f"on {result['batches_used']} batches{_weights_line(result)}")
 
 
-RENDERERS: dict[str, Callable[[dict[str, Any], bool], str]] = {
-    "lr_find": render_lr_find,
-    "nan_hunt": render_nan_hunt,
-    "overfit_batch": render_overfit,
-    "sharpness": render_sharpness,
-}
+def render(job: str, result: dict[str, Any], color: bool = False) -> str:
+    """The text of ``job``'s ``result``, by the renderer its kind names (:mod:`tuidiag.job_kinds`)."""
+    return job_kinds.load(job_kinds.get(job).renderer)(result, color)

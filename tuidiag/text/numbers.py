@@ -11,3 +11,22 @@ def fmt(value: float) -> str:
     if value == 0 or 1e-3 <= abs(value) < 1e5:
         return f"{value:.3g}"
     return f"{value:.2e}"
+
+
+def duration(seconds: float) -> str:
+    """A span of time in at most two units, the larger first: ``45s``, ``12m``, ``1h05m``, ``2d03h``.
+
+    Sub-second and fractional second spans keep 3 significant digits (``0.25s``)."""
+    if not np.isfinite(seconds):
+        return str(seconds)
+    if seconds < 0:
+        return "-" + duration(-seconds)
+    if seconds < 60:
+        return f"{fmt(seconds)}s"
+    whole = int(round(seconds))
+    for big, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if whole >= size:
+            count, rest = divmod(whole, size)
+            rest //= small_size
+            return f"{count}{big}" + (f"{rest:02d}{small}" if rest else "")
+    return f"{whole}s"  # not reached: whole >= 60 here

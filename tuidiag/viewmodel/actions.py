@@ -1,4 +1,4 @@
-"""What the monitor offers to change in a live training (the seeds' Step 5), from what the diagnosis found.
+"""What the monitor offers to change in a live training, to try the diagnosis's fix without a restart.
 
 Pure functions of the findings, the current LR and the newest LR-finder result; the
 app shows the proposals, the user picks one, and it goes to the training as a

@@ -12,10 +12,11 @@ from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
 from tuidiag.format import EVENT_ACTION, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
 from tuidiag.viewmodel.actions import past_actions
+from tuidiag.viewmodel.chart_clock import Clock, clock_of
 from tuidiag.viewmodel.downsample import downsample
 from tuidiag.viewmodel.jobs_view import job_texts
 from tuidiag.viewmodel.ranks import RankLines, rank_lines
-from tuidiag.viewmodel.snapshot import Chart, LayerGrid, RunDetail, RunSummary
+from tuidiag.viewmodel.snapshot import Chart, LayerGrid, RunDetail, RunSummary, run_speed
 from tuidiag.store import Event, Run
 from tuidiag.store.job_results import step_from_run
 
@@ -33,6 +34,7 @@ class DetailData:
     steps: tuple[int, int]
     event_steps: frozenset[int]
     ranks: RankLines | None = None
+    clip_threshold: float | None = None
 
 
 def detail_data(run: Run, at: int | None, points: int, window: tuple[int, int] | None = None) -> DetailData:
@@ -47,6 +49,7 @@ def detail_data(run: Run, at: int | None, points: int, window: tuple[int, int] |
         steps=(int(steps[0]), int(steps[-1])) if len(steps) else (0, 0),
         event_steps=frozenset(e.step for e in run.events),
         ranks=rank_lines(view, points),
+        clip_threshold=float(view.clip_threshold.value) if view.clip_threshold else None,
     )
 
 
@@ -69,6 +72,7 @@ def build_detail(run: Run, summary: RunSummary, diagnosis: Diagnosis, at: int | 
         first_steps={f.code: f.first_step for f in diagnosis.findings if f.first_step is not None},
         jobs=job_texts(run.path, at, step_from_run(run)),
         ranks=data.ranks,
+        clip_threshold=data.clip_threshold,
         marks=tuple(sorted(data.event_steps | {f.first_step for f in (live or diagnosis).findings if f.first_step is not None})),
     )
 
@@ -86,7 +90,7 @@ def _line(view: RunView, name: str, points: int, label: str | None = None,
 
 
 def build_charts(view: RunView, points: int, window: tuple[int, int] | None = None) -> dict[str, Chart]:
-    """Loss (train and validation), gradient norm, LR and update ratio charts (over ``window``: a zoom)."""
+    """Loss (train and validation), gradient norm, LR and update ratio charts (over ``window``: a zoom), each with the run's clock."""
     charts: dict[str, Chart] = {}
     past = past_actions(view.events(EVENT_ACTION))
     actions = tuple(sorted({a.step for a in past if not a.failed}))[:20]  # marked on every chart
@@ -98,15 +102,23 @@ def build_charts(view: RunView, points: int, window: tuple[int, int] | None = No
     finite = loss[np.isfinite(loss) & (loss > 0)]
     charts["loss"] = Chart("loss", tuple(lines), bad, log_default=bool(len(finite) and finite.max() / finite.min() > 100), actions=actions, failed_actions=failed)
     grad = _line(view, GRAD_NORM_TOTAL, points, "grad norm", window)
-    max_norm = view.series("grad/max_norm")[1]
-    charts["grad"] = Chart("gradient norm (pre-clip)", (grad,) if grad else (), threshold=float(max_norm[-1]) if len(max_norm) else None, log_default=True, actions=actions, failed_actions=failed)
+    clip = view.clip_threshold
+    charts["grad"] = Chart("gradient norm (pre-clip)", (grad,) if grad else (), threshold=float(clip.value) if clip else None, log_default=True, actions=actions, failed_actions=failed)
     lrs = [line for name in view.run.metric_names if name.startswith("lr/") for line in [_line(view, name, points, window=window)] if line]
     charts["lr"] = Chart("learning rate", tuple(lrs[:4]), actions=actions, failed_actions=failed)
     layers = view.weight_params
     picks = [layers[i] for i in sorted({0, len(layers) // 2, len(layers) - 1})] if layers else []
     updates = [line for name in picks for line in [_line(view, UPDATE_RATIO_PREFIX + name, points, name, window)] if line]
     charts["update"] = Chart("update/weight ratio", tuple(updates), log_default=True, actions=actions, failed_actions=failed)
-    return charts
+    clock = run_clock(view, points)
+    return {name: replace(chart, clock=clock) for name, chart in charts.items()} if clock is not None else charts
+
+
+def run_clock(view: RunView, points: int) -> Clock | None:
+    """(step, seconds since the first step) of the loss rows up to the view's step, at most ``points`` of them."""
+    steps = view.loss[0]
+    walls = view.run.series(LOSS).wall_times[: len(steps)]  # the view's loss is a prefix of the run's
+    return clock_of(steps, walls, points)
 
 
 def mark_resumes(charts: dict[str, Chart], resumes: tuple[int, ...]) -> dict[str, Chart]:
@@ -157,13 +169,15 @@ def layer_grid(view: RunView, bins: int) -> LayerGrid:
 
 
 def system_figures(view: RunView) -> tuple[tuple[str, str], ...]:
-    """Steps/s, data-wait share, device memory and GPU utilisation, as labelled strings."""
+    """Steps/s (:func:`run_speed`, as the overview shows it), data-wait share, device memory and GPU
+    utilisation, as labelled strings."""
     figures = []
     _, step_time = view.series("time/step")
     _, wait = view.series("time/data_wait")
     recent_step = median(step_time[-200:])
-    if np.isfinite(recent_step) and recent_step > 0:
-        figures.append(("steps/s", fmt(1 / recent_step)))
+    speed = run_speed(view.run, view.at)
+    if speed is not None:
+        figures.append(("steps/s", fmt(speed)))
     if len(wait) and np.isfinite(recent_step) and recent_step > 0:
         figures.append(("data wait", f"{median(wait[-200:]) / recent_step:.0%}"))
     for name, label in (("sys/mem_allocated", "mem"), ("sys/mem_peak", "peak")):

@@ -18,21 +18,25 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from tuidiag.diagnosis import Diagnosis, diagnose
-from tuidiag.diagnosis.view import VAL_LOSS_NAMES, RunView
-from tuidiag.format import GRAD_NORM_TOTAL, LOSS
+from tuidiag.format import LOSS
+from tuidiag.viewmodel.compare_view import CompareView, compare_view, run_compared
 from tuidiag.viewmodel.detail import DetailData, build_detail, detail_data
-from tuidiag.viewmodel.downsample import downsample, tail_spark
+from tuidiag.viewmodel.downsample import tail_spark
 from tuidiag.viewmodel.read_pool import ReadPool, ReadTask
-from tuidiag.viewmodel.snapshot import PENDING, Chart, Health, RunDetail, RunSummary, reading_summary, summarize, summarize_tail, unreadable_summary
+from tuidiag.viewmodel.snapshot import PENDING, Health, RunDetail, RunSummary, reading_summary, summarize, summarize_tail, unreadable_summary
 from tuidiag.cli import status_cache
 from tuidiag.format import EVENTS_DIR, STATUS_RUNNING
-from tuidiag.store import Run, find_runs, open_run
+from tuidiag.sources import KIND_TUIDIAG, discover, open_source
+from tuidiag.store import Run
 from tuidiag.store.discovery import list_shards
+from tuidiag.store.job_results import job_records
 from tuidiag.store.manifest import effective_status, read_manifest
 from tuidiag.store.envelope_run import EnvelopeRun, open_envelopes
 from tuidiag.store.tail_summary import TailSummary, current_summary
@@ -75,6 +79,8 @@ class _Slot:
     """One run directory: its reader, its last summary, and why its last read failed."""
 
     path: Path
+    kind: str = KIND_TUIDIAG
+    """The kind of run it was found as (:mod:`tuidiag.sources.registry`): how it is opened."""
     run: Run | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     """Held while the run is read or its view is built: nothing else touches ``run`` then."""
@@ -119,6 +125,8 @@ class RunsModel:
         self._details: dict[Path, tuple[tuple[int, int, int | None, int], object, DetailData]] = {}
         self._resolved: dict[Path, Path] = {}
         self._sparks: dict[Path, tuple[object, tuple[float, ...]]] = {}
+        self._samples: dict[Path, tuple[int, np.ndarray]] = {}
+        """Each run's loss steps (a read-only copy) and the ``rows_read`` they were copied at."""
         self._lock = threading.Lock()
         """Guards ``_slots`` (not the runs: each slot has its own lock)."""
         self._diagnosis_pool = ReadPool(workers=1, top_up=False)
@@ -137,11 +145,11 @@ class RunsModel:
 
     def discover(self) -> list[Path]:
         """Note run directories that appeared since the last call (they are read at the next refresh)."""
-        found = find_runs(self.root)
+        found = discover(self.root)
         with self._lock:
             new = [p for p in found if p not in self._slots]
             for path in new:
-                self._slots[path] = _Slot(path)
+                self._slots[path] = _Slot(path, found[path])
             return new
 
     def knows(self, dirs: set[Path]) -> bool:
@@ -186,9 +194,9 @@ class RunsModel:
     def _shown(self, slot: _Slot, now: float) -> RunSummary:
         name = slot.summary.name if slot.summary is not None else slot.path.name
         if slot.problem is not None:
-            return unreadable_summary(str(slot.path), name, slot.problem)
+            return unreadable_summary(str(slot.path), name, slot.problem, slot.kind)
         if slot.summary is None:
-            return reading_summary(str(slot.path), name, now - slot.queued)
+            return reading_summary(str(slot.path), name, now - slot.queued, slot.kind)
         return slot.summary
 
     def _read(self, slot: _Slot, queued: float, wait: float) -> None:
@@ -217,14 +225,17 @@ class RunsModel:
     def _open(self, slot: _Slot) -> Run:
         """The slot's run read whole, opened now or refreshed (slot lock held)."""
         if slot.run is None:
-            slot.run = open_run(slot.path)
+            slot.run = open_source(slot.path, slot.kind)
         else:
             slot.run.refresh()
         return slot.run
 
     @staticmethod
     def _current_tail(slot: _Slot) -> TailSummary | None:
-        """The summary in the run's ``run.json`` if it covers the shards on disk (slot lock held)."""
+        """The summary in the run's ``run.json`` if it covers the shards on disk (slot lock held); another
+        tracker's run has none: it is read whole."""
+        if slot.kind != KIND_TUIDIAG:
+            return None
         try:
             manifest = read_manifest(slot.path)
         except (OSError, ValueError, RecursionError):  # read whole instead: the reader says what is wrong
@@ -344,14 +355,17 @@ class RunsModel:
             run = self._open(slot) if slot.tail is not None or slot.run is None else slot.run
             path = slot.path
             live = self._diagnosis(path, run)
-            diagnosis = live if at is None else diagnose(run, at=at)
+            diagnosis = live if at is None else diagnose(run, at=at, jobs=job_records(run))
             points = ROWS_POINTS  # runs read whole keep their downsampling (MinMaxLTTB) at a fixed size
             stamp = (run.rows_read, len(run.events), at, points, window)
             model = run.manifest.get("model")
             cached = self._details.get(path)
             if cached is None or cached[0] != stamp or cached[1] != model:
                 cached = self._details[path] = (stamp, model, detail_data(run, at, points, window))
-            return build_detail(run, self._summary(path, run, live), diagnosis, at, points, live, cached[2])
+            detail = build_detail(run, self._summary(path, run, live), diagnosis, at, points, live, cached[2])
+            if at is None and run.status == "running":  # live: the steps change at every flush, and only replay uses them
+                return detail
+            return replace(detail, samples=self._loss_steps(path, run))
         except Exception:  # a run whose data breaks the view: the overview still says what it can
             return None
         finally:
@@ -407,6 +421,15 @@ class RunsModel:
             spark = self._sparks[path] = (loss, tuple(tail_spark(loss.values)))
         return summarize(run, self._diagnosis(path, run) if diagnosis is None else diagnosis, self.clock(), spark[1])
 
+    def _loss_steps(self, path: Path, run: Run) -> np.ndarray:
+        """The steps of ``run``'s loss, copied once per change of its data (the UI never sees the run's arrays)."""
+        kept = self._samples.get(path)
+        if kept is None or kept[0] != run.rows_read:
+            steps = np.array(run.series(LOSS).steps, dtype=np.int64)
+            steps.flags.writeable = False
+            kept = self._samples[path] = (run.rows_read, steps)
+        return kept[1]
+
     def _resolve(self, path: Path) -> Path:
         resolved = self._resolved.get(path)
         if resolved is None:
@@ -426,7 +449,7 @@ class RunsModel:
             if now - cached.at < self._rediagnose_after(now, path):
                 return cached.diagnosis
         start = time.thread_time()
-        diagnosis = diagnose(run)
+        diagnosis = diagnose(run, jobs=job_records(run))
         self._diagnoses[path] = _Diagnosed(rows, events, diagnosis, now, time.thread_time() - start)
         return diagnosis
 
@@ -438,31 +461,18 @@ class RunsModel:
         shown = path is not None and path == self._focus[0] and now - self._focus[1] < DIAGNOSIS_MAX_AGE
         return min(DIAGNOSIS_MAX_AGE if shown else BADGE_MAX_AGE, cost / DIAGNOSIS_BUDGET)
 
-    def compare(self, keys: tuple[str, ...], points: int = 300) -> dict[str, Chart]:
-        """Loss, validation loss and gradient norm of several runs on shared charts, by step."""
+    def compare(self, keys: tuple[str, ...], points: int = 300) -> CompareView:
+        """Loss, validation loss and gradient norm of several runs on shared charts, by step, and the
+        first run (A, before) compared with each later one as ``tuidiag compare`` does."""
         with self._lock:
             slots = [slot for key in keys if (slot := self._slots.get(Path(key))) is not None]
-        views = []
+        runs = []
         for slot in slots:
-            with slot.lock:
+            with slot.lock:  # each run read whole while no refresh touches it
                 if slot.problem is None and (slot.run is not None or slot.summary is not None):
                     run = self._open(slot) if slot.tail is not None or slot.run is None else slot.run
-                    views.append((run.name, RunView(run)))
-        return {
-            "loss": Chart("train loss", _lines(views, LOSS, points), log_default=True),
-            "val": Chart("validation loss", tuple(line for n, v in views if (name := v.first_present(VAL_LOSS_NAMES))
-                                                  for line in _lines([(n, v)], name, points))),
-            "grad": Chart("gradient norm", _lines(views, GRAD_NORM_TOTAL, points), log_default=True),
-        }
-
-
-def _lines(views: list[tuple[str, RunView]], metric: str, points: int) -> tuple[tuple[str, object, object], ...]:
-    lines = []
-    for name, view in views:
-        steps, values = view.series(metric)
-        if len(steps):
-            lines.append((name, *downsample(steps, values, points)))
-    return tuple(lines)
+                    runs.append(run_compared(str(slot.path), run, self._diagnosis(slot.path, run), points))
+        return compare_view(keys, runs)
 
 
 def _cached_health(entry: dict[str, Any]) -> Health:

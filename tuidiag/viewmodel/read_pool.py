@@ -79,11 +79,6 @@ class ReadPool:
                     return all(t.done() for t in tasks)
         return True
 
-    @property
-    def threads(self) -> int:
-        """Worker threads alive now (slow ones included)."""
-        return self._threads
-
     def _top_up(self) -> None:
         """Start workers for the reads that wait, while fewer than ``workers`` are busy with reads that are
         not slow (lock held); when reads still wait, look again once the oldest running one turns slow."""

@@ -16,12 +16,15 @@ import numpy as np
 from tuidiag.diagnosis import Diagnosis
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 from tuidiag.viewmodel.downsample import tail_spark
+from tuidiag.sources import KIND_TUIDIAG, source_kind
 from tuidiag.store import Event, Run
 from tuidiag.store.manifest import effective_status
+from tuidiag.store.progress import Progress, progress
 from tuidiag.store.recorder_losses import manifest_losses, run_losses
 from tuidiag.store.tail_summary import LR_FIRST, TailSummary, steps_per_second
 
 if TYPE_CHECKING:
+    from tuidiag.viewmodel.chart_clock import Clock
     from tuidiag.viewmodel.ranks import RankLines
 
 STALLED_AFTER = 120.0
@@ -46,7 +49,6 @@ class RunSummary:
     lr: float | None
     grad_norm: float | None
     health: str
-    health_title: str
     health_severity: str
     health_confidence: float
     data_age: float | None
@@ -56,6 +58,14 @@ class RunSummary:
     problem: str = ""
     """What could not be read: the whole run's reason (status ``unreadable``), or the files
     skipped of a run read in part; empty when everything was read."""
+    source: str = KIND_TUIDIAG
+    """The kind of run (``tuidiag``, ``tensorboard``, ``wandb``, ``csv``): what wrote it."""
+    logged_to: int | None = None
+    """The highest logged step when it is beyond ``step`` (values logged at explicit later steps), else ``None``."""
+
+    def step_text(self, grouped: bool = True) -> str:
+        """The step as ``tuidiag ls`` and ``tuidiag status`` show it (:class:`~tuidiag.store.progress.Progress`)."""
+        return Progress(self.step, self.logged_to).text(grouped)
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,8 @@ class Chart:
     """Steps of live actions the steps after them did not show (undone by a scheduler, clipping that missed)."""
     resumes: tuple[int, ...] = ()
     """Steps at which a later session continued the run (another process recorded from there on)."""
+    clock: "Clock | None" = None
+    """(steps, seconds since the first step) of the run, for a wall-clock x axis; None when unknown."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,10 @@ class RunDetail:
     """(job, rendered result) of the newest result of each job in ``RUN/jobs/``."""
     ranks: "RankLines | None" = None
     """Per-rank and spread lines of the loss and gradient-norm charts (multi-rank runs only)."""
+    clip_threshold: float | None = None
+    """The gradient-clipping ``max_norm`` in force at the newest step (:attr:`RunView.clip_threshold`; None: no clipping)."""
+    samples: np.ndarray | None = None
+    """Steps with a recorded loss, ascending (a read-only copy): replay's left/right move from one to the next."""
 
 
 def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: tuple[float, ...] | None = None) -> RunSummary:
@@ -119,13 +135,15 @@ def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: t
         status = "stalled"
     if run.warnings and not run.manifest and not run.rows_read and not run.events:
         status = STATUS_UNREADABLE  # nothing of it could be read
+    reached = progress(run.manifest, run.last_step)
     return RunSummary(
-        key=str(run.path), name=run.name, status=status, step=run.last_step,
-        steps_per_s=steps_per_second(loss.steps, loss.wall_times), last_loss=loss.last,
+        key=str(run.path), name=run.name, status=status, step=reached.step, logged_to=reached.logged_to,
+        steps_per_s=run_speed(run), last_loss=loss.last,
         spark=tuple(tail_spark(loss.values)) if spark is None else spark, lr=run.series("lr/group0").last,
-        grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code, health_title=top.title,
+        grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code,
         health_severity=top.severity, health_confidence=top.confidence, data_age=age,
         warnings=tuple(run.warnings), recorder_losses=run_losses(run).text(), problem=_problem(run.warnings),
+        source=source_kind(run.manifest),
     )
 
 
@@ -154,13 +172,13 @@ def summarize_tail(path: Path, manifest: dict[str, Any], tail: TailSummary, heal
     status = effective_status(manifest, now)
     if status == "running" and age is not None and age > STALLED_AFTER:
         status = "stalled"
-    step = manifest.get("last_step")
+    reached = progress(manifest, None)
     name = manifest.get("name")
     return RunSummary(
         key=str(path), name=name if isinstance(name, str) and name else path.name, status=status,
-        step=step if isinstance(step, int) and not isinstance(step, bool) else None, steps_per_s=tail.steps_per_s,
+        step=reached.step, logged_to=reached.logged_to, steps_per_s=tail.steps_per_s,
         last_loss=loss.value if loss else None, spark=tail.spark, lr=lr.value if lr else None,
-        grad_norm=grad.value if grad else None, health=health.code, health_title=health.title,
+        grad_norm=grad.value if grad else None, health=health.code,
         health_severity=health.severity, health_confidence=health.confidence, data_age=age,
         recorder_losses=manifest_losses(manifest).text(), warnings=warnings, problem=_problem(list(warnings)),
     )
@@ -170,17 +188,32 @@ def _problem(warnings: list[str]) -> str:
     return "; ".join(warnings)
 
 
-def unreadable_summary(key: str, name: str, reason: str) -> RunSummary:
+def unreadable_summary(key: str, name: str, reason: str, source: str = KIND_TUIDIAG) -> RunSummary:
     """The overview row of a run whose read raised: its reason instead of its data."""
-    return _placeholder(key, name, STATUS_UNREADABLE, reason)
+    return _placeholder(key, name, STATUS_UNREADABLE, reason, source)
 
 
-def reading_summary(key: str, name: str, seconds: float) -> RunSummary:
+def reading_summary(key: str, name: str, seconds: float, source: str = KIND_TUIDIAG) -> RunSummary:
     """The overview row of a run whose first read is still going on after ``seconds``."""
-    return _placeholder(key, name, STATUS_READING, f"still reading after {seconds:.0f} s" if seconds >= 1 else "")
+    return _placeholder(key, name, STATUS_READING, f"still reading after {seconds:.0f} s" if seconds >= 1 else "", source)
 
 
-def _placeholder(key: str, name: str, status: str, problem: str) -> RunSummary:
+def _placeholder(key: str, name: str, status: str, problem: str, source: str) -> RunSummary:
     return RunSummary(key=key, name=name, status=status, step=None, steps_per_s=None, last_loss=None, spark=(),
-                      lr=None, grad_norm=None, health="-", health_title=problem, health_severity="info",
-                      health_confidence=0.0, data_age=None, problem=problem)
+                      lr=None, grad_norm=None, health="-", health_severity="info",
+                      health_confidence=0.0, data_age=None, problem=problem, source=source)
+
+
+def run_speed(run: Run, at: int | None = None) -> float | None:
+    """The run's steps/s as of step ``at`` (None: its end): the one figure the overview and the run view show.
+
+    Steps advanced per second of wall-clock time over the newest :data:`~tuidiag.store.tail_summary.PACE_WINDOW` seconds of the
+    loss series: the throughput, data loading, evaluation and logging pauses included (not the
+    inverse of a median step time, which leaves pauses out)."""
+    loss = run.series(LOSS)
+    steps, walls = loss.steps, loss.wall_times
+    if at is not None and len(steps) and steps[-1] > at:
+        cut = int(np.searchsorted(steps, at, side="right"))
+        steps, walls = steps[:cut], walls[:cut]
+    return steps_per_second(steps, walls)
+

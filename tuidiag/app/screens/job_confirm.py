@@ -9,17 +9,15 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from tuidiag import job_kinds
 from tuidiag.text.safe import literal
-
-
-JOB_TITLES = {"lr_find": "the LR finder", "nan_hunt": "the NaN hunt", "overfit_batch": "the overfit-one-batch test",
-              "sharpness": "the sharpness check"}
 
 
 class JobConfirmScreen(ModalScreen[bool]):
     """Shows the exact command and the factory it imports; ``y`` runs it, ``esc`` cancels."""
 
-    BINDINGS = [Binding("y", "answer(True)", "Run it"), Binding("escape,n", "answer(False)", "Cancel")]
+    BINDINGS = [Binding("y", "answer(True)", "Run it", tooltip="start the job (x in the run view cancels it)"),
+                Binding("escape,n", "answer(False)", "Cancel", tooltip="back, nothing runs")]
     DEFAULT_CSS = """
     JobConfirmScreen { align: center middle; }
     JobConfirmScreen > Vertical { width: 90; max-width: 100%; height: auto; border: thick $warning; background: $surface; padding: 0 1; }
@@ -31,12 +29,14 @@ class JobConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         text = Text()
-        text.append(f"Run {JOB_TITLES.get(self.job, self.job)}?\n\n", style="bold")
+        kind = job_kinds.find(self.job)
+        text.append(f"Run {kind.title if kind is not None else self.job}?\n\n", style="bold")
         if self.live is not None:
             text.append("It runs inside ")
             text.append_text(literal(self.live, "bold yellow", 200))
             text.append(" at its next step, on the training's device and recent batches; no code is imported.\n"
-                        "Model, optimizer and RNG are restored, so training goes on as before.\n\nCommand:\n  ")
+                        "Model, optimizer and RNG are restored, so training goes on as before.\n\n"
+                        "The monitor sends the request itself, as this command would:\n  ")
         else:
             text.append("It imports and runs the factory named by the run directory:\n  ")
             text.append_text(literal(self.factory, "bold yellow", 200))

@@ -13,11 +13,14 @@ from tuidiag.viewmodel.actions import PastAction, Proposal
 from tuidiag.text.safe import literal
 
 
+PROPOSALS = Binding.Group("apply the proposal with that number")
+
+
 class LiveActionScreen(ModalScreen[Proposal | None]):
     """Lists the proposals; a digit applies one (the confirmation), ``esc`` cancels."""
 
-    BINDINGS = [Binding("escape,n", "choose(0)", "Cancel")] + [
-        Binding(str(i), f"choose({i})", f"Apply {i}", show=False) for i in range(1, 6)
+    BINDINGS = [Binding("escape,n", "choose(0)", "Cancel", tooltip="back, nothing changes")] + [
+        Binding(str(i), f"choose({i})", f"Apply {i}", show=False, group=PROPOSALS) for i in range(1, 6)
     ]
     DEFAULT_CSS = """
     LiveActionScreen { align: center middle; }

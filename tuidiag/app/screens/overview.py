@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -15,29 +14,37 @@ from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Input, Static
 
+from tuidiag.diagnosis.codes import badge
 from tuidiag.text.numbers import fmt
+from tuidiag.viewmodel.overview_rows import SORT_NAMES, count_text, header, run_label, shorten_label, visible
+from tuidiag.sources import KIND_TUIDIAG
 from tuidiag.viewmodel.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSummary
 from tuidiag.text.safe import clean, literal
 
 STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "bold red", "stalled": "yellow", "unknown": "dim",
+                "interrupted": "yellow",
                 STATUS_UNREADABLE: "bold red", STATUS_READING: "dim"}
 PROBLEM_WIDTH = 70
 """Characters of a run's read problem shown in its status cell (the whole text is in the notice on Enter)."""
 HEALTH_STYLE = {"critical": "bold red", "warning": "yellow", "info": "green"}
-SORTS = ("name", "status", "step", "loss", "health")
 COLUMNS = ("", "run", "status", "health", "step", "loss", "trend", "steps/s", "lr", "grad")
+"""Headers; ``step`` is the last recorded step (the same number as the run view's "step N" and ``tuidiag ls``)."""
+RUN_WIDTH = 28
+"""Characters of a run's label shown (:func:`shorten_label`)."""
+SOURCE_COLUMN = "source"
+"""Shown after ``run`` when the root holds runs of other trackers (a root of tuidiag runs only does without it)."""
 
 
 class OverviewScreen(Screen):
     """All runs under the root; Enter opens one, Space selects several to compare."""
 
     BINDINGS = [
-        Binding("enter", "open", "Open"),
-        Binding("space", "toggle_select", "Select"),
-        Binding("c", "compare", "Compare"),
-        Binding("slash", "filter", "Filter"),
-        Binding("s", "cycle_sort", "Sort"),
-        Binding("escape", "clear_filter", "Clear", show=False),
+        Binding("enter", "open", "Open", tooltip="the run view of the run under the cursor"),
+        Binding("space", "toggle_select", "Select", tooltip="mark the run for compare"),
+        Binding("c", "compare", "Compare", tooltip="overlay the marked runs (else the first four)"),
+        Binding("slash", "filter", "Filter", tooltip="by name or status; enter applies it"),
+        Binding("s", "cycle_sort", "Sort", tooltip="cycle: name, status, step, loss, health"),
+        Binding("escape", "clear_filter", "Clear", show=False, tooltip="clear the filter"),
     ]
 
     @dataclass
@@ -48,31 +55,38 @@ class OverviewScreen(Screen):
 
     @dataclass
     class CompareChosen(Message):
-        """Overlay the runs ``keys``."""
+        """Compare the runs ``keys`` (the first is A, before), called ``names`` until they are read."""
 
         keys: tuple[str, ...]
+        names: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         super().__init__()
         self.summaries: list[RunSummary] = []
-        self.selected: set[str] = set()
+        self.selected: dict[str, None] = {}
+        """The runs marked with Space, in the order they were marked (the first is A in a comparison)."""
         self.filter_text = ""
         self.sort = "name"
+        self._headers: tuple[str, ...] = ()
         self._root = ""
         self._shown: list[tuple[str, list[object]]] = []
         """(key, cell signatures) of the rows on screen, to update only the cells that changed."""
+        self._shown_cells: list[tuple[str, list[object]]] = []
+        """(key, cells) of the rows on screen, to tell when a column's width changes."""
+        self._mixed = False
+        """True while the source column is shown (some run is not tuidiag's own)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="overview-title")
-        yield Input(placeholder="filter runs by name or status (Enter to apply, Esc to clear)", id="filter")
+        yield Input(placeholder="filter runs by name, status or source (Enter to apply, Esc to clear)", id="filter")
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
         yield Static(id="overview-hint")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
         table = self.query_one("#runs", DataTable)
-        table.add_columns(*COLUMNS)
+        self._set_headers(table)
         table.focus()
         if self.summaries:  # a refresh that arrived before the screen was mounted
             self.show(self.summaries, self._root)
@@ -83,62 +97,80 @@ class OverviewScreen(Screen):
         Before the screen's widgets exist the summaries are kept and drawn by ``on_mount``."""
         self.summaries, self._root = summaries, root
         try:
-            heading = self.query_one("#overview-title", Static)
+            self.query_one("#overview-title", Static)
         except NoMatches:  # not composed yet, or being torn down: on_mount draws what was kept
             return
-        live = sum(s.status == "running" for s in summaries)
-        title = Text(f" tuidiag  {len(summaries)} runs, {live} live  under ", style="bold")
-        title.append_text(literal(root, "bold"))
-        heading.update(title)
         self._fill()
+
+    def _title(self, shown: int) -> Text:
+        """Runs shown (``2 of 5 runs`` while filtered), live ones, and the root."""
+        live = sum(s.status == "running" for s in self.summaries)
+        title = Text(f" tuidiag  {count_text(shown, len(self.summaries), bool(self.filter_text))}, {live} live", style="bold")
+        title.append("  under ", style="bold")
+        title.append_text(literal(self._root, "bold"))
+        return title
+
+    def _set_headers(self, table: DataTable) -> None:
+        """The column headers, the sorted column with its arrow (the rows are added again after)."""
+        columns = COLUMNS[:2] + (SOURCE_COLUMN,) + COLUMNS[2:] if self._mixed else COLUMNS
+        headers = tuple(header(column, self.sort) for column in columns)
+        if headers != self._headers:
+            table.clear(columns=True)
+            table.add_columns(*headers)
+            self._headers, self._shown = headers, []
 
     def _fill(self) -> None:
         table = self.query_one("#runs", DataTable)
+        keep = self._current_key()
+        self._mixed = any(s.source != KIND_TUIDIAG for s in self.summaries)
+        self._set_headers(table)
         visible = self._visible()
+        self.query_one("#overview-title", Static).update(self._title(len(visible)))
         rows = [(s.key, self._cells(s)) for s in visible]
-        if [key for key, _ in rows] == [k for k, _ in self._shown]:
-            self._update_changed(table, rows)  # same runs in the same order: touch only what changed
-        else:
-            keep = self._current_key()
+        if [key for key, _ in rows] == [k for k, _ in self._shown] and self._same_widths(rows):
+            self._update_changed(table, rows)  # same runs, order and widths: touch only what changed
+        else:  # rebuilt with widths measured afresh: a column fits what it shows now, not its widest past text
             table.clear()
+            for column in table.columns.values():
+                column.content_width = column.label.cell_len  # as add_column starts it
             for key, cells in rows:
                 table.add_row(*cells, key=key)
             if keep is not None and keep in table.rows:
                 table.move_cursor(row=table.get_row_index(keep))
         self._shown = [(key, [_signature(c) for c in cells]) for key, cells in rows]
-        hint = "no runs yet: a run is a directory with run.json or metrics/" if not self.summaries else ""
+        self._shown_cells = rows
+        hint = ("no runs yet: a run is a directory with run.json or metrics/, "
+                "a TensorBoard log, a W&B run (run-*.wandb) or a CSV log") if not self.summaries else ""
         self.query_one("#overview-hint", Static).update(hint)
+
+    def _same_widths(self, rows: list[tuple[str, list[object]]]) -> bool:
+        """Whether every column's widest cell is as wide as in the rows shown now."""
+        def widths(table_rows: list[list[object]]) -> list[int]:
+            return [max((_width(row[c]) for row in table_rows), default=0) for c in range(len(table_rows[0]))] if table_rows else []
+        return widths([cells for _, cells in rows]) == widths([cells for _, cells in self._shown_cells])
 
     def _update_changed(self, table: DataTable, rows: list[tuple[str, list[object]]]) -> None:
         for row, ((_, cells), (_, before)) in enumerate(zip(rows, self._shown)):
             for column, (cell, old) in enumerate(zip(cells, before)):
                 if _signature(cell) != old:
-                    table.update_cell_at(Coordinate(row, column), cell)
+                    table.update_cell_at(Coordinate(row, column), cell, update_width=True)  # a longer text widens it
 
     def _visible(self) -> list[RunSummary]:
-        needle = self.filter_text.lower()
-        rows = [s for s in self.summaries if needle in s.name.lower() or needle in s.status]
-        keys = {
-            "name": lambda s: s.name.lower(),
-            "status": lambda s: s.status,
-            "step": lambda s: -(s.step or 0),
-            "loss": lambda s: s.last_loss if s.last_loss is not None and math.isfinite(s.last_loss) else math.inf,
-            "health": lambda s: ({"critical": 0, "warning": 1}.get(s.health_severity, 2), -s.health_confidence),
-        }
-        return sorted(rows, key=keys[self.sort])
+        return visible(self.summaries, self._root, self.filter_text, self.sort)
 
     def _cells(self, s: RunSummary) -> list[object]:
         mark = Text("*" if s.key in self.selected else " ", style="bold magenta")
         status = s.status + (f" {_age(s.data_age)}" if s.data_age is not None else "")
         spark = SparklineRenderable(list(s.spark), width=12) if len(s.spark) > 1 else Text("")
-        health = f"{s.health} {s.health_confidence:.0%}" if s.health != "healthy" else "healthy"
+        health = f"{badge(s.health)} {s.health_confidence:.0%}" if s.health != "healthy" else "healthy"
         status_cell = _status_cell(s, status)
         if s.recorder_losses:
             status_cell.append_text(literal(f", {s.recorder_losses}", "yellow"))
+        source = [literal(s.source, "dim" if s.source == KIND_TUIDIAG else "cyan")] if self._mixed else []
         return [
-            mark, literal(s.name, "bold", 28), status_cell,
+            mark, literal(shorten_label(clean(run_label(s, self._root), 1000), clean(s.name, 1000), RUN_WIDTH), "bold"), *source, status_cell,
             literal(health, HEALTH_STYLE.get(s.health_severity, ""), 30),
-            literal("-" if s.step is None else f"{s.step:,}"), literal(_num(s.last_loss)), spark,
+            literal(s.step_text()), literal(_num(s.last_loss)), spark,
             literal(_num(s.steps_per_s)), literal(_num(s.lr)), literal(_num(s.grad_norm)),
         ]
 
@@ -169,13 +201,15 @@ class OverviewScreen(Screen):
     def action_toggle_select(self) -> None:
         key = self._current_key()
         if key is not None:
-            self.selected ^= {key}
+            if self.selected.pop(key, False) is False:
+                self.selected[key] = None
             self._fill()
 
     def action_compare(self) -> None:
-        keys = tuple(sorted(self.selected)) or tuple(s.key for s in self._visible()[:4])
+        keys = tuple(self.selected) or tuple(s.key for s in self._visible()[:4])
         if len(keys) >= 2:
-            self.post_message(self.CompareChosen(keys))
+            labels = {s.key: run_label(s, self._root) for s in self.summaries}
+            self.post_message(self.CompareChosen(keys, tuple(labels.get(k, k) for k in keys)))
         else:
             self.notify("select two or more runs with Space, then press c", severity="warning")
 
@@ -198,8 +232,7 @@ class OverviewScreen(Screen):
         self._fill()
 
     def action_cycle_sort(self) -> None:
-        self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
-        self.notify(f"sorted by {self.sort}")
+        self.sort = SORT_NAMES[(SORT_NAMES.index(self.sort) + 1) % len(SORT_NAMES)]  # the header's arrow shows it
         self._fill()
 
 
@@ -226,6 +259,13 @@ def _age(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds / size:.0f}{unit}"
     return f"{seconds:.0f}s"
+
+
+def _width(cell: object) -> int:
+    """Cells a table cell needs: a text's length, a sparkline's set width."""
+    if isinstance(cell, Text):
+        return cell.cell_len
+    return int(getattr(cell, "width", 0) or 0)
 
 
 def _signature(cell: object) -> object:

@@ -13,49 +13,64 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
+from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, tab_bindings, tab_title
+from tuidiag.app.screens.event_detail import EventDetailScreen
+from tuidiag import job_kinds
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
+from tuidiag.app.widgets.job_bar import JobBar
 from tuidiag.app.widgets.layers import LayerHeatmap
+from tuidiag.viewmodel.job_progress import JobView
+from tuidiag.viewmodel.chart_cursor import move_cursor
+from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
 from tuidiag.viewmodel.jobs_view import jobs_text
+from tuidiag.viewmodel.replay_cursor import next_sample
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
 from tuidiag.text.safe import literal
 
-CHART_TABS = (("loss", "Loss", "1"), ("grad", "Grad norm", "2"), ("lr", "LR", "3"), ("update", "Update ratio", "4"))
 SPEEDS = (1, 2, 5, 10, 25, 100)
+SMOOTHED_TABS = ("loss", "grad", "update")
+"""Charts the smoothing key smooths (not the LR: smoothing a schedule only makes it lag)."""
+DEFAULT_SMOOTHING = STRENGTHS[2]
+"""0.9: a chart is 100-200 columns, not TensorBoard's 1000 points, so its default 0.6 would barely
+show; 0.9 spreads over about one percent of the run, a column or two, and noisy losses read as a line."""
 NARROW = 110
+CANCEL_KEY = "x"
+"""Cancels the running job (the progress bar names it)."""
 
 
 class RunScreen(Screen):
     """One run, live or replayed; ``show(detail)`` redraws it."""
 
     BINDINGS = [
-        Binding("escape", "back", "Back"),
-        Binding("g", "toggle_log", "Log y"),
-        *[Binding(key, f"tab('{tab}')", label, show=False) for tab, label, key in CHART_TABS],
-        Binding("5", "tab('layers')", "Layers", show=False),
-        Binding("6", "tab('events-tab')", "Events", show=False),
-        Binding("f", "next_finding", "Finding"),
-        Binding("space", "play", "Play/pause", show=False),
-        Binding("left", "step(-1)", "Back", show=False, priority=True),
-        Binding("right", "step(1)", "Fwd", show=False, priority=True),
-        Binding("plus,equals_sign", "speed(1)", "Faster", show=False),
-        Binding("minus", "speed(-1)", "Slower", show=False),
-        Binding("right_square_bracket", "jump(1)", "Next event"),
-        Binding("left_square_bracket", "jump(-1)", "Prev event", show=False),
-        Binding("home", "goto('start')", "Start", show=False),
-        Binding("end", "goto('end')", "End/live", show=False),
-        Binding("7", "tab('jobs-tab')", "Jobs", show=False),
-        Binding("l", "job('lr_find')", "LR finder"),
-        Binding("n", "job('nan_hunt')", "NaN hunt"),
-        Binding("o", "job('overfit_batch')", "Overfit", show=False),
-        Binding("s", "job('sharpness')", "Sharpness", show=False),
-        Binding("x", "app.cancel_job", "Cancel job", show=False),
-        Binding("a", "live_action", "Apply fix", show=False),
-        Binding("k", "rank_mode", "Ranks", show=False),
-        Binding("z", "zoom", "Zoom", show=False),
-        Binding("Z", "zoom_reset", "Unzoom", show=False),
+        Binding("escape", "back", "Back", tooltip="to the overview; from the full diagnosis, to the charts"),
+        Binding("d", "toggle_diagnosis", "Diagnosis", tooltip="the whole diagnosis, full height and scrollable; d again returns"),
+        Binding("g", "toggle_log", "Log y", tooltip="log or linear y axis of the chart"),
+        *tab_bindings(),
+        Binding("f", "next_finding", "Finding", tooltip="mark the next finding's first step"),
+        Binding("space", "play", "Play/pause", show=False, tooltip="replay: play or pause"),
+        Binding("left", "step(-1)", "Step back", show=False, priority=True, tooltip="replay: move the cursor back"),
+        Binding("right", "step(1)", "Step forward", show=False, priority=True, tooltip="replay: move the cursor forward"),
+        Binding("plus,equals_sign", "speed(1)", "Faster", show=False, tooltip="replay: play faster"),
+        Binding("minus", "speed(-1)", "Slower", show=False, tooltip="replay: play slower"),
+        Binding("right_square_bracket", "jump(1)", "Event", tooltip="mark the next event or finding"),
+        Binding("left_square_bracket", "jump(-1)", "Previous event", show=False, tooltip="mark the previous event or finding"),
+        Binding("home", "goto('start')", "Start", show=False, tooltip="replay: the first step"),
+        Binding("end", "goto('end')", "End/live", show=False, tooltip="replay: the last step; live: drop the mark"),
+        *[Binding(kind.key, f"job('{kind.name}')", kind.label, show=False, tooltip=kind.help) for kind in job_kinds.kinds()],
+        Binding(CANCEL_KEY, "app.cancel_job", "Cancel job", show=False, tooltip="stop the running job or the armed NaN hunt"),
+        Binding("a", "live_action", "Apply fix", show=False, tooltip="change the live training: scale the LR, clip, checkpoint"),
+        Binding("k", "rank_mode", "Ranks", show=False, tooltip="multi-rank runs: all ranks, their spread, one rank"),
+        Binding("e", "smoothing", "Smooth", show=False, tooltip="smooth the charts (EMA): off, 0.6, 0.9, 0.99; the raw series stays faint"),
+        Binding("t", "time_axis", "Step/time", show=False, tooltip="x axis: step, or wall-clock time since the first step"),
+        Binding("comma", "cursor(-1)", "Cursor left", show=False, key_display=",", tooltip="move the chart cursor one column left; the readout shows each series there"),
+        Binding("full_stop", "cursor(1)", "Cursor right", show=False, key_display=".", tooltip="move the chart cursor one column right"),
+        Binding("less_than_sign", "cursor(-1, True)", "Cursor far left", show=False, key_display="<", tooltip="move the chart cursor ten columns left"),
+        Binding("greater_than_sign", "cursor(1, True)", "Cursor far right", show=False, key_display=">", tooltip="move the chart cursor ten columns right"),
+        Binding("z", "zoom", "Zoom", show=False, tooltip="zoom: then left/right keep the left/right half of the steps shown"),
+        Binding("Z", "zoom_reset", "Unzoom", show=False, tooltip="show every step again"),
     ]
 
     @dataclass
@@ -100,25 +115,44 @@ class RunScreen(Screen):
         self.window: tuple[int, int] | None = None
         """The steps the charts show (None: all); ``z`` then left/right narrows it, ``Z`` resets it."""
         self.zooming = False
+        self.job: JobView | None = None
+        """The progress of the job the monitor runs on this run (None: none)."""
+        for kind in job_kinds.kinds():  # a job kind registered after this class was defined gets its key too
+            if kind.key not in self._bindings.key_to_bindings:
+                self._bindings.bind(kind.key, f"job('{kind.name}')", kind.label, show=kind.shown)
+        self.smoothing = DEFAULT_SMOOTHING
+        """EMA weight of the smoothed charts (0: raw)."""
+        self.time_axis = False
+        """Whether the charts' x axis is the wall-clock time since the first step instead of the step."""
+        self.cursor: int | None = None
+        """The chart cursor's step (None: hidden); every chart marks it and reads out its series there."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
         yield Static(id="system-strip")
         with Horizontal(id="run-main"):
             with TabbedContent(id="charts", initial="loss"):
-                for tab, label, key in CHART_TABS:
-                    with TabPane(f"{label} [{key}]", id=tab):
-                        yield MetricChart(id=f"chart-{tab}")
-                with TabPane("Layers [5]", id="layers"):
-                    yield LayerHeatmap(id="layer-grid")
-                with TabPane("Events [6]", id="events-tab"):
-                    yield EventsPanel(id="events")
-                with TabPane("Jobs [7]", id="jobs-tab"):
-                    with ScrollableContainer(id="jobs-scroll"):  # charts keep their width: scroll, never wrap
-                        yield Static(id="jobs-text")
+                for tab in RUN_TABS:
+                    with TabPane(tab_title(tab), id=tab.id):
+                        yield from self._pane(tab.id)
             yield DiagnosisPanel(id="diagnosis")
+        yield JobBar(CANCEL_KEY, id="job-bar")
         yield Static(id="cursor-bar")
-        yield Footer()
+        yield Footer(compact=True)
+
+    def _pane(self, tab_id: str) -> ComposeResult:
+        """What the pane of tab ``tab_id`` holds."""
+        if tab_id in {tab.id for tab in CHART_TABS}:
+            yield MetricChart(id=f"chart-{tab_id}")
+        elif tab_id == "layers":
+            yield LayerHeatmap(id="layer-grid")
+        elif tab_id == "events-tab":
+            yield EventsPanel(id="events")
+        elif tab_id == "jobs-tab":
+            with ScrollableContainer(id="jobs-scroll"):  # sentences wrap to the pane; charts are drawn as they are
+                yield Static(id="jobs-text")
+        else:
+            raise ValueError(f"no pane for the run view's tab {tab_id!r} (tuidiag.app.run_tabs)")
 
     def on_mount(self) -> None:
         self.query_one("#cursor-bar", Static).display = self.replay
@@ -127,6 +161,7 @@ class RunScreen(Screen):
             self.set_interval(0.25, self._tick)
         if self.detail is not None:  # a refresh that came before the widgets did
             self.show(self.detail)
+        self.show_job(self.job)
 
     def on_resize(self) -> None:
         self._apply_width(self.size.width)
@@ -144,7 +179,7 @@ class RunScreen(Screen):
             return
         self._title(detail)
         self._show_charts(detail)
-        self.query_one("#layer-grid", LayerHeatmap).show(detail.layers)
+        self.query_one("#layer-grid", LayerHeatmap).show(detail.layers, detail.summary.source)
         self.query_one("#diagnosis", DiagnosisPanel).show(detail.diagnosis, detail.at, detail.first_steps, detail.summary.status)
         self.query_one("#events", EventsPanel).show(detail.events)
         if detail.jobs != getattr(self, "_jobs_shown", None):
@@ -153,12 +188,51 @@ class RunScreen(Screen):
         self.query_one("#system-strip", Static).update(_system(detail))
         self._cursor_bar()
 
+    def show_job(self, view: JobView | None) -> None:
+        """Show the progress of this run's job (None: no job); kept for ``on_mount``."""
+        self.job = view
+        try:
+            self.query_one("#job-bar", JobBar).show(view)
+        except NoMatches:  # not composed yet: on_mount shows it
+            return
+
     def _show_charts(self, detail: RunDetail) -> None:
         modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
         mode = modes[self.rank_mode % len(modes)]
-        for tab, _, _ in CHART_TABS:
-            chart = chart_for_mode(detail.charts[tab], detail.ranks, tab, mode)
-            self.query_one(f"#chart-{tab}", MetricChart).show(chart, self._marker())
+        for tab in CHART_TABS:
+            chart = chart_for_mode(detail.charts[tab.id], detail.ranks, tab.id, mode)
+            self.query_one(f"#chart-{tab.id}", MetricChart).show(chart, self._marker())
+        self._chart_views()
+
+    def _chart_views(self) -> None:
+        """Every chart with the current smoothing, x axis and cursor."""
+        for tab in CHART_TABS:
+            self.query_one(f"#chart-{tab.id}", MetricChart).view(
+                smoothing=self.smoothing if tab.id in SMOOTHED_TABS else 0.0, time_axis=self.time_axis, cursor=self.cursor)
+
+    def action_smoothing(self) -> None:
+        """Cycle the EMA smoothing of the loss, grad-norm and update charts: off, 0.6, 0.9, 0.99."""
+        self.smoothing = next_strength(self.smoothing)
+        self._chart_views()
+
+    def action_time_axis(self) -> None:
+        """Switch the charts' x axis between the step and the wall-clock time since the first step."""
+        if self.detail is not None and not self.time_axis and all(c.clock is None for c in self.detail.charts.values()):
+            self.notify("no wall times recorded: the x axis stays the step")
+            return
+        self.time_axis = not self.time_axis
+        self._chart_views()
+
+    def action_cursor(self, direction: int, big: bool = False) -> None:
+        """Show the chart cursor (at the newest step), or move it one chart column (ten when ``big``)."""
+        if self.detail is None:
+            return
+        first, last = self.detail.steps
+        active = self.query_one("#charts", TabbedContent).active
+        widget = self.query_one(f"#chart-{active}", MetricChart) if active in {tab.id for tab in CHART_TABS} else None
+        columns = max(10, (widget.size.width if widget is not None else self.size.width) - 8)
+        self.cursor = move_cursor(self.cursor, first, last, columns, direction, big)
+        self._chart_views()
 
     def action_rank_mode(self) -> None:
         """Cycle the loss and grad-norm charts of a multi-rank run: default, all ranks, spread, each rank."""
@@ -175,7 +249,7 @@ class RunScreen(Screen):
         s = detail.summary
         title = Text(" ")
         title.append_text(literal(s.name, "bold", 60))
-        title.append(f" | {s.status} | step {s.step if s.step is not None else '-'}", style="bold")
+        title.append(f" | {s.status} | step {s.step_text(grouped=False)}", style="bold")
         if s.recorder_losses:
             title.append_text(literal(f" | {s.recorder_losses}", "bold yellow"))
         if self.replay:
@@ -212,6 +286,13 @@ class RunScreen(Screen):
             self._move(min(at, last))
 
     def action_back(self) -> None:
+        if self.has_class("diagnosis-full"):
+            self.action_toggle_diagnosis()
+            return
+        if self.cursor is not None:  # esc first hides the chart cursor, then leaves
+            self.cursor = None
+            self._chart_views()
+            return
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
         else:
@@ -219,11 +300,29 @@ class RunScreen(Screen):
 
     def action_toggle_log(self) -> None:
         active = self.query_one("#charts", TabbedContent).active
-        if active in dict((t, 0) for t, _, _ in CHART_TABS):
+        if active in {tab.id for tab in CHART_TABS}:
             self.query_one(f"#chart-{active}", MetricChart).toggle_log()
 
+    def action_toggle_diagnosis(self) -> None:
+        """The diagnosis full height and scrollable, with every evidence line, in place of the charts; again: back."""
+        full = not self.has_class("diagnosis-full")
+        self.set_class(full, "diagnosis-full")
+        panel = self.query_one("#diagnosis", DiagnosisPanel)
+        panel.set_full(full)
+        if full:
+            self._focus_before = self.focused
+            self.set_focus(panel)  # at once: the arrow and page keys typed next scroll it
+        else:
+            before = getattr(self, "_focus_before", None)
+            self.set_focus(before if before is not None and before.is_attached else None)
+
     def action_tab(self, tab: str) -> None:
+        if self.has_class("diagnosis-full"):
+            self.action_toggle_diagnosis()
         self.query_one("#charts", TabbedContent).active = tab
+        target = next((widget for widget in self.query_one(f"#{tab}", TabPane).query("*") if widget.can_focus), None)
+        if target is not None:  # the events table, the jobs text: their keys work at once
+            self.set_focus(target)
 
     def action_play(self) -> None:
         if not self.replay:
@@ -268,13 +367,13 @@ class RunScreen(Screen):
         self.post_message(self.ZoomChanged(self.key, self.window))
 
     def action_step(self, direction: int) -> None:
+        """Replay: move to the next (or previous) step with a recorded loss, whatever the play speed."""
         if self.zooming:
             self._narrow(direction)
             return
         if self.detail is None or not self.replay:
             return
-        first, last = self.detail.steps
-        self._move((self.at if self.at is not None else last) + direction * max(1, (last - first) // 100))
+        self._move(next_sample(self.detail.samples, self.at if self.at is not None else self.detail.steps[1], direction))
 
     def action_speed(self, change: int) -> None:
         self.speed_index = max(0, min(len(SPEEDS) - 1, self.speed_index + change))
@@ -320,8 +419,9 @@ class RunScreen(Screen):
     def action_live_action(self) -> None:
         self.post_message(self.ActionRequested(self.key))
 
-    def on_events_panel_step_chosen(self, message: EventsPanel.StepChosen) -> None:
-        self._jump_to(message.step)
+    def on_events_panel_event_chosen(self, message: EventsPanel.EventChosen) -> None:
+        self._jump_to(message.event.step)
+        self.app.push_screen(EventDetailScreen(message.event))
 
 
 def _system(detail: RunDetail) -> Text:

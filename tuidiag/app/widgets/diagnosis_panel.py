@@ -13,21 +13,34 @@ from tuidiag.text.safe import clean, literal
 
 SKIPPED_SHOWN = 5
 """Files or rules the diagnosis skipped that the panel names (the count is always shown)."""
+PANEL_EVIDENCE = 4
+"""Evidence lines of each finding the panel shows beside the charts (the full view, ``d``, shows all)."""
 
 
 class DiagnosisPanel(VerticalScroll):
-    """Scrollable text of the current diagnosis."""
+    """Scrollable text of the current diagnosis; ``full`` shows every evidence line (the full-height view, ``d``)."""
 
     DEFAULT_CSS = """
     DiagnosisPanel { border: round $secondary; border-title-color: $text; }
     DiagnosisPanel > Static { width: 1fr; }
     """
+    full = False
+    """Whether every evidence line is shown (the full-height view)."""
 
     def compose(self):  # noqa: D102 - Textual API
         yield Static(Text("waiting for data..."), id="diagnosis-text")
 
     def on_mount(self) -> None:
         self.border_title = "Diagnosis"
+
+    def set_full(self, full: bool) -> None:
+        """Show every evidence line (the full-height view) or the first few (beside the charts)."""
+        self.full = full
+        self.border_subtitle = "d or esc: back to the charts" if full else ""
+        if getattr(self, "_shown", None) is not None:
+            diagnosis, at, status = self._shown
+            self._shown = None
+            self.show(diagnosis, at, None, status)
 
     @guarded("the diagnosis")
     def show(self, diagnosis: Diagnosis, at: int | None = None, first_steps: dict[str, int] | None = None,
@@ -37,7 +50,7 @@ class DiagnosisPanel(VerticalScroll):
             return
         self._shown = (diagnosis, at, status)
         self.border_title = panel_title(diagnosis.step, at, status)
-        self.query_one("#diagnosis-text", Static).update(render_diagnosis(diagnosis))
+        self.query_one("#diagnosis-text", Static).update(render_diagnosis(diagnosis, None if self.full else PANEL_EVIDENCE))
 
     def show_error(self, text: Text) -> None:
         """Show why the diagnosis could not be drawn (the next ``show`` tries again)."""
@@ -54,15 +67,18 @@ def panel_title(step: int | None, at: int | None, status: str) -> str:
     return f"Diagnosis ({clean(status, 20)} run, step {step})"
 
 
-def render_diagnosis(diagnosis: Diagnosis) -> Text:
-    """All findings, then notes, as literal text."""
+def render_diagnosis(diagnosis: Diagnosis, max_evidence: int | None = PANEL_EVIDENCE) -> Text:
+    """All findings (each with its first ``max_evidence`` evidence lines; None: all), then notes, as literal text."""
     out = Text()
     for i, finding in enumerate(diagnosis.findings):
-        out.append_text(finding_text(finding, rank_label(i), max_evidence=4))
+        out.append_text(finding_text(finding, rank_label(i), max_evidence=max_evidence))
         out.append("\n")
-    for note in diagnosis.notes[:3]:
+    whole = max_evidence is None  # the full diagnosis (d): every note whole, with its fix
+    for note in diagnosis.notes if whole else diagnosis.notes[:3]:
         out.append("Note: ", style="dim bold")
-        out.append_text(literal(f"{note.title}: {'; '.join(note.evidence[:1])}", "dim", max_len=300))
+        shown = note.evidence if whole else note.evidence[:1]
+        text = f"{note.title}: {'; '.join(shown)}" + (f". Fix: {note.fix}" if whole and note.fix else "")
+        out.append_text(literal(text, "dim", max_len=4000 if whole else 300))
         out.append("\n")
     if diagnosis.skipped:
         out.append(f"Skipped ({len(diagnosis.skipped)}):\n", style="yellow bold")

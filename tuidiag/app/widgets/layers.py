@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tuidiag.app.widgets.guard import guarded
+from tuidiag.sources import KIND_TUIDIAG
 from tuidiag.viewmodel.snapshot import LayerGrid
 from tuidiag.text.safe import clean
 
@@ -32,21 +33,21 @@ def cell_style(log_norm: float) -> tuple[str, str]:
 class LayerHeatmap(Static):
     """Rows are weight layers in model order, columns are step ranges."""
 
-    _drawn: tuple[LayerGrid, int] | None = None
+    _drawn: tuple[LayerGrid, int, str] | None = None
 
     @guarded("the layer heatmap")
-    def show(self, grid: LayerGrid) -> None:
-        """Render ``grid`` to fit the widget's width (nothing to do when neither changed)."""
+    def show(self, grid: LayerGrid, source: str = KIND_TUIDIAG) -> None:
+        """Render ``grid`` to fit the widget's width (nothing to do when neither changed); ``source``: the run's kind."""
         width = max(10, self.size.width - 2)
-        if self._drawn is not None and self._drawn[0] is grid and self._drawn[1] == width:
+        if self._drawn is not None and self._drawn[0] is grid and self._drawn[1:] == (width, source):
             return
-        self._drawn = (grid, width)
-        self.update(render_grid(grid, width))
+        self._drawn = (grid, width, source)
+        self.update(render_grid(grid, width, source))
 
     def on_resize(self) -> None:
         """Fit the grid to the new width."""
         if self._drawn is not None:
-            self.show(self._drawn[0])
+            self.show(self._drawn[0], self._drawn[2])
 
     def show_error(self, text: Text) -> None:
         """Show why the grid could not be drawn (the next ``show`` tries again)."""
@@ -54,9 +55,12 @@ class LayerHeatmap(Static):
         self.update(text)
 
 
-def render_grid(grid: LayerGrid, width: int) -> Text:
+def render_grid(grid: LayerGrid, width: int, source: str = KIND_TUIDIAG) -> Text:
     """The heatmap as literal text (layer names come from run files)."""
     out = Text()
+    if not grid.layers and source != KIND_TUIDIAG:
+        return Text(f"the per-layer view needs tuidiag's recorder: this run is a {clean(source, 20)} log, which holds no "
+                    "per-layer gradient norms (record with tuidiag.Recorder and rec.watch(model))")
     if not grid.layers:
         return Text("no per-layer gradient norms recorded (rec.watch(model) records them)")
     label_width = min(18, max(len(n) for n in grid.layers) + 1)

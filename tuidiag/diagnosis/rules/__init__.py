@@ -1,7 +1,7 @@
 """The diagnosis rules: small pure functions ``rule(view) -> Finding | None``, one code each."""
 
 from tuidiag.diagnosis.rules import (
-    activations, data, generalization, gradients, loss, lr, ranks, recording, review, silent_bugs, system,
+    activations, coverage, data, generalization, gradients, loss, lr, ranks, recording, review, silent_bugs, system,
 )
 
 RULES = [
@@ -16,6 +16,7 @@ RULES = [
     *ranks.RULES,
     *review.RULES,
     *recording.RULES,
+    *coverage.RULES,
 ]
 
 __all__ = ["RULES"]

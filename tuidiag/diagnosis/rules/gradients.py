@@ -7,6 +7,7 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Fact, Level, Measure, measure, quoted
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import CLIP_LOOSER, CLIP_TIGHTER, INIT_SMALLER, LR_DOWN, fix_text
+from tuidiag.diagnosis.rules.nothing_trains import nothing_trains
 from tuidiag.diagnosis.rules.measures import HUGE_GRAD, after_quiet, listing, lr_change, recent, start_level, start_measure, tail
 from tuidiag.diagnosis.stats import median
 from tuidiag.text.numbers import fmt
@@ -260,7 +261,9 @@ def _zero_grads(view: RunView) -> tuple[list[str], list[Measure], int | None]:
 
 
 def dead_layer(view: RunView) -> Finding | None:
-    """A parameter gets no gradient at all (None or exactly zero)."""
+    """A parameter gets no gradient at all (None or exactly zero), or nothing trains (:mod:`.nothing_trains`)."""
+    if (whole := nothing_trains(view)) is not None:
+        return whole
     none, missing, event_step, first_none = _none_grads(view)
     zero, zero_measures, first_zero = _zero_grads(view)
     if none is None and (not zero or _relus_all_dead(view)):
@@ -298,10 +301,10 @@ def over_clipping(view: RunView) -> Finding | None:
     evidence: list[str] = [Evidence(text, Level(share, above=0.8), Level(count), refs=(0.8,))]
     g_steps, g = view.grad_total
     norm = measure(GRAD_NORM_TOTAL, *tail(g_steps, g, 0.3, 50), "median") if len(g) else None
-    limit = _max_norm(view)
+    limit = view.clip_threshold
     if norm is not None and limit is not None and np.isfinite(norm.value):
-        value = limit.value if isinstance(limit, Measure) else float(limit.value)
-        source = f"median over {limit.where}" if isinstance(limit, Measure) else "from the run's settings"
+        value = float(limit.value)
+        source = f"recorded at {limit.where}" if isinstance(limit, Measure) else "from the run's settings"
         evidence.append(Evidence(f"median pre-clip norm {fmt(norm.value)} over {norm.where} vs max_norm {fmt(value)} ({source}): "
                                  f"{fmt(norm.value / value)}x", Level(norm), Compare(norm, limit)))
     known = norm is not None and np.isfinite(norm.value)
@@ -318,18 +321,6 @@ def _clipping_since(view: RunView) -> int:
     steps, clipped = steps[ok], clipped[ok]
     suffix = np.cumsum(clipped[::-1])[::-1] / np.arange(len(clipped), 0, -1)
     return int(steps[np.argmax(suffix > 0.8)])
-
-
-def _max_norm(view: RunView) -> Measure | Fact | None:
-    """The clipping limit: the manifest's ``max_grad_norm``, else the median recorded ``grad/max_norm`` (``None``: unknown)."""
-    declared = view.manifest.get("max_grad_norm")
-    if isinstance(declared, (int, float)) and not isinstance(declared, bool) and declared > 0:
-        return Fact("manifest", "max_grad_norm", float(declared))
-    steps, values = view.series("grad/max_norm")
-    if not len(values):
-        return None
-    limit = measure("grad/max_norm", steps, values, "median")
-    return limit if limit.value > 0 else None
 
 
 RULES = [exploding_gradients, vanishing_gradients, dead_layer, over_clipping]

@@ -42,7 +42,7 @@ def _nonfinite_evidence(view: RunView, steps: np.ndarray, values: np.ndarray, i:
     for event in view.events("nonfinite")[:1]:
         if event.data.get("params"):
             names = tuple(str(n) for n in event.data["params"][:5])
-            evidence.append(Evidence(f"first non-finite gradients (step {event.step}) in {', '.join(quoted(n) for n in names)}",
+            evidence.append(Evidence(f"first non-finite gradient norms (step {event.step}) in {', '.join(quoted(n) for n in names)}",
                                      Fact("event", "nonfinite", (event.step, names))))
     return evidence
 

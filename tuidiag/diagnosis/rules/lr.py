@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tuidiag.diagnosis.evidence import (
-    Change, Evidence, Level, Measure, Occurrences, at_step, change_words, direction, measure, signed_percent, stat_of,
+    Change, Evidence, Level, Measure, Occurrences, at_step, change_words, direction, measure, quoted, signed_percent, stat_of,
 )
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, LR_UP, MIN_LR_UP, WARMUP_UP, fix_text
@@ -14,13 +14,14 @@ from tuidiag.diagnosis.rules.measures import (
     update_ratio,
 )
 from tuidiag.diagnosis.rules.overshoot import (
-    FAR_OVERSHOOT, RATIO_HIGH, RATIO_OVERSHOOT, RISE, RISE_MIN, died_after, far_overshoot, first_updates_rise, ratio_onset, rise_words, sustained_rise,
+    FAR_OVERSHOOT, RATIO_HIGH, RATIO_OVERSHOOT, RISE, RISE_MIN, WEIGHT_BLOWUP, died_after, far_overshoot, first_updates_rise,
+    ratio_onset, rise_words, sustained_rise, weight_blowup,
 )
 from tuidiag.diagnosis.rules.precursors import before_nonfinite, first_nonfinite
 from tuidiag.diagnosis.stats import block_medians, median, thin
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
-from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
+from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX, WEIGHT_NORM_PREFIX
 
 NO_PROGRESS = 0.25
 """A loss less than this share below its start has made no real progress."""
@@ -165,6 +166,20 @@ def _first_updates_points(view: RunView) -> Part:
     return 0.6, Evidence(text, rise), (after.first, after.first)
 
 
+def _weight_blowup_points(view: RunView) -> Part:
+    """A weight matrix's norm jumped 10x or more between two samples: the updates threw the weights."""
+    found = weight_blowup(view)
+    if found is None:
+        return 0.0, None, None
+    jump, earliest = found
+    before, after = jump.before, jump.after
+    name = quoted(str(before.metric)[len(WEIGHT_NORM_PREFIX):])
+    text = (f"the weight norm of {name} grew {fmt(after.value / before.value)}x, from {fmt(before.value)} at step "
+            f"{before.first} to {fmt(after.value)} at step {after.first} ({fmt(WEIGHT_BLOWUP)}x or more between two samples): "
+            "the updates throw the weights")
+    return 0.6, Evidence(text, jump, refs=(WEIGHT_BLOWUP,)), (after.first, earliest)
+
+
 def _rising_points(view: RunView) -> Part:
     """The loss rose from its best level and stayed up over the last stretch."""
     steps, values = finite_only(*after_quiet(view, *view.loss))
@@ -221,16 +236,16 @@ def lr_too_high(view: RunView) -> Finding | None:
     """Loss oscillates, rises or diverges because steps overshoot.
 
     Each signature adds points (the update/weight ratio, recent or far above the line earlier; a
-    divergence; the loss up over the first steps, or above its start; a rise from its best;
-    clipping on most steps), and
+    divergence; the loss up over the first steps, or above its start; a rise from its best; a
+    weight matrix thrown 10x between two samples; clipping on most steps), and
     ReLU units that died after the first of them add more: the dead units are a consequence
     of the overshooting steps. ``first_step`` is the first step at which any signature held;
     ``onset_from``, for ordering it before its symptoms, comes from its own signatures (the
     updates and the loss), not from the divergence or clipping that restate its symptoms'.
     """
     parts = [_ratio_points(view), _divergence_points(view), _first_updates_points(view), _above_start_points(view),
-             _rising_points(view), _clip_points(view)]
-    own = [parts[0], *parts[2:5]]  # the divergence and clipping parts restate exploding_gradients, nonfinite_loss, over_clipping
+             _rising_points(view), _weight_blowup_points(view), _clip_points(view)]
+    own = [parts[0], *parts[2:6]]  # the divergence and clipping parts restate exploding_gradients, nonfinite_loss, over_clipping
     first, earliest = _onset_of(parts)
     if (mine := _onset_of(own)) != (None, None):
         earliest = mine[1]  # a cause precedes its symptoms by its own signature, not by the symptom it restates

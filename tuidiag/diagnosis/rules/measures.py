@@ -110,11 +110,6 @@ def drop_of(change: Change | None) -> float:
     return (change.before.value - change.after.value) / abs(change.before.value)
 
 
-def loss_drop(values: np.ndarray) -> float:
-    """Relative drop of the loss from the first to the last tenth (robust medians); 0 when flat."""
-    return drop_of(first_vs_last("", np.arange(len(values)), values))
-
-
 def start_level(values: np.ndarray, n: int = 5) -> float:
     """Median of the first ``n`` finite values (NaN when there are none)."""
     good = values[np.isfinite(values)]

@@ -8,6 +8,9 @@ look over the whole run after the quiet first steps:
 - a far overshoot: a sample whose update/weight ratio is above 3e-2 (30x healthy);
 - a sustained rise: a block of steps whose median loss is well above its start, or a loss
   that rose over the quiet first steps instead of falling;
+- a weight blow-up: a weight matrix whose norm grew 10x or more from one sample to the
+  next, at any step (the first updates of a far too high LR are in the quiet steps, and
+  the units they kill stop every later signature);
 - ReLU units that were alive and died after the overshooting began: a consequence
   that points back at the LR rather than at the units themselves.
 """
@@ -19,9 +22,10 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Change, Evidence, Level, Measure, at_step, measure, quoted, stat_of
 from tuidiag.diagnosis.rules.activations import DEAD_LIMIT
 from tuidiag.diagnosis.rules.measures import after_quiet, finite_only
+from tuidiag.diagnosis.stats import column_medians, grouped_median
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
-from tuidiag.format import ACT_DEAD_PREFIX, LOSS, UPDATE_RATIO_PREFIX
+from tuidiag.format import ACT_DEAD_PREFIX, LOSS, UPDATE_RATIO_PREFIX, WEIGHT_NORM_PREFIX
 
 DIED_BY = 0.25
 """A layer died when its dead share rose at least this much (25 points) to over the limit, not when it hovered around it."""
@@ -32,19 +36,25 @@ FAR_OVERSHOOT = 3e-2
 their quiet steps, so a sample just above 1e-2 there proves little, one above this does."""
 RISE, RISE_MIN = 1.5, 0.1
 """A loss block this many times its start (and this much above it) rose: the updates made it worse."""
+WEIGHT_BLOWUP = 10.0
+"""A weight matrix's norm this many times its previous sample's: the updates threw the weights. Over the labelled
+suite's healthy runs (and its faults other than the LR) weight norms grew at most 6x over their first three samples."""
 
 
 def _ratio_samples(view: RunView) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
     """(metrics, sampled steps after the quiet ones, the median update/weight ratio over the weight matrices at each)."""
     names = tuple(UPDATE_RATIO_PREFIX + n for n in (view.weight_params or view.param_order))
-    per_step: dict[int, list[float]] = {}
+    kept = []
     for name in names:
         steps, values = view.series(name)
-        keep = ~view.quiet_mask(steps)
-        for step, value in zip(steps[keep].tolist(), values[keep].tolist()):
-            per_step.setdefault(step, []).append(value)
-    steps = np.array(sorted(per_step), dtype=np.int64)
-    return names, steps, np.array([stat_of(np.array(per_step[s]), "median") for s in steps.tolist()])
+        judged = ~view.quiet_mask(steps)
+        kept.append((steps[judged], values[judged]))
+    if not kept:
+        return names, np.empty(0, np.int64), np.empty(0)
+    if all(np.array_equal(s, kept[0][0]) for s, _ in kept):  # sampled together, as the recorder does: a median per column
+        return names, kept[0][0].astype(np.int64), column_medians(np.stack([v for _, v in kept]))
+    steps, medians = grouped_median(np.concatenate([s for s, _ in kept]).astype(np.int64), np.concatenate([v for _, v in kept]))
+    return names, steps, medians
 
 
 def ratio_onset(view: RunView, threshold: float) -> tuple[int, int] | None:
@@ -71,6 +81,23 @@ def far_overshoot(view: RunView) -> Measure | None:
     step = int(steps[over[0]])
     values = np.concatenate([v[s == step] for s, v in (view.series(n) for n in names)])
     return Measure(names, step, step, "median", stat_of(values, "median"))
+
+
+def weight_blowup(view: RunView) -> tuple[Change, int] | None:
+    """The first sample at which a weight matrix's norm was 10x or more its previous sample's, with the earliest
+    step the jump may have begun (the step after that previous sample)."""
+    found: tuple[Change, int] | None = None
+    for name in view.weight_params:
+        metric = WEIGHT_NORM_PREFIX + name
+        steps, values = finite_only(*view.series(metric))
+        if len(values) < 2:
+            continue
+        before, after = values[:-1], values[1:]
+        jumps = np.flatnonzero((before > 0) & (after >= WEIGHT_BLOWUP * before))
+        if len(jumps) and (found is None or steps[jumps[0] + 1] < found[0].after.first):
+            i = int(jumps[0])
+            found = Change(at_step(metric, steps, values, i), at_step(metric, steps, values, i + 1), "up"), int(steps[i]) + 1
+    return found
 
 
 def sustained_rise(view: RunView, start: Measure) -> tuple[Change, int] | None:

@@ -1,4 +1,8 @@
-"""Architecture and setup review (the seeds' Phase 2): informational notes, never alarms."""
+"""Architecture and setup review: informational notes for the root-cause analysis, never alarms.
+
+Model capacity against the data seen, depth without normalization layers, a training
+loss that falls while the validation accuracy stalls.
+"""
 
 from __future__ import annotations
 

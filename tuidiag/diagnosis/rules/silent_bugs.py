@@ -26,7 +26,6 @@ from tuidiag.format import (
     LOSS_FN_PROB_ROWS, LOSS_FN_UNIT_SHARE, TARGET_MAJORITY_CLASS,
 )
 from tuidiag.store import Event
-from tuidiag.store.job_results import latest_result
 
 MIN_SAMPLES = 3
 """A probe's series is judged from this many sampled steps."""
@@ -249,13 +248,17 @@ def _classes(view: RunView) -> tuple[int, Evidence] | None:
 
 
 def _overfit_passed(view: RunView) -> bool | None:
-    """The newest overfit-one-batch result of the run: passed, failed, or ``None`` when there is none."""
-    try:
-        record = latest_result(view.run.path, "overfit_batch")
-    except (OSError, AttributeError):
-        return None
-    result = (record or {}).get("result")
-    return bool(result.get("passed")) if isinstance(result, dict) and "passed" in result else None
+    """The newest overfit-one-batch result that counts at the view's step: passed, failed, or ``None`` when there is none."""
+    result = view.job_result("overfit_batch")
+    return bool(result.get("passed")) if result is not None and "passed" in result else None
+
+
+def _warming_up(view: RunView, first: int) -> bool:
+    """The LR rose over the steps judged: a warmup still under way, so the model has not yet trained at its LR
+    and a loss at the chance level says nothing about the labels."""
+    steps, lr = finite_only(*view.series("lr/group0"))
+    judged = lr[steps >= first]
+    return len(judged) >= 2 and judged[-1] > judged[0]
 
 
 def labels_misaligned(view: RunView) -> Finding | None:
@@ -267,7 +270,7 @@ def labels_misaligned(view: RunView) -> Finding | None:
     if c < 2:
         return None
     steps, loss = finite_only(*after_quiet(view, *view.loss))
-    if len(loss) < 30:
+    if len(loss) < 30 or _warming_up(view, int(steps[0])):
         return None
     chance = math.log(c)
     recent_steps, recent_loss = tail(steps, loss, 0.5, 20)

@@ -1,0 +1,65 @@
+"""The monitor's UI thread reads no file: every read happens in a worker.
+
+An audit hook records each file the process opens or lists from the thread that runs
+the app's event loop, while Pilot drives the monitor through its paths: start-up with
+the file watcher, the overview, opening a run, a job confirmation (the
+run's manifest is read) and the live-action offer.
+Python loading a module lazily is the only file access allowed there.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.app_helpers import DEMO_RUNS, fixed_clock, wait_for
+from tuidiag.app.app import TuidiagApp
+from tuidiag.app.screens.job_confirm import JobConfirmScreen
+from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.store.manifest import read_manifest, write_manifest
+
+FILE_EVENTS = ("open", "os.listdir", "os.scandir", "glob.glob", "os.rename", "os.remove", "os.mkdir")
+_ui_thread: set[int] = set()
+_seen: list[tuple[str, str]] = []
+
+
+def _audit(event: str, args: Any) -> None:
+    if threading.get_ident() in _ui_thread and event in FILE_EVENTS:
+        target = str(args[0]) if args else ""
+        if not target.endswith((".py", ".pyc", ".so")):  # a module imported on first use
+            _seen.append((event, target))
+
+
+sys.addaudithook(_audit)  # cannot be removed: it records only while a test marks its thread
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A demo run that names a factory, so a job on it asks for confirmation."""
+    for name in ("lr-too-low",):
+        shutil.copytree(DEMO_RUNS / name, tmp_path / name)
+        write_manifest(tmp_path / name, {**read_manifest(tmp_path / name), "factory": "train:build"})
+    return tmp_path
+
+
+async def test_the_ui_thread_reads_no_file(root: Path) -> None:
+    app = TuidiagApp(root, clock=fixed_clock)
+    _seen.clear()
+    _ui_thread.add(threading.get_ident())  # the test and the app's event loop share this thread
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            assert await wait_for(pilot, lambda: len(app.summaries) == 1 and app.watching)  # the watcher started
+            await pilot.press("enter")
+            assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+            await pilot.press("l")  # a job on the run that names a factory
+            assert await wait_for(pilot, lambda: isinstance(app.screen, JobConfirmScreen))
+            await pilot.press("escape", "a")  # declined; then what can be changed live (a worker says: not live)
+            assert await wait_for(pilot, lambda: any("live" in str(n.message) for n in app._notifications))
+    finally:
+        _ui_thread.discard(threading.get_ident())
+    assert _seen == [], f"the UI thread touched files: {_seen[:5]}"

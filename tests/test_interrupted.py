@@ -1,0 +1,99 @@
+"""A training stopped by Ctrl-C (SIGINT) or SIGTERM reads as ``interrupted``, not ``failed`` or ``crashed``.
+
+Real training processes (``tests/interrupt_training.py``: forked from one driver, without
+torch, so they start fast) are stopped by a real signal, all at once. For every way a
+training can be written (a ``with`` block, a recorder closed at exit, ``except
+KeyboardInterrupt``, the training's own SIGTERM handler before or after the recorder's),
+the process ends as it would without tuidiag (same exit status), its run says
+``interrupted`` in ``tuidiag ls``, ``tuidiag status`` and the monitor, and every step it
+recorded is on disk. A forked worker that is terminated ends alone and leaves the run as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT
+from tests.interrupt_training import OWN_EXIT, READY_AT
+from tuidiag.cli.main import main
+from tuidiag.store import open_run
+from tuidiag.viewmodel.model import RunsModel
+
+CASES = {  # name (signal_case) -> the exit status the training ends with, as it would without tuidiag
+    "SIGTERM_with": -signal.SIGTERM,
+    "SIGTERM_plain": -signal.SIGTERM,
+    "SIGTERM_own-before": OWN_EXIT,
+    "SIGTERM_own-after": OWN_EXIT,
+    "SIGINT_with": -signal.SIGINT,  # Python ends by SIGINT after an uncaught KeyboardInterrupt
+    "SIGINT_plain": -signal.SIGINT,
+    "SIGINT_caught": 0,
+}
+WORKER = "SIGTERM_worker"
+
+
+def _trainings(python: str, root: Path) -> tuple[dict[str, int], list[str]]:
+    """Start every training, signal each once it is ready; (exit status by name, the worker run's report)."""
+    driver = subprocess.Popen([python, "-m", "tests.interrupt_training", str(root), *CASES, WORKER], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    names, codes, report = {}, {}, []
+    try:
+        for line in driver.stdout:
+            word, *rest = line.split()
+            if word == "started":
+                names[int(rest[1])] = rest[0]
+            elif word == "ready":  # a training, or the worker (a pid the driver did not start)
+                pid = int(rest[0])
+                os.kill(pid, getattr(signal, names[pid].split("_")[0]) if pid in names else signal.SIGTERM)
+            elif word == "exit":
+                codes[rest[0]] = int(rest[1])
+            elif word == "worker":
+                report = rest
+        driver.wait(60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 0, driver.stderr.read()
+    return codes, report
+
+
+def test_a_signalled_training_reads_as_interrupted_everywhere(tmp_path: Path, python: str, capsys) -> None:
+    root = tmp_path / "runs"
+    codes, worker = _trainings(python, root)
+    assert codes == {**CASES, WORKER: 0}
+    assert worker == [str(-signal.SIGTERM), "running"]  # the worker died by SIGTERM; the run was left running
+
+    for name in CASES:
+        run = open_run(root / name)
+        steps = run.series("train/loss").steps
+        last = json.loads((run.path / "run.json").read_text())["last_step"]
+        assert run.status == "interrupted" and not run.warnings, name
+        assert len(steps) >= READY_AT and np.array_equal(steps, np.arange(last + 1)), name  # every step, no gap
+    assert open_run(root / WORKER).status == "finished"
+
+    capsys.readouterr()
+    assert main(["ls", str(root)]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert {row[0]: row[1] for row in rows} == {**dict.fromkeys(CASES, "interrupted"), WORKER: "finished"}
+    assert main(["status", str(root / "SIGTERM_plain")]) == 0
+    assert "interrupted" in capsys.readouterr().out
+    model = RunsModel(root)  # what tuidiag watch lists
+    model.discover()
+    assert sorted(s.status for s in model.refresh()) == ["finished"] + ["interrupted"] * len(CASES)
+
+
+@pytest.mark.parametrize("exc_type, sigterm, status", [
+    (None, False, "finished"), (ValueError, False, "failed"), (KeyboardInterrupt, False, "interrupted"),
+    (SystemExit, False, "failed"), (None, True, "interrupted"), (ValueError, True, "interrupted"),
+])
+def test_end_status_names_each_ending(monkeypatch, exc_type, sigterm, status) -> None:
+    from tuidiag.recorder import process
+
+    monkeypatch.setitem(process._state, "sigterm", sigterm)
+    assert process.end_status(exc_type) == status

@@ -1,0 +1,141 @@
+"""Two misses found on the grown suite, fixed in the reasoning, each on real CPU trainings and on generated runs.
+
+- **A far too high LR whose first updates killed the units.** SGD at LR 5 on a ReLU MLP for
+  1000 steps: the first updates throw the weights (a norm 40,000x in 25 steps), every ReLU
+  dies within the quiet first steps, and every later signature of the LR goes quiet. It read
+  as ``dead_relu``. A weight matrix whose norm grows 10x or more between two samples is now an
+  overshoot signature of ``lr_too_high`` at any step, so the LR ranks first with the dead
+  units under it. Generated runs: any jump factor at any step, above and below the line.
+- **Nothing trains.** Every parameter frozen (a loop that calls ``backward`` only when the loss
+  requires a gradient), or an optimizer built over another copy of the model: no gradient is
+  watched, or every update is exactly 0, and it read as a frozen validation metric or a
+  too-low LR (whose fix, "raise the LR", cannot help). It is now a critical ``dead_layer``
+  ("Nothing trains") read from the model summary and the update ratios, explaining those.
+  Near-miss: a backbone frozen on purpose under a trainable head is not flagged.
+- **A warmup read as misaligned labels.** A healthy run judged while its LR still warms up
+  has its loss at the chance level; ``labels_misaligned`` fired there. It now waits until
+  the LR stops rising over the steps it judges.
+
+Every evidence line is checked against the run (``tests/evidence_checker.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parent.parent
+for path in (ROOT, Path(__file__).resolve().parent):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+torch = pytest.importorskip("torch")
+
+from benchmarks.suite import train  # noqa: E402
+from benchmarks.suite.train import Spec, record as record_spec  # noqa: E402
+from evidence_checker import check_diagnosis  # noqa: E402
+from rootcause_runs import Training, record  # noqa: E402
+from synthetic_runs import LAYERS, healthy_series, write_run  # noqa: E402
+from tuidiag.store import open_run  # noqa: E402
+from tuidiag.diagnosis import diagnose  # noqa: E402
+from tuidiag.diagnosis.rules.nothing_trains import TITLE  # noqa: E402
+from tuidiag.diagnosis.rules.overshoot import WEIGHT_BLOWUP  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_sgd_lr5_relu_mlp_names_the_lr_not_the_dead_units(tmp_path: Path) -> None:
+    run = record(Training("lr_high", "mlp", "sgd", 5.0, momentum=0.0, steps=1000), tmp_path / "sgd5")
+    diagnosis = diagnose(open_run(run))
+    check_diagnosis(run, diagnosis)
+    codes = [f.code for f in diagnosis.findings]
+    assert codes[0] == "lr_too_high", codes
+    assert "dead_relu" not in codes or "dead_relu" in diagnosis.top.related, codes
+    assert any("the updates throw the weights" in line for line in diagnosis.top.evidence), diagnosis.top.evidence
+
+
+def _with_weights(factor: float, at: int, dead_from: int | None) -> dict:
+    """A healthy run whose first weight matrix's norm is multiplied by ``factor`` from step ``at`` (sampled every 25 steps),
+    and whose ReLU layer is all dead from ``dead_from``."""
+    series = healthy_series(600)
+    every25 = np.arange(0, 600, 25)
+    for i, name in enumerate(LAYERS):
+        norm = np.full(len(every25), 5.0 + i) * (1 + 0.01 * np.arange(len(every25)))
+        if i == 0:
+            norm = np.where(every25 >= at, norm * factor, norm)
+        series[f"weight_norm/{name}"] = (every25, norm)
+    if dead_from is not None:
+        steps, dead = series["act/dead_frac/relu"]
+        series["act/dead_frac/relu"] = (steps, np.where(steps >= dead_from, 1.0, dead))
+    return series
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(factor=st.floats(1.5, 1e5), jump=st.integers(1, 15))
+@example(factor=WEIGHT_BLOWUP, jump=1).via("the line itself")
+@example(factor=WEIGHT_BLOWUP * 0.99, jump=8).via("just below it")
+def test_a_weight_blowup_before_the_units_died_points_at_the_lr(tmp_path_factory: pytest.TempPathFactory, factor: float,
+                                                                 jump: int) -> None:
+    at = 25 * jump
+    run = write_run(tmp_path_factory.mktemp("blowup") / "run", _with_weights(factor, at, at + 25))
+    diagnosis = diagnose(open_run(run))
+    check_diagnosis(run, diagnosis)
+    codes = [f.code for f in diagnosis.findings]
+    if factor >= WEIGHT_BLOWUP:
+        assert codes[0] == "lr_too_high" and "dead_relu" in diagnosis.top.related, codes
+        assert diagnosis.top.first_step == at
+    else:
+        assert "lr_too_high" not in codes, codes
+
+
+def _spec(name: str, **kw) -> Spec:
+    return Spec(name, "dead_layer", "tune", ("dead_layer",), (), steps=80, val_every=10, **kw)
+
+
+@pytest.mark.parametrize("arch", ["mlp", "cnn", "rnn"])
+@pytest.mark.parametrize("fault", ["frozen", "orphan_optimizer"])
+def test_nothing_trains_is_named(tmp_path: Path, arch: str, fault: str) -> None:
+    run = record_spec(_spec(f"{fault}-{arch}", arch=arch, fault={fault: True}), tmp_path / "run")
+    diagnosis = diagnose(open_run(run))
+    check_diagnosis(run, diagnosis)
+    top = diagnosis.top
+    assert (top.code, top.title, top.severity) == ("dead_layer", TITLE, "critical"), [(f.code, f.title) for f in diagnosis.findings]
+    assert ("requires_grad" in top.fix) == (fault == "frozen"), top.fix
+    for symptom in ("frozen_val_metric", "lr_too_low"):
+        assert symptom not in [f.code for f in diagnosis.findings] or symptom in top.related
+
+
+def test_a_backbone_frozen_on_purpose_is_not_nothing_trains(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = train.build_parts
+
+    def head_only(spec: Spec) -> train.Parts:
+        parts = original(spec)
+        for name, param in parts.model.named_parameters():
+            param.requires_grad_(name.startswith("head"))
+        return parts
+
+    monkeypatch.setattr(train, "build_parts", head_only)
+    run = record_spec(_spec("finetune-head", lr=3e-3), tmp_path / "run")
+    diagnosis = diagnose(open_run(run))
+    check_diagnosis(run, diagnosis)
+    assert all(f.title != TITLE for f in diagnosis.findings), [(f.code, f.title) for f in diagnosis.findings]
+
+
+@pytest.mark.parametrize("at", [60, 120])
+def test_a_loss_at_chance_during_warmup_is_not_misaligned_labels(tmp_path: Path, at: int) -> None:
+    spec = Spec("warmup", "healthy", "tune", ("healthy",), (), lr=1e-3, steps=at + 1, schedule="warmup_slow", val_every=20)
+    run = record_spec(spec, tmp_path / "run")
+    diagnosis = diagnose(open_run(run), at=at)
+    check_diagnosis(run, diagnosis, at)
+    assert "labels_misaligned" not in [f.code for f in diagnosis.findings], [(f.code, f.title) for f in diagnosis.findings]

@@ -1,0 +1,70 @@
+"""The overview table's rows: which runs a filter keeps, their order, how each run is labelled.
+
+Pure functions over :class:`~tuidiag.viewmodel.snapshot.RunSummary`; the screen only draws them.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import PurePath
+from typing import Any, Callable
+
+from tuidiag.viewmodel.snapshot import RunSummary
+
+SORTS: dict[str, tuple[str, str, Callable[[RunSummary, str], Any]]] = {
+    "name": ("run", "▲", lambda s, root: run_label(s, root).lower()),
+    "status": ("status", "▲", lambda s, root: s.status),
+    "step": ("step", "▼", lambda s, root: -(s.step or 0)),
+    "loss": ("loss", "▲", lambda s, root: s.last_loss if s.last_loss is not None and math.isfinite(s.last_loss) else math.inf),
+    "health": ("health", "▼", lambda s, root: ({"critical": 0, "warning": 1}.get(s.health_severity, 2), -s.health_confidence)),
+}
+"""Sort name -> (the column it sorts by, its arrow: ▲ lowest or A first, ▼ highest or worst first, the key)."""
+SORT_NAMES = tuple(SORTS)
+
+
+def run_label(summary: RunSummary, root: str) -> str:
+    """The run's place under ``root``: its parent directories relative to the root, then its name.
+
+    ``a/seed0`` and ``b/seed0`` stay apart; a run directly under the root (or the root itself)
+    is its name alone, and a name that already ends with the run's path (``tuidiag import``
+    names runs so) is not repeated."""
+    try:
+        relative = PurePath(summary.key).relative_to(root)
+    except ValueError:  # not under the root (a symlinked run resolved elsewhere): its name
+        return summary.name
+    parents, named = relative.parent, PurePath(summary.name).parts
+    if str(parents) in ("", "."):
+        return summary.name
+    if named and relative.parts[-len(named):] == named:
+        return relative.as_posix()
+    return f"{parents.as_posix()}/{summary.name}"
+
+
+def visible(summaries: list[RunSummary], root: str, needle: str, sort: str) -> list[RunSummary]:
+    """The runs whose label or status contains ``needle`` (any case), or whose source kind it names, ordered by ``sort``."""
+    needle = needle.lower()
+    key = SORTS[sort][2]
+    rows = [s for s in summaries if needle in run_label(s, root).lower() or needle in s.status or needle == s.source]
+    return sorted(rows, key=lambda s: key(s, root))
+
+
+def header(column: str, sort: str) -> str:
+    """A column's header, with the sort arrow when the table is sorted by it."""
+    by, arrow, _ = SORTS[sort]
+    return f"{column} {arrow}" if column == by else column
+
+
+def count_text(shown: int, total: int, filtering: bool) -> str:
+    """``5 runs``, or ``2 of 5 runs`` while a filter is active."""
+    plural = "run" if total == 1 else "runs"
+    return f"{shown} of {total} {plural}" if filtering else f"{total} {plural}"
+
+
+def shorten_label(label: str, name: str, width: int) -> str:
+    """``label`` in ``width`` characters: its parents cut from the left (``…ments/seed0``) while the
+    run's own ``name`` fits whole, else cut from the right as any long name is (``very-long-na…``)."""
+    if len(label) <= width:
+        return label
+    if label.endswith(name) and len(name) < width:
+        return "\N{HORIZONTAL ELLIPSIS}" + label[len(label) - width + 1:]
+    return label[: width - 1] + "\N{HORIZONTAL ELLIPSIS}"
