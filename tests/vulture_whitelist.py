@@ -49,6 +49,8 @@ render_sharpness
 
 # Read by tests only, as the limit the code keeps.
 SHORT_MAX  # the longest short badge a code may have (tests/test_keys.py checks every code against it)
+_.summaries_read  # EnvelopeRun.summaries_read: shards read from their summaries (tests/test_envelope_run.py: the cache is used)
+_.level_for  # Pyramid.level_for: the level a span is drawn from (tests/test_envelope.py checks the pyramid's choice)
 
 # Read by the accuracy benchmark (benchmarks/suite/metrics.py), which refits the calibration from it.
 raw_confidence  # Finding.raw_confidence: the rule's score before calibration
