@@ -245,6 +245,7 @@ class TuidiagApp(App):
 
     def on_unmount(self) -> None:
         self.watcher.stop()
+        self.model.close()
         if self._job_process is not None and self._job_process.poll() is None:  # a factory job dies with its monitor
             self._job_process.terminate()
 

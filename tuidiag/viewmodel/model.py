@@ -136,6 +136,8 @@ class RunsModel:
         self._hold_until = 0.0
         """``time.monotonic()`` before which no diagnosis starts (:meth:`hold_diagnoses`)."""
         self._announcing: threading.Timer | None = None
+        self._closed = False
+        """Set by :meth:`close`: queued diagnoses are dropped and nothing more is cached."""
 
     @property
     def runs(self) -> dict[Path, Run]:
@@ -252,6 +254,11 @@ class RunsModel:
             return
         slot.diagnosing = self._diagnosis_pool.submit(lambda: self._diagnose(slot))
 
+    def close(self) -> None:
+        """The monitor is closing: diagnoses still queued start no read and write no cache entry (their thread
+        outlives the app, and the environment that named the cache directory may be gone)."""
+        self._closed = True
+
     def hold_diagnoses(self, seconds: float) -> None:
         """Start no diagnosis for ``seconds``: a diagnosis holds the interpreter for most of its time, and the
         monitor's first draw of a long list of runs would share it."""
@@ -263,7 +270,7 @@ class RunsModel:
         while it runs), and in a ``tuidiag status --refresh-cache`` process when it is large, so this
         process never holds a large run in memory. The result is cached for the status line and the next start."""
         time.sleep(max(0.0, self._hold_until - time.monotonic()))
-        if self._not_due(slot):
+        if self._closed or self._not_due(slot):
             return
         with slot.lock:
             tail = slot.tail
@@ -288,7 +295,7 @@ class RunsModel:
                     top = diagnosis.top
                     slot.health = Health(top.code, top.title, top.severity, top.confidence)
                     slot.warnings = tuple(run.warnings)
-                    if self._diagnoses[slot.path].rows == run.rows_read:  # not one the CPU budget kept from before
+                    if self._diagnoses[slot.path].rows == run.rows_read and not self._closed:  # not one kept from before
                         slot.diagnosed = (tail.seq, tail.rows)
                         status_cache.store(slot.path, signature, diagnosis, self._diagnoses[slot.path].cost, run.warnings)
                     if effective_status(slot.manifest) != STATUS_RUNNING:
