@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tuidiag
-from tuidiag.viewmodel.snapshot import STATUS_READING
+from tuidiag.viewmodel.snapshot import PENDING, STATUS_READING, STATUS_UNREADABLE
 from tests.app_helpers import DEMO_RUNS, fixed_clock, wait_for
 from tuidiag.app.app import TuidiagApp
 
@@ -22,6 +22,9 @@ def _loaded(app: TuidiagApp, detail: bool = False):
     async def run_before(pilot) -> None:
         # every run read (none still "reading" under load), and the run view drawn from its detail
         assert await wait_for(pilot, lambda: bool(app.summaries) and all(s.status != STATUS_READING for s in app.summaries),
+                              timeout=60)
+        # and diagnosed: a run summarised from run.json shows the pending badge until its diagnosis lands
+        assert await wait_for(pilot, lambda: all(s.health != PENDING.code or s.status == STATUS_UNREADABLE for s in app.summaries),
                               timeout=60)
         if detail:
             assert await wait_for(pilot, lambda: getattr(app.screen, "detail", None) is not None
