@@ -45,7 +45,7 @@ def render(result: dict[str, Any], color: bool = False) -> str:
 
 
 KIND = JobKind(
-    name="toy_count", command="toy-count", key="z", label="Toy count", title="the toy count",
+    name="toy_count", command="toy-count", key="j", label="Toy count", title="the toy count",
     help="count a few steps (a test of the job registry)", config=ToyConfig, steps=lambda c: c.steps,
     describe=lambda c: f"toy count: {c.steps} steps", runner="toy_job:run", renderer="toy_job:render",
     verdict_of=lambda r: str(r.get("verdict")),
