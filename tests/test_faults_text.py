@@ -96,6 +96,8 @@ def test_hostile_run_view_80x24(snap_compare, hostile_cwd: Path) -> None:
 
     async def run_before(pilot) -> None:
         await wait_for(pilot, lambda: getattr(app.screen, "detail", None) is not None)
+        # a run drawn from its envelopes first says its diagnosis runs in the background: wait for it
+        await wait_for(pilot, lambda: app.screen.detail.diagnosis.step is not None, timeout=60)
         await pilot.pause(0.5)
         await pilot.wait_for_scheduled_animations()
 
