@@ -20,7 +20,7 @@ minute to write the first time. ``--src DIR`` measures another checkout (e.g. th
 before this change) the same way, on the same files. Usage::
 
     python benchmarks/screen_cost.py [--steps 1000000] [--rows 10000000] [--runs 200] [--src /tmp/before]
-                                     [--skip-tb] [--skip-cpu] [--cpu-window 20]
+                                     [--skip-tb] [--skip-cpu] [--cpu-window 20] [--cpu-warmup 30]
 """
 
 from __future__ import annotations
@@ -302,6 +302,7 @@ def main() -> None:
     parser.add_argument("--skip-tb", action="store_true")
     parser.add_argument("--skip-cpu", action="store_true")
     parser.add_argument("--cpu-window", type=float, default=20.0)
+    parser.add_argument("--cpu-warmup", type=float, default=30.0, help="seconds before the idle CPU window (first reads and diagnoses)")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("path", nargs="?", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -329,7 +330,7 @@ def main() -> None:
         report(label, src, big, ten, root, raw_big, raw_ten, tb,
                (f"{args.steps:,} steps x {len(ms.METRICS)}", f"{args.rows:,} rows"))
     if not args.skip_cpu:
-        command = [sys.executable, str(HERE.parent / "monitor_cpu.py"), "--window", str(args.cpu_window)]
+        command = [sys.executable, str(HERE.parent / "monitor_cpu.py"), "--window", str(args.cpu_window), "--warmup", str(args.cpu_warmup)]
         if args.src:
             command += ["--src", str(args.src.resolve())]
         print(f"\n== idle CPU with 10 live trainings: {' '.join(command[1:])} ==", flush=True)
