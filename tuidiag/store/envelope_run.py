@@ -20,6 +20,7 @@ class is for: the diagnosis reads the whole run with :func:`tuidiag.store.open_r
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -57,19 +58,9 @@ class EnvelopeRun(Run):
         super().__init__(path)
 
     # ---- what a chart asks ---------------------------------------------------------
-    @property
-    def ranks(self) -> list[int]:
-        """The ranks that have written metrics."""
-        return sorted({rank for rank, _ in self._pyramids})
-
-    @property
-    def metric_names(self) -> list[str]:
-        """Every metric name recorded by any rank, sorted."""
-        return sorted({name for _, name in self._pyramids})
-
-    def has(self, name: str) -> bool:
-        """True when any rank recorded metric ``name``."""
-        return any(n == name for _, n in self._pyramids)
+    def _metric_keys(self) -> Iterable[tuple[int, str]]:
+        """The (rank, metric) pairs with envelopes: what the base class's ``ranks``, ``metric_names`` and ``has`` read."""
+        return self._pyramids
 
     @property
     def last_step(self) -> int | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -72,15 +73,20 @@ class Run:
         """``running``, ``finished``, ``failed``, ``crashed`` or ``unknown`` (no manifest)."""
         return effective_status(self.manifest) if self.manifest else STATUS_UNKNOWN
 
+    def _metric_keys(self) -> Iterable[tuple[int, str]]:
+        """The (rank, metric) pairs this run holds: what ``ranks``, ``metric_names`` and ``has`` read
+        (a subclass that keeps its metrics elsewhere names its own)."""
+        return self._metrics
+
     @property
     def ranks(self) -> list[int]:
         """The ranks that have written metrics."""
-        return sorted({rank for rank, _ in self._metrics})
+        return sorted({rank for rank, _ in self._metric_keys()})
 
     @property
     def metric_names(self) -> list[str]:
         """Every metric name recorded by any rank, sorted."""
-        return sorted({name for _, name in self._metrics})
+        return sorted({name for _, name in self._metric_keys()})
 
     @property
     def captures(self) -> list[Path]:
@@ -119,7 +125,7 @@ class Run:
 
     def has(self, name: str) -> bool:
         """True when any rank recorded metric ``name``."""
-        return any(n == name for _, n in self._metrics)
+        return any(n == name for _, n in self._metric_keys())
 
     @property
     def last_step(self) -> int | None:
