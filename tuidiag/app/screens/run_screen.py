@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 
 from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, tab_bindings, tab_title
 from tuidiag.app.screens.event_detail import EventDetailScreen
@@ -21,6 +21,7 @@ from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.job_bar import JobBar
 from tuidiag.app.widgets.layers import LayerHeatmap
+from tuidiag.app.widgets.steady_footer import SteadyFooter
 from tuidiag.viewmodel.job_progress import JobView
 from tuidiag.viewmodel.chart_cursor import move_cursor
 from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
@@ -138,7 +139,7 @@ class RunScreen(Screen):
             yield DiagnosisPanel(id="diagnosis")
         yield JobBar(CANCEL_KEY, id="job-bar")
         yield Static(id="cursor-bar")
-        yield Footer(compact=True)
+        yield SteadyFooter(compact=True)
 
     def _pane(self, tab_id: str) -> ComposeResult:
         """What the pane of tab ``tab_id`` holds."""
