@@ -136,6 +136,8 @@ class RunsModel:
         self._hold_until = 0.0
         """``time.monotonic()`` before which no diagnosis starts (:meth:`hold_diagnoses`)."""
         self._announcing: threading.Timer | None = None
+        self._announced: set[Path] = set()
+        """Runs whose summary changed since the last announcement (:meth:`_announce`)."""
         self._closed = False
         """Set by :meth:`close`: queued diagnoses are dropped and nothing more is cached."""
 
@@ -305,7 +307,7 @@ class RunsModel:
                 slot.diagnosed = (tail.seq, tail.rows)
             changed = (slot.health, slot.warnings) != shown or (slot.want_whole and self._diagnoses.get(slot.path) is not computed)
         if changed:  # a new badge, or the whole diagnosis the run view waits for: the app draws it
-            self._announce()
+            self._announce(slot.path)
 
     def _not_due(self, slot: _Slot) -> bool:
         """True when a run tailed here was diagnosed so recently that the CPU budget puts off the next diagnosis
@@ -323,11 +325,13 @@ class RunsModel:
             return True
         return False
 
-    def _announce(self) -> None:
-        """Tell the app that summaries changed after their refresh returned: at most once per :data:`ANNOUNCE_AFTER`."""
+    def _announce(self, path: Path) -> None:
+        """Tell the app that run ``path``'s summary changed after its refresh returned: the runs that changed
+        within :data:`ANNOUNCE_AFTER` seconds are announced together."""
         if self.on_late is None:
             return
         with self._lock:
+            self._announced.add(path)
             if self._announcing is not None:
                 return
             self._announcing = threading.Timer(ANNOUNCE_AFTER, self._announce_now)
@@ -337,8 +341,10 @@ class RunsModel:
     def _announce_now(self) -> None:
         with self._lock:
             self._announcing = None
-        if self.on_late is not None:
-            self.on_late(self.root)
+            paths, self._announced = self._announced, set()
+        if self.on_late is not None and not self._closed:
+            for path in sorted(paths):
+                self.on_late(path)
 
     def detail(self, key: str, at: int | None = None, points: int = 400, wait: float | None = None,
                window: Window | None = None) -> RunDetail | None:

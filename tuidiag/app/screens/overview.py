@@ -12,8 +12,9 @@ from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.screen import Screen
 from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
+from tuidiag.app.widgets.steady_footer import SteadyFooter
 from tuidiag.diagnosis.codes import badge
 from tuidiag.text.numbers import fmt
 from tuidiag.viewmodel.overview_rows import SORT_NAMES, count_text, header, run_label, shorten_label, visible
@@ -81,7 +82,7 @@ class OverviewScreen(Screen):
         yield Input(placeholder="filter runs by name, status or source (Enter to apply, Esc to clear)", id="filter")
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
         yield Static(id="overview-hint")
-        yield Footer(compact=True)
+        yield SteadyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
@@ -94,7 +95,10 @@ class OverviewScreen(Screen):
     def show(self, summaries: list[RunSummary], root: str) -> None:
         """Replace the table with ``summaries`` (keeps the cursor on the same run).
 
-        Before the screen's widgets exist the summaries are kept and drawn by ``on_mount``."""
+        Before the screen's widgets exist the summaries are kept and drawn by ``on_mount``; summaries equal
+        to those shown (a refresh in which no run changed) change nothing."""
+        if summaries == self.summaries and root == self._root and self._shown_cells:
+            return
         self.summaries, self._root = summaries, root
         try:
             self.query_one("#overview-title", Static)
