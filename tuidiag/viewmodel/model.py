@@ -396,11 +396,12 @@ class RunsModel:
             slot.envelopes = None
             return None
         diagnosis = self._full_diagnosis(slot)
-        stamp = (envelopes.rows_read, len(envelopes.events), window, points)
+        pace = slot.tail.steps_per_s if slot.tail is not None else None  # the overview's steps/s: one source
+        stamp = (envelopes.rows_read, len(envelopes.events), window, points, pace)
         model = envelopes.manifest.get("model")
         cached = self._details.get(slot.path)
         if cached is None or cached[0] != stamp or cached[1] != model:
-            cached = self._details[slot.path] = (stamp, model, envelope_detail_data(envelopes, points, window))
+            cached = self._details[slot.path] = (stamp, model, envelope_detail_data(envelopes, points, window, pace))
         summary = slot.summary
         if summary is not None and summary.health != slot.health.code:
             summary = summarize_tail(slot.path, slot.manifest, slot.tail, slot.health, self.clock(), slot.warnings) if slot.tail else summary
