@@ -140,6 +140,8 @@ class RunsModel:
         """Runs whose summary changed since the last announcement (:meth:`_announce`)."""
         self._closed = False
         """Set by :meth:`close`: queued diagnoses are dropped and nothing more is cached."""
+        self._cache_lock = threading.Lock()
+        """Held while ``_closed`` is set and while a diagnosis checks it and writes the cache (:meth:`_store`)."""
 
     @property
     def runs(self) -> dict[Path, Run]:
@@ -257,9 +259,19 @@ class RunsModel:
         slot.diagnosing = self._diagnosis_pool.submit(lambda: self._diagnose(slot))
 
     def close(self) -> None:
-        """The monitor is closing: diagnoses still queued start no read and write no cache entry (their thread
-        outlives the app, and the environment that named the cache directory may be gone)."""
-        self._closed = True
+        """The monitor is closing: diagnoses still queued start no read, and once this returns no diagnosis writes a
+        cache entry or starts a background one, not even one that was running when it was called (its thread
+        outlives the app, and the environment that named the cache directory may be gone). A write in progress
+        is waited for (an atomic write of a small file)."""
+        with self._cache_lock:
+            self._closed = True
+
+    def _store(self, path: Path, signature: str, diagnosis: Diagnosis, cost: float, warnings: list[str]) -> None:
+        """Cache a diagnosis for the status line and the next start, unless the monitor closed (:meth:`close`):
+        the check and the write hold one lock, so :meth:`close` never returns between them."""
+        with self._cache_lock:
+            if not self._closed:
+                status_cache.store(path, signature, diagnosis, cost, warnings)
 
     def hold_diagnoses(self, seconds: float) -> None:
         """Start no diagnosis for ``seconds``: a diagnosis holds the interpreter for most of its time, and the
@@ -290,16 +302,18 @@ class RunsModel:
                     if cached is not None:
                         slot.health, slot.warnings = _cached_health(cached), _cached_warnings(cached)
                     if status_cache.due(cached):
-                        status_cache.start_background(slot.path)
+                        with self._cache_lock:  # none started once the monitor closed
+                            if not self._closed:
+                                status_cache.start_background(slot.path)
                 else:
                     run = self._open(slot)
                     diagnosis = self._diagnosis(slot.path, run)
                     top = diagnosis.top
                     slot.health = Health(top.code, top.title, top.severity, top.confidence)
                     slot.warnings = tuple(run.warnings)
-                    if self._diagnoses[slot.path].rows == run.rows_read and not self._closed:  # not one kept from before
+                    if self._diagnoses[slot.path].rows == run.rows_read:  # not one the CPU budget kept from before
                         slot.diagnosed = (tail.seq, tail.rows)
-                        status_cache.store(slot.path, signature, diagnosis, self._diagnoses[slot.path].cost, run.warnings)
+                        self._store(slot.path, signature, diagnosis, self._diagnoses[slot.path].cost, run.warnings)
                     if effective_status(slot.manifest) != STATUS_RUNNING:
                         slot.run = None  # a finished run is not tailed: its rows need not stay in memory
                 slot.summary = summarize_tail(slot.path, slot.manifest, tail, slot.health, self.clock(), slot.warnings)
