@@ -76,6 +76,8 @@ class OverviewScreen(Screen):
         """(key, cells) of the rows on screen, to tell when a column's width changes."""
         self._mixed = False
         """True while the source column is shown (some run is not tuidiag's own)."""
+        self._texts: dict[str, Text] = {}
+        """What the title and the hint show (:meth:`_update`)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="overview-title")
@@ -129,7 +131,7 @@ class OverviewScreen(Screen):
         self._mixed = any(s.source != KIND_TUIDIAG for s in self.summaries)
         self._set_headers(table)
         visible = self._visible()
-        self.query_one("#overview-title", Static).update(self._title(len(visible)))
+        self._update("#overview-title", self._title(len(visible)))
         rows = [(s.key, self._cells(s)) for s in visible]
         if [key for key, _ in rows] == [k for k, _ in self._shown] and self._same_widths(rows):
             self._update_changed(table, rows)  # same runs, order and widths: touch only what changed
@@ -145,7 +147,13 @@ class OverviewScreen(Screen):
         self._shown_cells = rows
         hint = ("no runs yet: a run is a directory with run.json or metrics/, "
                 "a TensorBoard log, a W&B run (run-*.wandb) or a CSV log") if not self.summaries else ""
-        self.query_one("#overview-hint", Static).update(hint)
+        self._update("#overview-hint", Text(hint))
+
+    def _update(self, selector: str, text: Text) -> None:
+        """Show ``text`` in the ``Static`` at ``selector`` unless it shows it already (nothing to repaint)."""
+        if self._texts.get(selector) != text:
+            self._texts[selector] = text
+            self.query_one(selector, Static).update(text)
 
     def _same_widths(self, rows: list[tuple[str, list[object]]]) -> bool:
         """Whether every column's widest cell is as wide as in the rows shown now."""

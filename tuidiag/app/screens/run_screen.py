@@ -127,6 +127,8 @@ class RunScreen(Screen):
         """Whether the charts' x axis is the wall-clock time since the first step instead of the step."""
         self.cursor: int | None = None
         """The chart cursor's step (None: hidden); every chart marks it and reads out its series there."""
+        self._texts: dict[str, Text] = {}
+        """What each one-line ``Static`` shows (:meth:`_update`)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
@@ -186,8 +188,16 @@ class RunScreen(Screen):
         if detail.jobs != getattr(self, "_jobs_shown", None):
             self._jobs_shown = detail.jobs
             self.query_one("#jobs-text", Static).update(jobs_text(detail.jobs))
-        self.query_one("#system-strip", Static).update(_system(detail))
+        self._update("#system-strip", _system(detail))
         self._cursor_bar()
+
+    def _update(self, selector: str, text: Text) -> None:
+        """Show ``text`` in the ``Static`` at ``selector`` unless it shows it already (a refresh that changed
+        nothing there repaints nothing)."""
+        shown = self._texts.get(selector)
+        if shown is None or shown != text:
+            self._texts[selector] = text
+            self.query_one(selector, Static).update(text)
 
     def show_job(self, view: JobView | None) -> None:
         """Show the progress of this run's job (None: no job); kept for ``on_mount``."""
@@ -255,7 +265,7 @@ class RunScreen(Screen):
             title.append_text(literal(f" | {s.recorder_losses}", "bold yellow"))
         if self.replay:
             title.append(f"  REPLAY at step {detail.diagnosis.step}", style="bold magenta")
-        self.query_one("#run-title", Static).update(title)
+        self._update("#run-title", title)
 
     def _cursor_bar(self) -> None:
         if not self.replay or self.detail is None:
@@ -268,7 +278,7 @@ class RunScreen(Screen):
         bar.append("=" * filled, style="magenta")
         bar.append("-" * (width - filled), style="dim")
         bar.append(f"  {at}/{last}")
-        self.query_one("#cursor-bar", Static).update(bar)
+        self._update("#cursor-bar", bar)
 
     def _move(self, at: int | None) -> None:
         if self.detail is not None and at is not None:
