@@ -129,7 +129,7 @@ class RunsModel:
         """Each run's loss steps (a read-only copy) and the ``rows_read`` they were copied at."""
         self._lock = threading.Lock()
         """Guards ``_slots`` (not the runs: each slot has its own lock)."""
-        self._diagnosis_pool = ReadPool(workers=1, top_up=False)
+        self._diagnosis_pool = ReadPool(workers=1, top_up=False, name="tuidiag-diagnose")
         """Diagnoses run one at a time, on one thread, after the reads: they never delay a run's row."""
         self._focus: tuple[Path | None, float] = (None, -math.inf)
         """The run whose view was last built, and when (``time.monotonic()``)."""
