@@ -45,7 +45,7 @@ from tuidiag.store.unreadable import reason_of
 
 
 DIAGNOSIS_BUDGET = 0.02
-"""Share of one core that re-diagnosing runs which only got new rows may take."""
+"""Share of one core that re-diagnosing runs which only got new rows may take (reading their new rows included)."""
 DIAGNOSIS_MAX_AGE = 30.0
 """The live diagnosis of the growing run whose view is open is never older than this (seconds, plus one refresh)."""
 BADGE_MAX_AGE = 300.0
@@ -306,8 +306,9 @@ class RunsModel:
                             if not self._closed:
                                 status_cache.start_background(slot.path)
                 else:
-                    run = self._open(slot)
-                    diagnosis = self._diagnosis(slot.path, run)
+                    start = time.thread_time()
+                    run = self._open(slot)  # the tail read counts against the diagnosis budget too
+                    diagnosis = self._diagnosis(slot.path, run, time.thread_time() - start)
                     top = diagnosis.top
                     slot.health = Health(top.code, top.title, top.severity, top.confidence)
                     slot.warnings = tuple(run.warnings)
@@ -464,9 +465,10 @@ class RunsModel:
             resolved = self._resolved[path] = path.resolve()
         return resolved
 
-    def _diagnosis(self, path: Path, run: Run) -> Diagnosis:
+    def _diagnosis(self, path: Path, run: Run, read_cost: float = 0.0) -> Diagnosis:
         """The live diagnosis of ``run``: recomputed at once when events arrived; when only
-        rows did, once the last one is older than :meth:`_rediagnose_after` seconds."""
+        rows did, once the last one is older than :meth:`_rediagnose_after` seconds. ``read_cost``: CPU seconds
+        the read of its new rows took, counted with the diagnosis's own in the budget (:data:`DIAGNOSIS_BUDGET`)."""
         rows, events = run.rows_read, len(run.events)
         cached = self._diagnoses.get(path)
         now = time.monotonic()
@@ -478,7 +480,7 @@ class RunsModel:
                 return cached.diagnosis
         start = time.thread_time()
         diagnosis = diagnose(run, jobs=job_records(run))
-        self._diagnoses[path] = _Diagnosed(rows, events, diagnosis, now, time.thread_time() - start)
+        self._diagnoses[path] = _Diagnosed(rows, events, diagnosis, now, time.thread_time() - start + read_cost)
         return diagnosis
 
     def _rediagnose_after(self, now: float, path: Path | None = None) -> float:
