@@ -165,7 +165,7 @@ class OverviewScreen(Screen):
         for row, ((_, cells), (_, before)) in enumerate(zip(rows, self._shown)):
             for column, (cell, old) in enumerate(zip(cells, before)):
                 if _signature(cell) != old:
-                    table.update_cell_at(Coordinate(row, column), cell, update_width=True)  # a longer text widens it
+                    table.update_cell_at(Coordinate(row, column), cell, update_width=False)  # same widths (_same_widths): none to measure again
 
     def _visible(self) -> list[RunSummary]:
         return visible(self.summaries, self._root, self.filter_text, self.sort)
