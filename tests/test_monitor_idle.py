@@ -202,3 +202,44 @@ async def test_a_tab_key_that_moves_the_focus_keeps_the_footer(tmp_path: Path) -
         shown = {b.key for (_, b, _, _) in app.screen.active_bindings.values() if b.show}
         assert {str(k.key) for k in keys if hasattr(k, "key")} - {"ctrl+p"} <= shown  # still what the screen binds (and the palette)
 
+
+
+@pytest.mark.parametrize("change", ["nothing", "run.json rewritten", "a shard added behind run.json"])
+def test_a_refresh_parses_run_json_only_when_the_files_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """An unchanged run is summarised again without parsing its ``run.json``; a rewritten ``run.json`` is parsed, and a
+    metrics shard newer than its summary is seen (the run is then read whole, as a run without a current summary)."""
+    from tuidiag.viewmodel import model as model_module
+
+    run_dir = tmp_path / "run"
+    _run(run_dir, ["train/loss"], 20.0)
+    model = RunsModel(tmp_path)
+    model.discover()
+    (first,) = model.refresh()
+    parsed = _count_function(monkeypatch, model_module, "read_manifest")
+    if change == "run.json rewritten":
+        (run_dir / "run.json").write_text((run_dir / "run.json").read_text().replace('"finished"', '"failed"'))
+    elif change == "a shard added behind run.json":
+        writer = ShardWriter(run_dir, rank=0, flush_interval=3600)
+        writer.submit(MetricBatch(400, 1.7e9 + 20.0, Layout(["train/loss"]), np.array([0.5])))
+        writer.close()
+    (second,) = model.refresh()
+    slot = model._slots[run_dir]
+    if change == "nothing":
+        assert parsed[0] == 0 and second.step == first.step and slot.tail is not None
+    elif change == "run.json rewritten":
+        assert parsed[0] == 1 and second.status == "failed"
+    else:
+        assert parsed[0] == 1 and slot.tail is None and second.last_loss == 0.5
+
+
+def _count_function(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[int]:
+    """Count calls of ``module.name`` (the real function still runs)."""
+    calls = [0]
+    original = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls

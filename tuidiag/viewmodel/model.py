@@ -32,7 +32,7 @@ from tuidiag.viewmodel.downsample import tail_spark
 from tuidiag.viewmodel.read_pool import ReadPool, ReadTask
 from tuidiag.viewmodel.snapshot import PENDING, Health, RunDetail, RunSummary, reading_summary, summarize, summarize_tail, unreadable_summary
 from tuidiag.cli import status_cache
-from tuidiag.format import EVENTS_DIR, STATUS_RUNNING
+from tuidiag.format import EVENTS_DIR, MANIFEST_NAME, METRICS_DIR, STATUS_RUNNING
 from tuidiag.sources import KIND_TUIDIAG, discover, open_source
 from tuidiag.store import Run
 from tuidiag.store.discovery import list_shards
@@ -107,6 +107,8 @@ class _Slot:
     """The run view wants the whole diagnosis, not only the badge a cache entry may hold."""
     envelopes: EnvelopeRun | None = None
     """The run's envelopes, while its view is drawn from them (:meth:`RunsModel.detail`)."""
+    files_mark: tuple[int, ...] | None = None
+    """:func:`_files_mark` of the run when ``tail`` was read from its ``run.json``."""
 
 
 class RunsModel:
@@ -239,16 +241,21 @@ class RunsModel:
     @staticmethod
     def _current_tail(slot: _Slot) -> TailSummary | None:
         """The summary in the run's ``run.json`` if it covers the shards on disk (slot lock held); another
-        tracker's run has none: it is read whole."""
+        tracker's run has none: it is read whole. When neither ``run.json`` nor the list of metrics shards
+        changed since the last call (:func:`_files_mark`), the summary found then is kept: nothing is parsed."""
         if slot.kind != KIND_TUIDIAG:
             return None
+        mark = _files_mark(slot.path)
+        if mark is not None and mark == slot.files_mark and slot.tail is not None:
+            return slot.tail
+        slot.files_mark = None
         try:
             manifest = read_manifest(slot.path)
         except (OSError, ValueError, RecursionError):  # read whole instead: the reader says what is wrong
             return None
         tail = current_summary(slot.path, manifest)
         if tail is not None:
-            slot.manifest = manifest
+            slot.manifest, slot.files_mark = manifest, mark
         return tail
 
     def _diagnose_later(self, slot: _Slot) -> None:
@@ -503,6 +510,16 @@ class RunsModel:
                     run = self._open(slot) if slot.tail is not None or slot.run is None else slot.run
                     runs.append(run_compared(str(slot.path), run, self._diagnosis(slot.path, run), points))
         return compare_view(keys, runs)
+
+
+def _files_mark(path: Path) -> tuple[int, ...] | None:
+    """What changes when ``run.json`` is replaced or written (its inode, size and modification time) or a metrics
+    shard is added, renamed or removed (the directory's modification time); ``None`` when either cannot be read."""
+    try:
+        manifest, metrics = (path / MANIFEST_NAME).stat(), (path / METRICS_DIR).stat()
+    except OSError:
+        return None
+    return (manifest.st_ino, manifest.st_size, manifest.st_mtime_ns, manifest.st_ctime_ns, metrics.st_ino, metrics.st_mtime_ns)
 
 
 def _cached_health(entry: dict[str, Any]) -> Health:
