@@ -37,7 +37,8 @@ from tuidiag.recorder.step_rows import StepRows
 from tuidiag.recorder.step_timer import StepTimer
 from tuidiag.recorder.user_json import config_json, event_data
 from tuidiag.recorder.values import Rejected, one_number
-from tuidiag.recorder.writer import NO_ROWS, EventRow, MetricBatch, ShardWriter
+from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
+from tuidiag.recorder.writer_items import NO_ROWS
 from tuidiag.recorder.writer_hooks import WriterHooks
 
 CAPTURE_MAX_BYTES = 1 << 30
