@@ -15,7 +15,7 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, tab_bindings, tab_title
 from tuidiag.app.screens.event_detail import EventDetailScreen
-from tuidiag import job_kinds
+from tuidiag import action_kinds, job_kinds
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
@@ -61,7 +61,7 @@ class RunScreen(Screen):
         Binding("end", "goto('end')", "End/live", show=False, tooltip="replay: the last step; live: drop the mark"),
         *[Binding(kind.key, f"job('{kind.name}')", kind.label, show=False, tooltip=kind.help) for kind in job_kinds.kinds()],
         Binding(CANCEL_KEY, "app.cancel_job", "Cancel job", show=False, tooltip="stop the running job or the armed NaN hunt"),
-        Binding("a", "live_action", "Apply fix", show=False, tooltip="change the live training: scale the LR, clip, checkpoint"),
+        Binding("a", "live_action", "Apply fix", show=False, tooltip=f"change the live training: {action_kinds.listed(short=True)}"),
         Binding("k", "rank_mode", "Ranks", show=False, tooltip="multi-rank runs: all ranks, their spread, one rank"),
         Binding("e", "smoothing", "Smooth", show=False, tooltip="smooth the charts (EMA): off, 0.6, 0.9, 0.99; the raw series stays faint"),
         Binding("t", "time_axis", "Step/time", show=False, tooltip="x axis: step, or wall-clock time since the first step"),
