@@ -15,8 +15,8 @@ from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
 
-SMOOTHED_TABS = ("loss", "grad", "update")
-"""Charts the smoothing key smooths (not the LR: smoothing a schedule only makes it lag)."""
+SMOOTHED_TABS = tuple(tab.id for tab in CHART_TABS if tab.smoothed)
+"""Charts the smoothing key smooths (:attr:`tuidiag.app.run_tabs.RunTab.smoothed`)."""
 DEFAULT_SMOOTHING = STRENGTHS[2]
 """0.9: a chart is 100-200 columns, not TensorBoard's 1000 points, so its default 0.6 would barely
 show; 0.9 spreads over about one percent of the run, a column or two, and noisy losses read as a line."""
