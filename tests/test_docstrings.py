@@ -1,11 +1,11 @@
-"""Every module, public class and public function in ``tuidiag/`` says what it is, and its functions are typed.
+"""Every module, public class and public function in ``tuidiag/`` says what it is, its functions are typed, and no module is long.
 
 A cheap walk over the source with :mod:`ast` (nothing is imported): a module without a
 docstring, or a public function (not ``_``-prefixed, at module level or in a public
 class) without a docstring, an annotation on every argument or a return annotation,
 fails with its place. Textual's callbacks (``on_*``, ``action_*``, ``compose``,
 ``can_replace``), which Textual calls by name and documents itself, need no docstring
-but still need their annotations.
+but still need their annotations. A module over :data:`MAX_MODULE_LINES` lines fails too.
 """
 
 from __future__ import annotations
@@ -77,3 +77,13 @@ def test_every_module_and_public_function_has_a_docstring_and_type_hints() -> No
     found = [line for path in sorted(PACKAGE.rglob("*.py"))
              for line in problems(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())]
     assert not found, "\n".join(found)
+
+
+MAX_MODULE_LINES = 400
+"""A module longer than this holds more than its name says: split it (the team brief's "small modules")."""
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    long = {path.relative_to(ROOT).as_posix(): lines for path in sorted(PACKAGE.rglob("*.py"))
+            if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
