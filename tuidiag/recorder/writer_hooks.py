@@ -1,9 +1,10 @@
 """What the recorder adds at each flush of its writer thread: system rows, error counts, the heartbeat.
 
 A mixin of :class:`tuidiag.recorder.recorder.Recorder`: before each flush's shards are
-written, the control channel is polled and the system stats and recorder counters
-become rows (nothing new while the training is idle: nothing written); once they are
-on disk, ``run.json``'s heartbeat carries the summary of the newest rows.
+written, the control channel is polled, the system stats and the error count become
+rows when the training made progress since the last flush (an idle training writes
+none), and the rejected-values count whenever it changed; once the shards are on disk,
+``run.json``'s heartbeat carries the summary of the newest rows.
 """
 
 from __future__ import annotations
