@@ -13,6 +13,7 @@ from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
 from tuidiag.format import EVENT_ACTION, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
 from tuidiag.viewmodel.actions import past_actions
 from tuidiag.viewmodel.chart_clock import Clock, clock_of
+from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, distribution_names, shown_distribution
 from tuidiag.viewmodel.downsample import downsample
 from tuidiag.viewmodel.jobs_view import job_texts
 from tuidiag.viewmodel.ranks import RankLines, rank_lines
@@ -35,14 +36,23 @@ class DetailData:
     event_steps: frozenset[int]
     ranks: RankLines | None = None
     clip_threshold: float | None = None
+    dists: tuple[str, ...] = ()
+    """The run's distributions, in the order the distribution tab's key cycles through them."""
 
 
-def detail_data(run: Run, at: int | None, points: int, window: tuple[int, int] | None = None) -> DetailData:
-    """Charts, layer grid, events and system figures of ``run`` as of ``at`` (charts over ``window``: a zoom)."""
+def detail_data(run: Run, at: int | None, points: int, window: tuple[int, int] | None = None,
+                dist: str | None = None) -> DetailData:
+    """Charts, layer grid, events and system figures of ``run`` as of ``at`` (charts over ``window``: a zoom;
+    the distribution chart of ``dist``, default the first distribution)."""
     view = RunView(run, at)
     steps = run.series(LOSS).steps
+    dists = distribution_names(run.metric_names, view.param_order)
+    charts = build_charts(view, points, window)
+    charts[DIST_CHART] = replace(distribution_chart(dists, shown_distribution(dists, dist),
+                                                    lambda name, label: _line(view, name, points, label, window)),
+                                 clock=charts["loss"].clock)
     return DetailData(
-        charts=marks_within(mark_resumes(build_charts(view, points, window), view.resume_steps), window),
+        charts=marks_within(mark_resumes(charts, view.resume_steps), window),
         layers=layer_grid(view, max(8, points // 4)),
         events=tuple(view.events()[-MAX_EVENTS:]),
         system=system_figures(view),
@@ -50,6 +60,7 @@ def detail_data(run: Run, at: int | None, points: int, window: tuple[int, int] |
         event_steps=frozenset(e.step for e in run.events),
         ranks=rank_lines(view, points),
         clip_threshold=float(view.clip_threshold.value) if view.clip_threshold else None,
+        dists=dists,
     )
 
 
@@ -74,6 +85,7 @@ def build_detail(run: Run, summary: RunSummary, diagnosis: Diagnosis, at: int | 
         ranks=data.ranks,
         clip_threshold=data.clip_threshold,
         marks=tuple(sorted(data.event_steps | {f.first_step for f in (live or diagnosis).findings if f.first_step is not None})),
+        dists=data.dists,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,6 +24,7 @@ from tuidiag.app.widgets.layers import LayerHeatmap
 from tuidiag.viewmodel.job_progress import JobView
 from tuidiag.viewmodel.chart_cursor import move_cursor
 from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
+from tuidiag.viewmodel.distributions import DIST_CHART, NO_DISTRIBUTIONS, next_distribution, shown_distribution
 from tuidiag.viewmodel.jobs_view import jobs_text
 from tuidiag.viewmodel.replay_cursor import next_sample
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
@@ -39,6 +40,8 @@ show; 0.9 spreads over about one percent of the run, a column or two, and noisy 
 NARROW = 110
 CANCEL_KEY = "x"
 """Cancels the running job (the progress bar names it)."""
+NEXT_DIST_KEY, PREVIOUS_DIST_KEY = "h", "H"
+"""Show the next (previous) distribution in the distribution tab; its chart title names them."""
 
 
 class RunScreen(Screen):
@@ -71,6 +74,10 @@ class RunScreen(Screen):
         Binding("greater_than_sign", "cursor(1, True)", "Cursor far right", show=False, key_display=">", tooltip="move the chart cursor ten columns right"),
         Binding("z", "zoom", "Zoom", show=False, tooltip="zoom: then left/right keep the left/right half of the steps shown"),
         Binding("Z", "zoom_reset", "Unzoom", show=False, tooltip="show every step again"),
+        Binding(NEXT_DIST_KEY, "distribution(1)", "Next distribution", show=False,
+                tooltip="distribution tab: show the next recorded distribution (logged tensors, then each parameter's weights and gradient)"),
+        Binding(PREVIOUS_DIST_KEY, "distribution(-1)", "Previous distribution", show=False,
+                tooltip="distribution tab: show the previous one"),
     ]
 
     @dataclass
@@ -86,6 +93,13 @@ class RunScreen(Screen):
 
         key: str
         window: tuple[int, int] | None
+
+    @dataclass
+    class DistributionChanged(Message):
+        """The distribution chart is to show distribution ``dist``: the app reads its rows."""
+
+        key: str
+        dist: str | None
 
     @dataclass
     class JobRequested(Message):
@@ -126,6 +140,8 @@ class RunScreen(Screen):
         """Whether the charts' x axis is the wall-clock time since the first step instead of the step."""
         self.cursor: int | None = None
         """The chart cursor's step (None: hidden); every chart marks it and reads out its series there."""
+        self.dist: str | None = None
+        """The distribution the distribution tab shows (None: the run's first); ``h``/``H`` cycle it."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
@@ -142,7 +158,10 @@ class RunScreen(Screen):
 
     def _pane(self, tab_id: str) -> ComposeResult:
         """What the pane of tab ``tab_id`` holds."""
-        if tab_id in {tab.id for tab in CHART_TABS}:
+        if tab_id == DIST_CHART:  # a run without distributions says how to record them, in place of a chart
+            yield Static(id="dist-note")
+            yield MetricChart(id=f"chart-{tab_id}")
+        elif tab_id in {tab.id for tab in CHART_TABS}:
             yield MetricChart(id=f"chart-{tab_id}")
         elif tab_id == "layers":
             yield LayerHeatmap(id="layer-grid")
@@ -201,8 +220,26 @@ class RunScreen(Screen):
         mode = modes[self.rank_mode % len(modes)]
         for tab in CHART_TABS:
             chart = chart_for_mode(detail.charts[tab.id], detail.ranks, tab.id, mode)
+            if tab.id == DIST_CHART and len(detail.dists) > 1:
+                chart = replace(chart, title=f"{chart.title}  {NEXT_DIST_KEY}/{PREVIOUS_DIST_KEY}: next/previous")
             self.query_one(f"#chart-{tab.id}", MetricChart).show(chart, self._marker())
+        note = self.query_one("#dist-note", Static)
+        note.display = not detail.dists
+        self.query_one(f"#chart-{DIST_CHART}", MetricChart).display = bool(detail.dists)
+        if not detail.dists:
+            note.update(Text(NO_DISTRIBUTIONS))
         self._chart_views()
+
+    def action_distribution(self, direction: int) -> None:
+        """Show the next (``direction`` 1) or previous (-1) distribution of the run in the distribution tab."""
+        if self.detail is None or not self.detail.dists:
+            self.notify(NO_DISTRIBUTIONS)
+            return
+        shown = shown_distribution(self.detail.dists, self.dist)
+        self.dist = next_distribution(self.detail.dists, shown, direction)
+        if self.query_one("#charts", TabbedContent).active != DIST_CHART:
+            self.action_tab(DIST_CHART)
+        self.post_message(self.DistributionChanged(self.key, self.dist))
 
     def _chart_views(self) -> None:
         """Every chart with the current smoothing, x axis and cursor."""
