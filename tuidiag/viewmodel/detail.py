@@ -13,8 +13,8 @@ from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
 from tuidiag.format import EVENT_ACTION, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
 from tuidiag.viewmodel.actions import past_actions
 from tuidiag.viewmodel.chart_clock import Clock, clock_of
-from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, distribution_names, shown_distribution
-from tuidiag.viewmodel.downsample import downsample
+from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, distribution_names, nonfinite_name, shown_distribution
+from tuidiag.viewmodel.downsample import downsample, minmax_points
 from tuidiag.viewmodel.jobs_view import job_texts
 from tuidiag.viewmodel.ranks import RankLines, rank_lines
 from tuidiag.viewmodel.snapshot import Chart, LayerGrid, RunDetail, RunSummary, run_speed
@@ -48,8 +48,9 @@ def detail_data(run: Run, at: int | None, points: int, window: tuple[int, int] |
     steps = run.series(LOSS).steps
     dists = distribution_names(run.metric_names, view.param_order)
     charts = build_charts(view, points, window)
-    charts[DIST_CHART] = replace(distribution_chart(dists, shown_distribution(dists, dist),
-                                                    lambda name, label: _line(view, name, points, label, window)),
+    shown = shown_distribution(dists, dist)
+    nonfinite = shown is not None and bool(np.any(view.series(nonfinite_name(shown))[1] > 0))
+    charts[DIST_CHART] = replace(distribution_chart(dists, shown, lambda name, label: _line(view, name, points, label, window, True), nonfinite),
                                  clock=charts["loss"].clock)
     return DetailData(
         charts=marks_within(mark_resumes(charts, view.resume_steps), window),
@@ -90,14 +91,16 @@ def build_detail(run: Run, summary: RunSummary, diagnosis: Diagnosis, at: int | 
 
 
 def _line(view: RunView, name: str, points: int, label: str | None = None,
-          window: tuple[int, int] | None = None) -> tuple[str, np.ndarray, np.ndarray] | None:
+          window: tuple[int, int] | None = None, extremes: bool = False) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """One chart line of ``name`` over ``window``: downsampled by MinMaxLTTB, or with ``extremes`` as min/max
+    buckets that keep every extreme (:func:`minmax_points`)."""
     steps, values = view.series(name)
     if window is not None:
         inside = (steps >= window[0]) & (steps <= window[1])
         steps, values = steps[inside], values[inside]
     if not len(steps):
         return None
-    x, y = downsample(steps, values, points)
+    x, y = minmax_points(steps, values, points) if extremes else downsample(steps, values, points)
     return (label or name, x, y)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from tuidiag.diagnosis.view import natural_key
-from tuidiag.format import DIST_GRAD_PREFIX, DIST_WEIGHT_PREFIX, SUMMARY_QUANTILES
+from tuidiag.format import DIST_GRAD_PREFIX, DIST_WEIGHT_PREFIX, SUMMARY_NONFINITE, SUMMARY_QUANTILES
 from tuidiag.viewmodel.snapshot import Chart
 
 DIST_CHART = "dist"
@@ -79,9 +79,15 @@ def next_distribution(names: Sequence[str], current: str | None, direction: int)
     return names[(names.index(current) + direction) % len(names)]
 
 
-def distribution_chart(names: Sequence[str], name: str | None, line_of: LineOf) -> Chart:
+def nonfinite_name(name: str) -> str:
+    """The row that counts distribution ``name``'s non-finite elements (left out of its quantiles)."""
+    return f"{name}/{SUMMARY_NONFINITE}"
+
+
+def distribution_chart(names: Sequence[str], name: str | None, line_of: LineOf, nonfinite: bool = False) -> Chart:
     """The chart of distribution ``name`` (one of ``names``): its band lines from ``line_of``, titled with the
-    distribution's name and its place among ``names``. With no ``name``, an empty chart."""
+    distribution's name and its place among ``names``, and saying so when ``nonfinite`` (some of its elements
+    were NaN or infinite: the quantiles are of the others). With no ``name``, an empty chart."""
     if name is None:
         return Chart("distributions", ())
     lines: list[Line] = []
@@ -92,4 +98,5 @@ def distribution_chart(names: Sequence[str], name: str | None, line_of: LineOf) 
             lines.append(found)
             styles.append(style)
     place = f" ({names.index(name) + 1}/{len(names)})" if name in names and len(names) > 1 else ""
-    return Chart(f"{distribution_label(name)}{place}", tuple(lines), styles=tuple(styles))
+    note = "  NaN/Inf elements left out" if nonfinite else ""
+    return Chart(f"{distribution_label(name)}{place}{note}", tuple(lines), styles=tuple(styles))

@@ -20,7 +20,7 @@ from tuidiag.store.envelope import NO_STEP, Level, coarsen, from_rows, zigzag
 from tuidiag.store.envelope_run import EnvelopeRun
 from tuidiag.text.numbers import fmt
 from tuidiag.viewmodel.actions import past_actions
-from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, distribution_names, shown_distribution
+from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, distribution_names, nonfinite_name, shown_distribution
 from tuidiag.viewmodel.detail import MAX_EVENTS, DetailData, mark_resumes, marks_within
 from tuidiag.viewmodel.snapshot import Chart, LayerGrid
 
@@ -94,8 +94,11 @@ def envelope_charts(run: EnvelopeRun, points: int, window: Window | None = None,
     updates = [found for name in picks for found in [line(run, UPDATE_RATIO_PREFIX + name, points, name, window)] if found]
     charts["update"] = Chart("update/weight ratio", tuple(updates), log_default=True, actions=actions, failed_actions=failed)
     dists = distribution_names(run.metric_names, view.param_order)
-    charts[DIST_CHART] = distribution_chart(dists, shown_distribution(dists, dist),
-                                            lambda name, label: line(run, name, points, label, window))
+    shown = shown_distribution(dists, dist)
+    counts = run.pyramid(nonfinite_name(shown)) if shown is not None else None
+    top = counts.levels[max(counts.levels)] if counts is not None else None
+    nonfinite = top is not None and bool(np.any(top.hi[top.count > 0] > 0))
+    charts[DIST_CHART] = distribution_chart(dists, shown, lambda name, label: line(run, name, points, label, window), nonfinite)
     return mark_resumes(charts, view.resume_steps)
 
 
