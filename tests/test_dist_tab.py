@@ -76,3 +76,16 @@ async def test_a_run_without_distributions_says_how_to_record_them(tmp_path: Pat
         assert note.display and not screen.query_one(f"#chart-{DIST_CHART}", MetricChart).display
         assert str(note.render()) == NO_DISTRIBUTIONS
         assert any(n.message == NO_DISTRIBUTIONS for n in app._notifications)
+
+
+async def test_replay_draws_the_distribution_as_of_its_cursor(dist_run: Path) -> None:
+    app = TuidiagApp(dist_run, replay=True, clock=fixed_clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _loaded(pilot, app)
+        await pilot.press(tab_of(DIST_CHART).key, "home")
+        await pilot.press(*["right"] * 6)  # the cursor to step 6: the chart may draw no step after it
+        assert await wait_for(pilot, lambda: screen.detail.at == 6)
+        at = screen.detail.at
+        chart = screen.detail.charts[DIST_CHART]
+        assert chart.lines and all(x.max() <= at for _, x, _ in chart.lines) and max(x.max() for _, x, _ in chart.lines) == 5
+        assert screen.query_one(f"#chart-{DIST_CHART}", MetricChart).chart.title.startswith("acts/hidden")
