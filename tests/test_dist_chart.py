@@ -22,8 +22,8 @@ from tuidiag.app.widgets.chart import draw_chart
 from tuidiag.format import DIST_GRAD_PREFIX, DIST_WEIGHT_PREFIX, SUMMARY_QUANTILES
 from tuidiag.store.envelope_run import open_envelopes
 from tuidiag.viewmodel.detail import detail_data
-from tuidiag.viewmodel.distributions import (BANDS, DIST_CHART, distribution_label, distribution_names, next_distribution,
-                                             shown_distribution)
+from tuidiag.diagnosis.distributions import distribution_label, distribution_names
+from tuidiag.viewmodel.distributions import BANDS, DIST_CHART, next_distribution, shown_distribution
 from tuidiag.viewmodel.envelope_view import envelope_detail_data
 
 POINTS = 80
@@ -110,3 +110,21 @@ def test_the_chart_draws_each_band_within_its_rows_with_every_extreme(tmp_path, 
                 assert y.max() == values[finite].max() and y.min() == values[finite].min()  # spikes and dips drawn
             text = draw_chart(chart, log=False, marker=None, width=80, height=20).plain
             assert distribution_label(shown)[:40] in text  # the name as written: brackets are not markup
+
+
+@pytest.mark.parametrize("params,logged", [(0, False), (3, True)])
+def test_the_report_draws_the_first_distributions_or_says_how_to_record_them(tmp_path, params, logged) -> None:
+    from tuidiag.diagnosis.distributions import NO_DISTRIBUTIONS
+    from tuidiag.report.build import write_report
+    from tuidiag.report.mdtext import md
+    from tuidiag.report.plots_dist import MAX_PANELS
+
+    series = _write(tmp_path / "r", params, logged, 40, nan=True, spike=False)
+    text = write_report(tmp_path / "r", tmp_path / "report").read_text()
+    count = len(distribution_names(series))
+    if not count:
+        assert not (tmp_path / "report" / "distributions.png").exists() and md(NO_DISTRIBUTIONS) in text
+        return
+    assert (tmp_path / "report" / "distributions.png").stat().st_size > 0
+    assert f"{count} distributions recorded, the first {MAX_PANELS} drawn" in text
+    assert f"{min(count, MAX_PANELS)} of those drawn had NaN/Inf elements" in text

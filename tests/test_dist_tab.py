@@ -16,7 +16,8 @@ from tuidiag.app.app import TuidiagApp
 from tuidiag.app.run_tabs import tab_of
 from tuidiag.app.screens.run_screen import NEXT_DIST_KEY, PREVIOUS_DIST_KEY, RunScreen
 from tuidiag.app.widgets.chart import MetricChart
-from tuidiag.viewmodel.distributions import DIST_CHART, NO_DISTRIBUTIONS, distribution_label
+from tuidiag.diagnosis.distributions import NO_DISTRIBUTIONS, distribution_label
+from tuidiag.viewmodel.distributions import DIST_CHART
 
 
 @pytest.fixture(scope="module")

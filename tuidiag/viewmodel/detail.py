@@ -13,7 +13,8 @@ from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
 from tuidiag.format import EVENT_ACTION, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
 from tuidiag.viewmodel.actions import past_actions
 from tuidiag.viewmodel.chart_clock import Clock, clock_of
-from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, distribution_names, nonfinite_name, shown_distribution
+from tuidiag.diagnosis.distributions import distribution_names, nonfinite_name
+from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, shown_distribution
 from tuidiag.viewmodel.downsample import downsample, minmax_points
 from tuidiag.viewmodel.jobs_view import job_texts
 from tuidiag.viewmodel.ranks import RankLines, rank_lines

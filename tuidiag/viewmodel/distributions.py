@@ -11,55 +11,25 @@ envelopes), so a spike of a single step stays visible on a long run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tuidiag.diagnosis.view import natural_key
-from tuidiag.format import DIST_GRAD_PREFIX, DIST_WEIGHT_PREFIX, SUMMARY_NONFINITE, SUMMARY_QUANTILES
+from tuidiag.diagnosis.distributions import MEDIAN, distribution_label
 from tuidiag.viewmodel.snapshot import Chart
 
 DIST_CHART = "dist"
 """The key of the distribution chart in ``RunDetail.charts`` (and its tab's pane id)."""
-MEDIAN = "q50"
 BANDS: tuple[tuple[str, str, int], ...] = (
     ("q0", "min", 8), ("q100", "max", 8), ("q5", "q5", 4), ("q95", "q95", 4),
     ("q25", "q25", 1), ("q75", "q75", 1), (MEDIAN, "median", 0),
 )
 """(quantile suffix, line label, style) of each line, drawn in this order: outer bands first, the median on top.
 The style picks the chart's colour and glyph; the two edges of a band share one."""
-NO_DISTRIBUTIONS = "no distributions recorded: Recorder(histograms_every=N) or rec.log(name=tensor)"
-"""What the distribution tab says of a run without any."""
 
 Line = tuple[str, np.ndarray, np.ndarray]
 LineOf = Callable[[str, str], "Line | None"]
 """``(metric, label) -> line``: one chart line of a metric, or ``None`` when it has nothing to draw."""
-
-
-def distribution_names(metric_names: Iterable[str], param_order: Sequence[str] = ()) -> tuple[str, ...]:
-    """The distributions among ``metric_names`` (every family with all quantile rows), in the order the cycle
-    key goes through them: logged names first (natural order), then each parameter's weights and gradient
-    in model order (``param_order``; parameters not in it after, in natural order)."""
-    names = set(metric_names)
-    families = {name[: -len(MEDIAN) - 1] for name in names if name.endswith("/" + MEDIAN)}
-    complete = [f for f in families if f and all(f"{f}/{suffix}" in names for suffix in SUMMARY_QUANTILES)]
-    params = {f[len(prefix):] for f in complete for prefix in (DIST_WEIGHT_PREFIX, DIST_GRAD_PREFIX) if f.startswith(prefix)}
-    rank = {name: i for i, name in enumerate(param_order)}
-    ordered_params = sorted(params, key=lambda p: (rank.get(p, len(rank)), natural_key(p)))
-    logged = sorted((f for f in complete if not f.startswith((DIST_WEIGHT_PREFIX, DIST_GRAD_PREFIX))), key=natural_key)
-    present = set(complete)
-    per_param = [prefix + p for p in ordered_params for prefix in (DIST_WEIGHT_PREFIX, DIST_GRAD_PREFIX) if prefix + p in present]
-    return (*logged, *per_param)
-
-
-def distribution_label(name: str) -> str:
-    """How a chart title names distribution ``name``: ``weights of fc.weight``, ``gradient of fc.weight``, or
-    the logged name itself."""
-    if name.startswith(DIST_WEIGHT_PREFIX):
-        return f"weights of {name[len(DIST_WEIGHT_PREFIX):]}"
-    if name.startswith(DIST_GRAD_PREFIX):
-        return f"gradient of {name[len(DIST_GRAD_PREFIX):]}"
-    return name
 
 
 def shown_distribution(names: Sequence[str], wanted: str | None) -> str | None:
@@ -77,11 +47,6 @@ def next_distribution(names: Sequence[str], current: str | None, direction: int)
     if current not in names:
         return names[0]
     return names[(names.index(current) + direction) % len(names)]
-
-
-def nonfinite_name(name: str) -> str:
-    """The row that counts distribution ``name``'s non-finite elements (left out of its quantiles)."""
-    return f"{name}/{SUMMARY_NONFINITE}"
 
 
 def distribution_chart(names: Sequence[str], name: str | None, line_of: LineOf, nonfinite: bool = False) -> Chart:

@@ -20,7 +20,8 @@ from tuidiag.store.envelope import NO_STEP, Level, coarsen, from_rows, zigzag
 from tuidiag.store.envelope_run import EnvelopeRun
 from tuidiag.text.numbers import fmt
 from tuidiag.viewmodel.actions import past_actions
-from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, distribution_names, nonfinite_name, shown_distribution
+from tuidiag.diagnosis.distributions import distribution_names, nonfinite_name
+from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, shown_distribution
 from tuidiag.viewmodel.detail import MAX_EVENTS, DetailData, mark_resumes, marks_within
 from tuidiag.viewmodel.snapshot import Chart, LayerGrid
 

@@ -24,7 +24,8 @@ from tuidiag.app.widgets.layers import LayerHeatmap
 from tuidiag.viewmodel.job_progress import JobView
 from tuidiag.viewmodel.chart_cursor import move_cursor
 from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
-from tuidiag.viewmodel.distributions import DIST_CHART, NO_DISTRIBUTIONS, next_distribution, shown_distribution
+from tuidiag.diagnosis.distributions import NO_DISTRIBUTIONS
+from tuidiag.viewmodel.distributions import DIST_CHART, next_distribution, shown_distribution
 from tuidiag.viewmodel.jobs_view import jobs_text
 from tuidiag.viewmodel.replay_cursor import next_sample
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
