@@ -110,6 +110,9 @@ def test_the_chart_draws_each_band_within_its_rows_with_every_extreme(tmp_path, 
                 assert y.max() == values[finite].max() and y.min() == values[finite].min()  # spikes and dips drawn
             text = draw_chart(chart, log=False, marker=None, width=80, height=20).plain
             assert distribution_label(shown)[:40] in text  # the name as written: brackets are not markup
+    if expected:  # replay: the chart as of a step draws no later step
+        at = steps // 2
+        assert all(x.max() <= at for _, x, _ in detail_data(run, at, POINTS).charts[DIST_CHART].lines if len(x))
 
 
 @pytest.mark.parametrize("params,logged", [(0, False), (3, True)])
