@@ -32,7 +32,7 @@ POINTS = 80
 name_part = st.text(alphabet="abcxyz019._[]/", min_size=1, max_size=8).filter(lambda s: not s.endswith("/") and "//" not in s)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(params=st.lists(name_part, max_size=5, unique=True), logged=st.lists(name_part, max_size=3, unique=True),
        partial=st.booleans(), data=st.data())
 def test_names_are_every_complete_family_logged_first_then_each_parameter_in_model_order(params, logged, partial, data) -> None:

@@ -9,7 +9,9 @@ refuses jobs at once, saying why.
 
 from __future__ import annotations
 
+import gc
 import shutil
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,7 +23,7 @@ from torch import nn
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
 from transformers_helpers import SEQ, VOCAB, TokenDataset
 
-from tuidiag.integrations.job_loss import MANUAL_OPTIMIZATION, NOT_KEPT, WholeBatches
+from tuidiag.integrations.job_loss import MANUAL_OPTIMIZATION, WholeBatches
 from tuidiag.integrations.lightning import TuidiagCallback as LightningCallback
 from tuidiag.integrations.transformers import TuidiagCallback as TransformersCallback
 from tuidiag.store import control_channel as ctl
@@ -162,13 +164,20 @@ def test_transformers_jobs_call_the_model_with_the_labels_and_leave_the_training
     shutil.rmtree(tmp_path / "out", ignore_errors=True)
 
 
-def test_whole_batches_give_back_only_what_they_kept() -> None:
+def test_whole_batches_give_back_only_what_they_kept_and_let_go_with_the_recorder() -> None:
     whole = WholeBatches(most=2)
     xs = [torch.zeros(1) for _ in range(3)]
     for i, x in enumerate(xs):
         whole.keep(x, {"input_ids": x, "i": i})
-    assert [whole.of(x)["i"] for x in xs[1:]] == [1, 2]
+    assert [whole.of(x)["i"] for x in xs[1:]] == [1, 2] and whole.of(xs[2])["input_ids"] is xs[2]
     for stranger in (xs[0], torch.zeros(1)):  # evicted, or never given
         with pytest.raises(ValueError, match="not kept whole"):
             whole.of(stranger)
-    assert NOT_KEPT.startswith("this batch was not kept whole")
+    x, labels = torch.zeros(2), torch.ones(2)
+    whole.keep(x, (x, labels))
+    assert whole.of(x)[1] is labels
+    gone = weakref.ref(labels)
+    del x, labels  # the recorder let x go: at the next keep its batch's other tensors go too
+    whole.keep(xs[0], [xs[0]])
+    gc.collect()
+    assert gone() is None and whole.of(xs[0]) == [xs[0]]

@@ -18,8 +18,10 @@ framework.
 from __future__ import annotations
 
 import contextlib
+import functools
+import weakref
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from tuidiag.recorder.recent_batches import ALWAYS, FOR_JOBS
@@ -30,15 +32,25 @@ NOT_KEPT = ("this batch was not kept whole for jobs (a batch from before the job
 
 
 class WholeBatches:
-    """The whole batch behind each ``x`` given to ``rec.batch``, for the newest batches the recorder may keep."""
+    """The whole batch behind each ``x`` given to ``rec.batch``, for as long as the recorder keeps that ``x``.
+
+    ``x`` itself is held weakly: once the recorder (and the training) let it go, its entry goes at the next
+    :meth:`keep`, so this holds no tensor the recorder has dropped beyond the rest of one batch (its
+    labels, masks). An ``x`` that cannot be referenced weakly is held, the newest :data:`most` of them."""
 
     def __init__(self, most: int = FOR_JOBS + ALWAYS) -> None:
         self.most = most
-        self._kept: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
+        self._kept: OrderedDict[int, tuple[Callable[[], Any], Any]] = OrderedDict()
 
     def keep(self, x: Any, batch: Any) -> None:
-        """Remember that ``x`` came from ``batch`` (``x`` is held too, so its id stays its own)."""
-        self._kept[id(x)] = (x, batch)
+        """Remember that ``x`` came from ``batch``."""
+        for key in [key for key, (ref, _) in self._kept.items() if ref() is None]:
+            del self._kept[key]
+        try:
+            ref: Callable[[], Any] = weakref.ref(x)
+        except TypeError:  # a list or dict given as x: held, and so its id stays its own
+            ref = functools.partial(_same, x)
+        self._kept[id(x)] = (ref, _without(batch, x))
         self._kept.move_to_end(id(x))
         while len(self._kept) > self.most:
             self._kept.popitem(last=False)
@@ -46,13 +58,48 @@ class WholeBatches:
     def of(self, x: Any) -> Any:
         """The whole batch ``x`` came from; ``ValueError`` when it was not kept."""
         found = self._kept.get(id(x))
-        if found is None or found[0] is not x:
+        if found is None or found[0]() is not x:
             raise ValueError(NOT_KEPT)
-        return found[1]
+        return _with(found[1], x)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (``ddp_spawn``) without the batches."""
         return {"most": self.most, "_kept": OrderedDict()}
+
+
+class _Hole:
+    """Where ``x`` was in a batch kept without it."""
+
+
+_HOLE = _Hole()
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _without(batch: Any, x: Any) -> Any:
+    """``batch`` with ``x`` taken out (a dict or sequence keeps its other items; ``x`` itself: a hole)."""
+    if batch is x:
+        return _HOLE
+    if isinstance(batch, Mapping):
+        return {key: _HOLE if value is x else value for key, value in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        items = [_HOLE if value is x else value for value in batch]
+        return items if isinstance(batch, list) else type(batch)(*items) if hasattr(batch, "_fields") else tuple(items)
+    return batch
+
+
+def _with(kept: Any, x: Any) -> Any:
+    """The batch :func:`_without` took ``x`` out of, whole again."""
+    if kept is _HOLE:
+        return x
+    if isinstance(kept, dict):
+        return {key: x if value is _HOLE else value for key, value in kept.items()}
+    if isinstance(kept, (list, tuple)):
+        items = [x if value is _HOLE else value for value in kept]
+        return items if isinstance(kept, list) else type(kept)(*items) if hasattr(kept, "_fields") else tuple(items)
+    return kept
 
 
 def input_of(x: Any, batch: Any) -> Any:
