@@ -69,10 +69,10 @@ CompareScreen.short #cmp-chart-numbers { display: none; }
 #system-strip { height: 1; color: $text-muted; }
 #overview-hint { height: auto; color: $text-muted; }
 #run-main { height: 1fr; }
-#charts { width: 3fr; }
+#charts { width: 3fr; min-width: 68; }  /* 68: every tab label (run_tabs.py) fits beside the diagnosis at 110 columns */
 #diagnosis { width: 2fr; min-width: 40; }
 RunScreen.narrow #run-main { layout: vertical; }
-RunScreen.narrow #charts { width: 1fr; height: 1fr; }
+RunScreen.narrow #charts { width: 1fr; height: 1fr; min-width: 0; }
 RunScreen.narrow #diagnosis { width: 1fr; height: 50%; min-width: 0; }
 RunScreen.diagnosis-full #charts { display: none; }
 RunScreen.diagnosis-full #diagnosis { width: 1fr; height: 1fr; min-width: 0; }
@@ -81,6 +81,7 @@ TabPane { padding: 0; }
 LayerHeatmap { height: 1fr; }
 #jobs-scroll { overflow-x: hidden; overflow-y: auto; }
 #jobs-text { width: 100%; }
+#dist-note { height: auto; padding: 1 1; color: $text-muted; }
 """
 
 
@@ -276,17 +277,18 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         screen = self.screen
         key, at, window = (screen.key, screen.at, screen.window) if isinstance(screen, RunScreen) else (None, None, None)
         points = screen.chart_points() if isinstance(screen, RunScreen) else 400
+        dist = screen.dist if isinstance(screen, RunScreen) else None
         self._last_refresh = time.monotonic()
-        self.refresh_runs(dirs, key, at, window, points)
+        self.refresh_runs(dirs, key, at, window, points, dist)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def refresh_runs(self, dirs: set[Path] | None, key: str | None, at: int | None, window: tuple[int, int] | None = None,
-                     points: int = 400) -> None:
+                     points: int = 400, dist: str | None = None) -> None:
         """Worker: discover runs, read what is new, rebuild the open run's view (over ``window``: a zoom; ``points``
-        per chart line: its width)."""
+        per chart line: its width; ``dist``: the distribution its distribution chart shows)."""
         new = self.model.discover() if dirs is None or not self.model.knows(dirs) else []
         summaries = self.model.refresh(None if new or dirs is None else dirs, wait=READ_WAIT)
-        detail = self.model.detail(key, at, points=points, wait=READ_WAIT, window=window) if key else None
+        detail = self.model.detail(key, at, points=points, wait=READ_WAIT, window=window, dist=dist) if key else None
         self.post_message(self.RunsRefreshed(summaries, detail))
 
     def _read_late(self, path: Path) -> None:
@@ -294,9 +296,11 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         self.post_message(self.RunsRefreshed(self.model.summaries(), None, late=True))
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
-    def load_detail(self, key: str, at: int | None, window: tuple[int, int] | None = None, points: int = 400) -> None:
-        """Worker: the run view as of ``at``, its charts over ``window`` (a zoom; None: all steps)."""
-        detail = self.model.detail(key, at, points=points, window=window)
+    def load_detail(self, key: str, at: int | None, window: tuple[int, int] | None = None, points: int = 400,
+                    dist: str | None = None) -> None:
+        """Worker: the run view as of ``at``, its charts over ``window`` (a zoom; None: all steps), its
+        distribution chart of ``dist`` (None: the run's first)."""
+        detail = self.model.detail(key, at, points=points, window=window, dist=dist)
         if detail is not None:
             self.post_message(self.DetailReady(detail))
 
@@ -323,7 +327,7 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
             self._show_detail(message.detail)
         top = self._top_screen()
         if message.late and isinstance(top, RunScreen):
-            self.load_detail(top.key, top.at, top.window, top.chart_points())
+            self.load_detail(top.key, top.at, top.window, top.chart_points(), top.dist)
 
     def _top_screen(self) -> object:
         """The active screen, or None while the app starts or shuts down (messages still arrive then)."""
@@ -371,12 +375,17 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
     def on_run_screen_cursor_moved(self, message: RunScreen.CursorMoved) -> None:
         screen = self._top_screen()
         if isinstance(screen, RunScreen):
-            self.load_detail(message.key, message.at, screen.window, screen.chart_points())
+            self.load_detail(message.key, message.at, screen.window, screen.chart_points(), screen.dist)
 
     def on_run_screen_zoom_changed(self, message: RunScreen.ZoomChanged) -> None:
         screen = self._top_screen()
         if isinstance(screen, RunScreen):
-            self.load_detail(message.key, screen.at, message.window, screen.chart_points())
+            self.load_detail(message.key, screen.at, message.window, screen.chart_points(), screen.dist)
+
+    def on_run_screen_distribution_changed(self, message: RunScreen.DistributionChanged) -> None:
+        screen = self._top_screen()
+        if isinstance(screen, RunScreen):
+            self.load_detail(message.key, screen.at, screen.window, screen.chart_points(), message.dist)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

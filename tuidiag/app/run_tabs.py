@@ -32,12 +32,14 @@ class RunTab:
 
 RUN_TABS: tuple[RunTab, ...] = (
     RunTab("loss", "1", "Loss", "training and validation loss", chart=True, smoothed=True),
-    RunTab("grad", "2", "Grad norm", "global gradient norm before clipping, the clip threshold", chart=True, smoothed=True),
+    RunTab("grad", "2", "Grad", "global gradient norm before clipping, the clip threshold", chart=True, smoothed=True),
     RunTab("lr", "3", "LR", "learning rate of each parameter group", chart=True),
     RunTab("update", "4", "Update", "update/weight ratio (healthy near 1e-3)", chart=True, smoothed=True),
     RunTab("layers", "5", "Layers", "per-layer gradient norms (layers x time)"),
     RunTab("events-tab", "6", "Events", "non-finite values, clipping, recorder errors; enter shows one whole"),
     RunTab("jobs-tab", "7", "Jobs", "the newest result of each job"),
+    RunTab("dist", "8", "Dist", "one distribution at a time (weights, gradients, logged tensors): median, "
+           "q25-q75, q5-q95, min/max over steps", chart=True),
 )
 """Every tab of the run view, in tab-bar order."""
 

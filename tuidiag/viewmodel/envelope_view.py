@@ -20,6 +20,8 @@ from tuidiag.store.envelope import NO_STEP, Level, coarsen, from_rows, zigzag
 from tuidiag.store.envelope_run import EnvelopeRun
 from tuidiag.text.numbers import fmt
 from tuidiag.viewmodel.actions import past_actions
+from tuidiag.diagnosis.distributions import distribution_names, nonfinite_name
+from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, shown_distribution
 from tuidiag.viewmodel.detail import MAX_EVENTS, MEMORY_FIGURES, DetailData, mark_resumes, marks_within
 from tuidiag.viewmodel.snapshot import Chart, LayerGrid
 
@@ -62,8 +64,9 @@ def line(run: EnvelopeRun, name: str, points: int, label: str | None = None,
     return (label or name, x, y) if len(x) else None
 
 
-def envelope_charts(run: EnvelopeRun, points: int, window: Window | None = None) -> dict[str, Chart]:
-    """Loss (train and validation), gradient norm, LR and update ratio charts, as ``build_charts`` draws them."""
+def envelope_charts(run: EnvelopeRun, points: int, window: Window | None = None, dist: str | None = None) -> dict[str, Chart]:
+    """Loss (train and validation), gradient norm, LR, update ratio and distribution (of ``dist``, default the
+    first) charts, as ``build_charts`` and ``detail_data`` draw them."""
     view = RunView(run)
     past = past_actions(view.events(EVENT_ACTION))
     actions = tuple(sorted({a.step for a in past if not a.failed}))[:20]
@@ -91,6 +94,12 @@ def envelope_charts(run: EnvelopeRun, points: int, window: Window | None = None)
     picks = [layers[i] for i in sorted({0, len(layers) // 2, len(layers) - 1})] if layers else []
     updates = [found for name in picks for found in [line(run, UPDATE_RATIO_PREFIX + name, points, name, window)] if found]
     charts["update"] = Chart("update/weight ratio", tuple(updates), log_default=True, actions=actions, failed_actions=failed)
+    dists = distribution_names(run.metric_names, view.param_order)
+    shown = shown_distribution(dists, dist)
+    counts = run.pyramid(nonfinite_name(shown)) if shown is not None else None
+    top = counts.levels[max(counts.levels)] if counts is not None else None
+    nonfinite = top is not None and bool(np.any(top.hi[top.count > 0] > 0))
+    charts[DIST_CHART] = distribution_chart(dists, shown, lambda name, label: line(run, name, points, label, window), nonfinite)
     return mark_resumes(charts, view.resume_steps)
 
 
@@ -155,17 +164,19 @@ def envelope_system(run: EnvelopeRun) -> tuple[tuple[str, str], ...]:
     return tuple(figures)
 
 
-def envelope_detail_data(run: EnvelopeRun, points: int, window: Window | None = None) -> DetailData:
-    """Charts, layer grid, events and system figures of ``run`` from its envelopes (``window``: a zoom)."""
+def envelope_detail_data(run: EnvelopeRun, points: int, window: Window | None = None, dist: str | None = None) -> DetailData:
+    """Charts, layer grid, events and system figures of ``run`` from its envelopes (``window``: a zoom; ``dist``:
+    the distribution shown, default the first)."""
     loss = run.pyramid(LOSS)
     finest = loss.levels[min(loss.levels)] if loss is not None else None
     steps = (int(finest.first_step.min()), int(finest.last_step[-1])) if finest is not None and len(finest) else (0, 0)
     return DetailData(
-        charts=marks_within(envelope_charts(run, points, window), window),
+        charts=marks_within(envelope_charts(run, points, window, dist), window),
         layers=envelope_layers(run, max(8, points // 4)),
         events=tuple(run.events[-MAX_EVENTS:]),
         system=envelope_system(run),
         steps=steps,
         event_steps=frozenset(e.step for e in run.events),
         ranks=None,
+        dists=distribution_names(run.metric_names, RunView(run).param_order),
     )

@@ -43,9 +43,10 @@ class RunDetails:
     _focus: tuple[Path | None, float]
 
     def detail(self, key: str, at: int | None = None, points: int = 400, wait: float | None = None,
-               window: Window | None = None) -> RunDetail | None:
+               window: Window | None = None, dist: str | None = None) -> RunDetail | None:
         """The run view's data for run ``key`` as of step ``at``; ``None`` when the run is not
         read yet, is unreadable, or is still being read after ``wait`` seconds (default: no limit).
+        ``dist``: the distribution the distribution chart shows (default: the run's first).
 
         A run summarised from ``run.json`` is drawn from its envelopes (``window``: the steps a zoom
         shows), its rows never held here; others, and replays (``at``), from all their rows."""
@@ -58,7 +59,7 @@ class RunDetails:
             if slot.problem is not None or (slot.run is None and slot.summary is None):
                 return None
             if at is None and slot.tail is not None and slot.summary is not None:
-                shown = self._envelope_detail(slot, points, window)
+                shown = self._envelope_detail(slot, points, window, dist)
                 if shown is not None:
                     return shown
             run = self._open(slot) if slot.tail is not None or slot.run is None else slot.run
@@ -66,11 +67,11 @@ class RunDetails:
             live = self._diagnosis(path, run)
             diagnosis = live if at is None else diagnose(run, at=at, jobs=job_records(run))
             points = ROWS_POINTS  # runs read whole keep their downsampling (MinMaxLTTB) at a fixed size
-            stamp = (run.rows_read, len(run.events), at, points, window)
+            stamp = (run.rows_read, len(run.events), at, points, window, dist)
             model = run.manifest.get("model")
             cached = self._details.get(path)
             if cached is None or cached[0] != stamp or cached[1] != model:
-                cached = self._details[path] = (stamp, model, detail_data(run, at, points, window))
+                cached = self._details[path] = (stamp, model, detail_data(run, at, points, window, dist))
             detail = build_detail(run, self._summary(path, run, live), diagnosis, at, points, live, cached[2])
             if at is None and run.status == "running":  # live: the steps change at every flush, and only replay uses them
                 return detail
@@ -80,7 +81,7 @@ class RunDetails:
         finally:
             slot.lock.release()
 
-    def _envelope_detail(self, slot: RunSlot, points: int, window: Window | None) -> RunDetail | None:
+    def _envelope_detail(self, slot: RunSlot, points: int, window: Window | None, dist: str | None = None) -> RunDetail | None:
         """The run view from the run's envelopes (slot lock held); ``None`` for a run they cannot show as the
         rows would: several ranks, or a later session that replaced steps (those are read whole)."""
         envelopes = slot.envelopes
@@ -92,11 +93,11 @@ class RunDetails:
             slot.envelopes = None
             return None
         diagnosis = self._full_diagnosis(slot)
-        stamp = (envelopes.rows_read, len(envelopes.events), window, points)
+        stamp = (envelopes.rows_read, len(envelopes.events), window, points, dist)
         model = envelopes.manifest.get("model")
         cached = self._details.get(slot.path)
         if cached is None or cached[0] != stamp or cached[1] != model:
-            cached = self._details[slot.path] = (stamp, model, envelope_detail_data(envelopes, points, window))
+            cached = self._details[slot.path] = (stamp, model, envelope_detail_data(envelopes, points, window, dist))
         summary = slot.summary
         if summary is not None and summary.health != slot.health.code:
             summary = summarize_tail(slot.path, slot.manifest, slot.tail, slot.health, self.clock(), slot.warnings) if slot.tail else summary

@@ -85,6 +85,9 @@ class Chart:
     """Steps at which a later session continued the run (another process recorded from there on)."""
     clock: "Clock | None" = None
     """(steps, seconds since the first step) of the run, for a wall-clock x axis; None when unknown."""
+    styles: tuple[int, ...] = ()
+    """The colour and glyph of each line, by index (empty: each line its own, in order); the legend names
+    the lines that share one together (the two edges of a band)."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,9 @@ class RunDetail:
     """The gradient-clipping ``max_norm`` in force at the newest step (:attr:`RunView.clip_threshold`; None: no clipping)."""
     samples: np.ndarray | None = None
     """Steps with a recorded loss, ascending (a read-only copy): replay's left/right move from one to the next."""
+    dists: tuple[str, ...] = ()
+    """The run's distributions (``name`` of the ``name/q0`` ... rows), in the order the distribution tab cycles
+    through them; ``charts["dist"]`` shows one of them."""
 
 
 def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: tuple[float, ...] | None = None) -> RunSummary:

@@ -22,7 +22,7 @@ from tuidiag.viewmodel.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSum
 from tuidiag.text.safe import clean, literal
 
 STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "bold red", "stalled": "yellow", "unknown": "dim",
-                "interrupted": "yellow",
+                "interrupted": "yellow", "idle": "yellow", "exited": "dim",
                 STATUS_UNREADABLE: "bold red", STATUS_READING: "dim"}
 PROBLEM_WIDTH = 70
 """Characters of a run's read problem shown in its status cell (the whole text is in the notice on Enter)."""

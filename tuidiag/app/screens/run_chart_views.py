@@ -6,12 +6,17 @@ setting and every chart is drawn again with it (:meth:`RunChartViews._chart_view
 
 from __future__ import annotations
 
-from textual.widgets import TabbedContent
+from dataclasses import replace
+
+from rich.text import Text
+from textual.widgets import Static, TabbedContent
 
 from tuidiag.app.run_tabs import CHART_TABS
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.viewmodel.chart_cursor import move_cursor
 from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
+from tuidiag.diagnosis.distributions import NO_DISTRIBUTIONS
+from tuidiag.viewmodel.distributions import DIST_CHART, next_distribution, shown_distribution
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
 
@@ -20,6 +25,8 @@ SMOOTHED_TABS = tuple(tab.id for tab in CHART_TABS if tab.smoothed)
 DEFAULT_SMOOTHING = STRENGTHS[2]
 """0.9: a chart is 100-200 columns, not TensorBoard's 1000 points, so its default 0.6 would barely
 show; 0.9 spreads over about one percent of the run, a column or two, and noisy losses read as a line."""
+NEXT_DIST_KEY, PREVIOUS_DIST_KEY = "h", "H"
+"""Show the next (previous) distribution in the distribution tab; its chart title names them."""
 
 
 class RunChartViews:
@@ -30,14 +37,33 @@ class RunChartViews:
     smoothing: float
     time_axis: bool
     cursor: int | None
+    dist: str | None
 
     def _show_charts(self, detail: RunDetail) -> None:
         modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
         mode = modes[self.rank_mode % len(modes)]
         for tab in CHART_TABS:
             chart = chart_for_mode(detail.charts[tab.id], detail.ranks, tab.id, mode)
+            if tab.id == DIST_CHART and len(detail.dists) > 1:
+                chart = replace(chart, title=f"{chart.title}  {NEXT_DIST_KEY}/{PREVIOUS_DIST_KEY}: next/previous")
             self.query_one(f"#chart-{tab.id}", MetricChart).show(chart, self._marker())
+        note = self.query_one("#dist-note", Static)
+        note.display = not detail.dists
+        self.query_one(f"#chart-{DIST_CHART}", MetricChart).display = bool(detail.dists)
+        if not detail.dists:
+            note.update(Text(NO_DISTRIBUTIONS))
         self._chart_views()
+
+    def action_distribution(self, direction: int) -> None:
+        """Show the next (``direction`` 1) or previous (-1) distribution of the run in the distribution tab."""
+        if self.detail is None or not self.detail.dists:
+            self.notify(NO_DISTRIBUTIONS)
+            return
+        shown = shown_distribution(self.detail.dists, self.dist)
+        self.dist = next_distribution(self.detail.dists, shown, direction)
+        if self.query_one("#charts", TabbedContent).active != DIST_CHART:
+            self.action_tab(DIST_CHART)
+        self.post_message(self.DistributionChanged(self.key, self.dist))
 
     def _chart_views(self) -> None:
         """Every chart with the current smoothing, x axis and cursor."""

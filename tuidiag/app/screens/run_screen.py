@@ -20,13 +20,14 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 from tuidiag import action_kinds, job_kinds
 from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, tab_bindings, tab_title
 from tuidiag.app.screens.event_detail import EventDetailScreen
-from tuidiag.app.screens.run_chart_views import DEFAULT_SMOOTHING, RunChartViews
+from tuidiag.app.screens.run_chart_views import DEFAULT_SMOOTHING, NEXT_DIST_KEY, PREVIOUS_DIST_KEY, RunChartViews
 from tuidiag.app.screens.run_navigation import RunNavigation
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.job_bar import JobBar
 from tuidiag.app.widgets.layers import LayerHeatmap
+from tuidiag.viewmodel.distributions import DIST_CHART
 from tuidiag.viewmodel.job_progress import JobView
 from tuidiag.viewmodel.jobs_view import jobs_text
 from tuidiag.viewmodel.snapshot import RunDetail
@@ -67,6 +68,10 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         Binding("greater_than_sign", "cursor(1, True)", "Cursor far right", show=False, key_display=">", tooltip="move the chart cursor ten columns right"),
         Binding("z", "zoom", "Zoom", show=False, tooltip="zoom: then left/right keep the left/right half of the steps shown"),
         Binding("Z", "zoom_reset", "Unzoom", show=False, tooltip="show every step again"),
+        Binding(NEXT_DIST_KEY, "distribution(1)", "Next distribution", show=False,
+                tooltip="distribution tab: show the next recorded distribution (logged tensors, then each parameter's weights and gradient)"),
+        Binding(PREVIOUS_DIST_KEY, "distribution(-1)", "Previous distribution", show=False,
+                tooltip="distribution tab: show the previous one"),
     ]
 
     @dataclass
@@ -82,6 +87,13 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
 
         key: str
         window: tuple[int, int] | None
+
+    @dataclass
+    class DistributionChanged(Message):
+        """The distribution chart is to show distribution ``dist``: the app reads its rows."""
+
+        key: str
+        dist: str | None
 
     @dataclass
     class JobRequested(Message):
@@ -122,6 +134,8 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         """Whether the charts' x axis is the wall-clock time since the first step instead of the step."""
         self.cursor: int | None = None
         """The chart cursor's step (None: hidden); every chart marks it and reads out its series there."""
+        self.dist: str | None = None
+        """The distribution the distribution tab shows (None: the run's first); ``h``/``H`` cycle it."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
@@ -138,7 +152,10 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
 
     def _pane(self, tab_id: str) -> ComposeResult:
         """What the pane of tab ``tab_id`` holds."""
-        if tab_id in {tab.id for tab in CHART_TABS}:
+        if tab_id == DIST_CHART:  # a run without distributions says how to record them, in place of a chart
+            yield Static(id="dist-note")
+            yield MetricChart(id=f"chart-{tab_id}")
+        elif tab_id in {tab.id for tab in CHART_TABS}:
             yield MetricChart(id=f"chart-{tab_id}")
         elif tab_id == "layers":
             yield LayerHeatmap(id="layer-grid")
