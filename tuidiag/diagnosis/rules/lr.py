@@ -72,6 +72,11 @@ def _ratio_points(view: RunView) -> Part:
         return 1.0, Evidence(text, *claims, refs=(1e-3, 1e-2)), onset
     progress = drop_of(change)
     if progress > NO_PROGRESS:
+        stalled = _no_progress_while(view, ratio)
+        if stalled is not None:
+            return 1.0, Evidence(text + f"; the loss {_loss_words(change)}, but over the steps of those updates it "
+                                        f"{_loss_words(stalled)}: the steps no longer make progress",
+                                 *claims, change, stalled, refs=(1e-3, 1e-2)), onset
         return 0.5, Evidence(text + f", though the loss {_loss_words(change)}", *claims, change, refs=(1e-3, 1e-2)), onset
     if progress >= -NO_PROGRESS:
         flat = Change(change.before, change.after, "flat", NO_PROGRESS)
@@ -79,6 +84,25 @@ def _ratio_points(view: RunView) -> Part:
                                     f"{fmt(change.before.value)} over {change.before.where}, {fmt(change.after.value)} over "
                                     f"{change.after.where})", *claims, flat, refs=(1e-3, 1e-2)), onset
     return 1.0, Evidence(text + f", while the loss {_loss_words(change)}", *claims, change, refs=(1e-3, 1e-2)), onset
+
+
+STALL_SAMPLES = 4
+"""The loss is judged over the update ratio's window only when that window holds this many samples of the ratio."""
+
+
+def _no_progress_while(view: RunView, ratio: Measure) -> Change | None:
+    """The loss over the steps the update ratio was measured on (first tenth against last), when it improved less than
+    :data:`NO_PROGRESS` there: the updates stay large while the loss no longer improves, so they bounce around instead of
+    descending. The whole curve is checked, not only its start: a loss that fell early and then stalled under large
+    steps is the overshoot's signature even though it is below where it started. ``None`` when it kept improving,
+    or the window holds too few ratio samples to judge."""
+    sampled = view.series(UPDATE_RATIO_PREFIX + (view.weight_params or view.param_order)[0])[0]
+    if int(((sampled >= ratio.first) & (sampled <= ratio.last)).sum()) < STALL_SAMPLES:
+        return None
+    steps, values = finite_only(*view.loss)
+    inside = (steps >= ratio.first) & (steps <= ratio.last)
+    change = first_vs_last(LOSS, steps[inside], values[inside])
+    return change if change is not None and drop_of(change) < NO_PROGRESS else None
 
 
 def _onset(view: RunView, threshold: float) -> Onset | None:
