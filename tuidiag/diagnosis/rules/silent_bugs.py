@@ -28,7 +28,7 @@ from tuidiag.format import (
 from tuidiag.store import Event
 
 MIN_SAMPLES = 3
-"""A probe's series is judged from this many sampled steps."""
+"""A probe whose single sample could be an accident (inputs in [0, 1]) is judged from this many sampled steps."""
 STALE_SHARE = 0.5
 """Gradients left over at more than this share of the sampled steps were not zeroed."""
 PROB_ROWS = 0.9
@@ -78,9 +78,12 @@ def _grad_trend(view: RunView) -> Evidence | None:
 
 
 def grad_not_zeroed(view: RunView) -> Finding | None:
-    """``param.grad`` still held the previous step's gradient when backward began: ``zero_grad()`` is missing."""
+    """``param.grad`` still held the previous step's gradient when backward began: ``zero_grad()`` is missing.
+
+    One sampled step is enough: each sample looks at ``param.grad`` directly (gradient
+    accumulation done right reads 0 there)."""
     steps, stale = finite_only(*view.series(GRAD_STALE_NORM))
-    if len(stale) < MIN_SAMPLES:
+    if not len(stale):
         return None
     share = measure(GRAD_STALE_NORM, steps, stale, "share_above", 0.0)
     if share.value <= STALE_SHARE:
@@ -148,8 +151,8 @@ def _probabilities(view: RunView) -> tuple[Measure, Measure, str] | None:
     for metric, words in ((LOSS_FN_PROB_ROWS, "of its input rows lay in [0, 1] and summed to 1"),
                           (LOSS_FN_UNIT_SHARE, "of its inputs lay in [0, 1]")):
         steps, values = finite_only(*view.series(metric))
-        if len(values) < MIN_SAMPLES:
-            continue
+        if len(values) < (1 if metric == LOSS_FN_PROB_ROWS else MIN_SAMPLES):  # rows that sum to 1 are no accident; inputs
+            continue  # in [0, 1] can be small logits by chance
         typical = measure(metric, steps, values, "median")
         if typical.value < (1.0 if metric == LOSS_FN_UNIT_SHARE else PROB_ROWS):
             return None
