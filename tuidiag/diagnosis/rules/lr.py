@@ -72,7 +72,7 @@ def _ratio_points(view: RunView) -> Part:
         return 1.0, Evidence(text, *claims, refs=(1e-3, 1e-2)), onset
     progress = drop_of(change)
     if progress > NO_PROGRESS:
-        stalled = _no_progress_while(view, ratio)
+        stalled = _no_progress_while(view, ratio) if ratio.value > STALL_RATIO else None
         if stalled is not None:
             return 1.0, Evidence(text + f"; the loss {_loss_words(change)}, but over the steps of those updates it "
                                         f"{_loss_words(stalled)}: the steps no longer make progress",
@@ -88,6 +88,10 @@ def _ratio_points(view: RunView) -> Part:
 
 STALL_SAMPLES = 4
 """The loss is judged over the update ratio's window only when that window holds this many samples of the ratio."""
+STALL_RATIO = 1.5e-2
+"""...and only when the ratio is this far above the overshoot line: healthy runs of the suite's tune split reached 1.4e-2
+after their quiet steps (a residual CNN with BatchNorm under SGD momentum hovers at 1.1e-2 for hundreds of steps while its
+loss falls slowly), every LR-too-high run there whose loss stalled stayed above 1.5e-2."""
 
 
 def _no_progress_while(view: RunView, ratio: Measure) -> Change | None:
