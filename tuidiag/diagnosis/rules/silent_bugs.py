@@ -14,11 +14,11 @@ import math
 import numpy as np
 
 from tuidiag.diagnosis.evidence import (
-    Compare, Evidence, Fact, Level, Measure, Periodic, at_step, change_words, measure, quoted,
+    Change, Compare, Evidence, Fact, Level, Measure, Periodic, at_step, change_words, measure, quoted, signed_percent,
 )
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import fix_text
-from tuidiag.diagnosis.rules.measures import after_quiet, finite_only, first_vs_last, tail, update_ratio
+from tuidiag.diagnosis.rules.measures import after_quiet, drop_of, finite_only, first_vs_last, tail, update_ratio
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import (
@@ -37,6 +37,13 @@ CROSS_ENTROPY = ("CrossEntropyLoss", "cross_entropy")
 CLASS_LOSSES = (*CROSS_ENTROPY, "NLLLoss", "nll_loss")
 CHANCE_BAND = (0.9, 1.08)
 """A loss within this band around log(classes) sits at the chance level."""
+MIN_AT_CHANCE = 40
+"""Losses judged (after the quiet steps) before a loss at the chance level says anything about the labels: a model can
+sit there for a few dozen steps before it starts to learn (in the suite's tune split, a CNN under SGD at batch size 16
+left it at step ~55, 35 steps after the quiet ones)."""
+STILL_FALLING = 0.05
+"""A loss whose newest third of the recent window is this much below its first third is leaving the chance level: a model
+that starts slowly, not labels it cannot learn (memorising shuffled labels lowers the loss far more slowly)."""
 HEALTHY_GRAD = (1e-3, 1e3)
 MOVING_RATIO = 1e-5
 """An update/weight ratio below this means the model barely moves (``lr_too_low``), not misaligned labels."""
@@ -273,7 +280,7 @@ def labels_misaligned(view: RunView) -> Finding | None:
     if c < 2:
         return None
     steps, loss = finite_only(*after_quiet(view, *view.loss))
-    if len(loss) < 30 or _warming_up(view, int(steps[0])):
+    if len(loss) < MIN_AT_CHANCE or _warming_up(view, int(steps[0])):
         return None
     chance = math.log(c)
     recent_steps, recent_loss = tail(steps, loss, 0.5, 20)
@@ -281,6 +288,11 @@ def labels_misaligned(view: RunView) -> Finding | None:
     overall = measure(LOSS, steps, loss, "median")
     low, high = CHANCE_BAND
     if not all(low * chance <= m.value <= high * chance for m in (level, overall)):
+        return None
+    third = len(recent_loss) // 3  # the trend over the window the level is judged on: is the loss leaving chance now?
+    trend = Change(measure(LOSS, recent_steps[:third], recent_loss[:third], "median"),
+                   measure(LOSS, recent_steps[-third:], recent_loss[-third:], "median"), "")
+    if drop_of(trend) > STILL_FALLING:
         return None
     g_steps, g = _window(*finite_only(*view.grad_total), level.first, level.last)
     if not len(g):
@@ -294,10 +306,15 @@ def labels_misaligned(view: RunView) -> Finding | None:
     passed = _overfit_passed(view)
     if passed is False:
         return None  # the model cannot fit even one batch: a model or optimizer problem, not the labels
+    before, after = trend.before, trend.after
     evidence: list[str] = [
         Evidence(f"loss median {fmt(level.value)} over {level.where} and {fmt(overall.value)} over {overall.where}: the chance "
                  f"level, log({c}) = {fmt(chance)}, as if the targets had nothing to do with the inputs",
                  Level(level), Level(overall), refs=(c, chance)),
+        Evidence(f"and it is not leaving it: median {fmt(before.value)} over {before.where}, {fmt(after.value)} over "
+                 f"{after.where} ({signed_percent(trend.relative, 1)}; a model that learns falls faster)",
+                 Change(before, after, "flat", STILL_FALLING) if abs(trend.relative) <= STILL_FALLING
+                 else Change(before, after, "up"), refs=(STILL_FALLING,)),
         classes_line,
     ]
     moving = [Level(grad)] + ([Level(ratio)] if ratio is not None else [])
