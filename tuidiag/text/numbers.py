@@ -18,11 +18,8 @@ def confidence(share: float) -> str:
     so a finding listed as possible never reads as impossible, or a likely one as certain."""
     if not np.isfinite(share):
         return str(share)
-    if share < 0.005:
-        return "<1%"
-    if share >= 0.995:
-        return ">99%"
-    return f"{share:.0%}"
+    text = f"{share:.0%}"
+    return "<1%" if text in ("0%", "-0%") or share < 0 else ">99%" if text == "100%" else text
 
 
 def duration(seconds: float) -> str:
