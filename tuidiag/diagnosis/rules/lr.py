@@ -191,7 +191,8 @@ def _first_updates_points(view: RunView) -> Part:
     first, after = rise.before, rise.after
     text = (f"loss rose to {fmt(after.value)} over {after.where}, {fmt(after.value / first.value)}x its first value {fmt(first.value)} "
             f"at {first.where}: the first updates made it worse")
-    return 0.6, Evidence(text, rise), (after.first, after.first)
+    points = 1.0 if after.value >= DOUBLED * first.value else 0.6
+    return points, Evidence(text, rise), (after.first, after.first)
 
 
 def _weight_blowup_points(view: RunView) -> Part:
@@ -250,6 +251,9 @@ def _bad_input_before(view: RunView, step: int | None) -> bool:
     return bool((values[(steps <= step) & (steps >= step - 1)] > 0).any())
 
 
+DOUBLED = 2.0
+"""A loss that doubled over the first updates from its value before any of them was made worse by the steps alone:
+enough for the finding (the init and the inputs are ruled out separately, at step 0). A smaller rise needs another sign."""
 DIED_AFTER = 0.5
 """Points for ReLU units that were alive and died once the steps overshot (a consequence, never enough alone)."""
 
