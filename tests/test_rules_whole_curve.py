@@ -13,6 +13,7 @@ Generated runs (``synthetic_runs``), each class as a small matrix with its near-
   frozen; an accuracy repeated twice is not yet;
 - a loss at the chance level that is leaving it is not misaligned labels; one that stays is;
 - dead units counted on the first activation sample are named from that sample;
+- a loss that doubled over the first updates (before any other sign) is `lr_too_high`; 1.6x is not alone;
 - a confidence that rounds to 0% reads "<1%".
 
 Every evidence line of each diagnosis is checked against the run (``tests/evidence_checker.py``).
@@ -166,3 +167,14 @@ def test_dead_units_at_the_first_sample_are_named_from_it(tmp_path: Path, dead: 
                                          (0.996, ">99%"), (1.0, ">99%")])
 def test_a_confidence_never_reads_0_or_100_percent(share: float, text: str) -> None:
     assert confidence(share) == text
+
+
+@pytest.mark.parametrize("rise, named", [(2.5, True), (6.0, True), (1.6, False)])
+def test_a_loss_doubled_by_the_first_updates_names_the_lr_alone(tmp_path: Path, rise: float, named: bool) -> None:
+    series = healthy_series(18)
+    t = np.arange(18)
+    series["train/loss"] = (t, np.where(t == 0, 1.4, 1.4 * rise))  # worse from the first update on, nothing else yet
+    run = write_run(tmp_path / "run", series)
+    found = lr_too_high(_view(run))
+    assert (found is not None) is named, None if found is None else found.evidence
+    _checked(run)
