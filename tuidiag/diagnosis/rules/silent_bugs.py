@@ -271,6 +271,18 @@ def _warming_up(view: RunView, first: int) -> bool:
     return len(judged) >= 2 and judged[-1] > judged[0]
 
 
+def _val_not_improving(view: RunView, first: int, last: int) -> Change | None:
+    """The validation loss at the last evaluation of steps ``first..last`` against the first, when it is no lower: a training
+    loss falling meanwhile is memorising its targets, not learning from the inputs. ``None`` otherwise or with fewer than 2."""
+    name = view.val_loss_name
+    v_steps, val = finite_only(*view.val_loss)
+    inside = np.flatnonzero((v_steps >= first) & (v_steps <= last))
+    if name is None or len(inside) < 2:
+        return None
+    before, after = at_step(name, v_steps, val, int(inside[0])), at_step(name, v_steps, val, int(inside[-1]))
+    return Change(before, after, "up" if after.value > before.value else "flat", 0.0) if after.value >= before.value else None
+
+
 def labels_misaligned(view: RunView) -> Finding | None:
     """The loss stays at the chance level although the gradients are healthy and the model moves."""
     found = _classes(view)
@@ -292,8 +304,9 @@ def labels_misaligned(view: RunView) -> Finding | None:
     third = len(recent_loss) // 3  # the trend over the window the level is judged on: is the loss leaving chance now?
     trend = Change(measure(LOSS, recent_steps[:third], recent_loss[:third], "median"),
                    measure(LOSS, recent_steps[-third:], recent_loss[-third:], "median"), "")
-    if drop_of(trend) > STILL_FALLING:
-        return None
+    memorising = _val_not_improving(view, int(recent_steps[0]), int(recent_steps[-1]))
+    if drop_of(trend) > STILL_FALLING and memorising is None:
+        return None  # leaving the chance level, and the validation loss does not say it only memorises
     g_steps, g = _window(*finite_only(*view.grad_total), level.first, level.last)
     if not len(g):
         return None
@@ -311,10 +324,7 @@ def labels_misaligned(view: RunView) -> Finding | None:
         Evidence(f"loss median {fmt(level.value)} over {level.where} and {fmt(overall.value)} over {overall.where}: the chance "
                  f"level, log({c}) = {fmt(chance)}, as if the targets had nothing to do with the inputs",
                  Level(level), Level(overall), refs=(c, chance)),
-        Evidence(f"and it is not leaving it: median {fmt(before.value)} over {before.where}, {fmt(after.value)} over "
-                 f"{after.where} ({signed_percent(trend.relative, 1)}; a model that learns falls faster)",
-                 Change(before, after, "flat", STILL_FALLING) if abs(trend.relative) <= STILL_FALLING
-                 else Change(before, after, "up"), refs=(STILL_FALLING,)),
+        _trend_line(trend, memorising),
         classes_line,
     ]
     moving = [Level(grad)] + ([Level(ratio)] if ratio is not None else [])
@@ -331,6 +341,20 @@ def labels_misaligned(view: RunView) -> Finding | None:
                    "so it is the labels it cannot fit")
     return Finding("labels_misaligned", "Labels do not match their inputs (loss at chance level)", 0.9 if passed else 0.75,
                    "warning", evidence, fix, int(steps[0]))
+
+
+def _trend_line(trend: Change, memorising: Change | None) -> Evidence:
+    """The loss's trend over the judged window: not leaving the chance level, or falling while validation does not."""
+    before, after = trend.before, trend.after
+    span = f"median {fmt(before.value)} over {before.where}, {fmt(after.value)} over {after.where}"
+    if drop_of(trend) > STILL_FALLING and memorising is not None:
+        v0, v1 = memorising.before, memorising.after
+        fell = Change(before, after, "down")
+        return Evidence(f"it {change_words(fell)} ({span}), but the validation loss {change_words(memorising)} ({fmt(v0.value)} at "
+                        f"{v0.where}, {fmt(v1.value)} at {v1.where}): it memorises the targets", fell, memorising)
+    claim = Change(before, after, "flat", STILL_FALLING) if abs(trend.relative) <= STILL_FALLING else Change(before, after, "up")
+    return Evidence(f"and it is not leaving it: {span} ({signed_percent(trend.relative, 1)}; a model that learns falls faster)",
+                    claim, refs=(STILL_FALLING,))
 
 
 # ---- unshuffled_data ----------------------------------------------------------------------------------------------
