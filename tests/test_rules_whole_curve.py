@@ -14,6 +14,7 @@ Generated runs (``synthetic_runs``), each class as a small matrix with its near-
 - a loss at the chance level that is leaving it is not misaligned labels; one that stays is;
 - dead units counted on the first activation sample are named from that sample;
 - a loss that doubled over the first updates (before any other sign) is `lr_too_high`; 1.6x is not alone;
+- update ratios far below healthy name a low LR as soon as three are measured, before 100 steps;
 - a confidence that rounds to 0% reads "<1%".
 
 Every evidence line of each diagnosis is checked against the run (``tests/evidence_checker.py``).
@@ -178,3 +179,15 @@ def test_a_loss_doubled_by_the_first_updates_names_the_lr_alone(tmp_path: Path, 
     found = lr_too_high(_view(run))
     assert (found is not None) is named, None if found is None else found.evidence
     _checked(run)
+
+
+@pytest.mark.parametrize("ratio, named", [(1e-6, True), (3e-5, True), (1e-3, False)])
+def test_tiny_updates_name_a_low_lr_once_measured(tmp_path: Path, ratio: float, named: bool) -> None:
+    series = healthy_series(N)
+    t = np.arange(N)
+    series["train/loss"] = (t, 1.38 - 0.0002 * t + 0.01 * np.random.default_rng(3).standard_normal(N))  # barely moves
+    every25 = np.arange(0, N, 25)
+    series.update({f"update_ratio/{name}": (every25, np.full(len(every25), ratio)) for name in LAYERS})
+    run = write_run(tmp_path / "run", series)
+    diagnosis = _checked(run, at=80)  # three ratio samples after the quiet steps, fewer than 100 steps
+    assert ("lr_too_low" in [f.code for f in diagnosis.findings]) is named, [f.code for f in diagnosis.findings]

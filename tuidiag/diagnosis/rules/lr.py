@@ -314,11 +314,13 @@ def _small_steps(ratio: Measure | None, drop: float) -> tuple[float, Evidence | 
 def lr_too_low(view: RunView) -> Finding | None:
     """Loss falls far too slowly while gradients are healthy: steps are too small."""
     steps, values = view.loss
-    if view.n_steps < 100 or not np.isfinite(values).all() or lr_collapse_step(view)[0] is not None:
+    if view.n_steps < 20 or not np.isfinite(values).all() or lr_collapse_step(view)[0] is not None:
         return None
+    ratio = update_ratio(view)
+    if ratio is None and view.n_steps < 100:
+        return None  # a flat loss alone needs 100 steps to say anything; tiny updates say it as soon as they are measured
     change = first_vs_last(LOSS, steps, values)
     drop = drop_of(change)
-    ratio = update_ratio(view)
     g_steps, g = view.grad_total
     grad = measure(GRAD_NORM_TOTAL, g_steps, g, "median") if len(g) else None
     if drop > 0.2 or grad is None or not (grad.value > 1e-3) or _some_layer_without_gradient(view):
