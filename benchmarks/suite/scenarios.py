@@ -401,6 +401,10 @@ SUITE: list[Spec] = [
     # ---- a memorised train set whose validation loss rose less than 25%
     S("overfit-rescnn-s1", "overfitting", arch="rescnn", model={"channels": 16}, lr=3e-3, train_size=96, batch_size=32, steps=600,
       seed=1, fault={"label_noise": 0.3}),
+    # ---- models too small for a task they can partly learn (the loss ends a little below the chance level)
+    S("underfit-mlp-xor-s2", "underfitting", model={"width": 2, "depth": 1}, task="xor", lr=1e-2, steps=500, seed=2),
+    S("underfit-mlp-xor-deep", "underfitting", model={"width": 2, "depth": 2}, task="xor", lr=1e-2, steps=500, seed=1),
+    S("underfit-gru-h2", "underfitting", **RNN, model={"hidden": 2}, lr=1e-2, steps=500, seed=2),
     # ---- gradient accumulation: slow data still reads as a bottleneck, fast data does not
     S("slow-loader-mlp-accum", "data_loading_bottleneck", fault={"loader_sleep": 0.004}, steps=150, accumulate=4),
     S("healthy-cnn-grad-accumulation", "healthy", arch="cnn", lr=3e-3, steps=200, accumulate=4),
