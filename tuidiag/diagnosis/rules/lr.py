@@ -74,8 +74,9 @@ def _ratio_points(view: RunView) -> Part:
     if progress > NO_PROGRESS:
         stalled = _no_progress_while(view, ratio) if ratio.value > STALL_RATIO else None
         if stalled is not None:
+            outcome = "the steps make it worse" if stalled.says == "up" else "the steps no longer make progress"
             return 1.0, Evidence(text + f"; the loss {_loss_words(change)}, but over the steps of those updates it "
-                                        f"{_loss_words(stalled)}: the steps no longer make progress",
+                                        f"{_loss_words(stalled)}: {outcome}",
                                  *claims, change, stalled, refs=(1e-3, 1e-2)), onset
         return 0.5, Evidence(text + f", though the loss {_loss_words(change)}", *claims, change, refs=(1e-3, 1e-2)), onset
     if progress >= -NO_PROGRESS:
