@@ -20,7 +20,7 @@ import tuidiag  # noqa: E402
 from tuidiag.diagnosis import diagnose  # noqa: E402
 from tuidiag.store import open_run  # noqa: E402
 
-STEPS = 15
+STEPS = 10
 SLEEP = 0.005
 
 
