@@ -26,13 +26,15 @@ class RunTab:
     """What the tab shows, for the help screen."""
     chart: bool = False
     """Whether the pane is a ``MetricChart`` of ``RunDetail.charts[id]``."""
+    smoothed: bool = False
+    """Whether the smoothing key (``e``) smooths its chart (not the LR's: smoothing a schedule only makes it lag)."""
 
 
 RUN_TABS: tuple[RunTab, ...] = (
-    RunTab("loss", "1", "Loss", "training and validation loss", chart=True),
-    RunTab("grad", "2", "Grad norm", "global gradient norm before clipping, the clip threshold", chart=True),
+    RunTab("loss", "1", "Loss", "training and validation loss", chart=True, smoothed=True),
+    RunTab("grad", "2", "Grad norm", "global gradient norm before clipping, the clip threshold", chart=True, smoothed=True),
     RunTab("lr", "3", "LR", "learning rate of each parameter group", chart=True),
-    RunTab("update", "4", "Update", "update/weight ratio (healthy near 1e-3)", chart=True),
+    RunTab("update", "4", "Update", "update/weight ratio (healthy near 1e-3)", chart=True, smoothed=True),
     RunTab("layers", "5", "Layers", "per-layer gradient norms (layers x time)"),
     RunTab("events-tab", "6", "Events", "non-finite values, clipping, recorder errors; enter shows one whole"),
     RunTab("jobs-tab", "7", "Jobs", "the newest result of each job"),

@@ -10,7 +10,9 @@ from tuidiag.diagnosis import Diagnosis
 from tuidiag.diagnosis.stats import median
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
-from tuidiag.format import EVENT_ACTION, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
+from tuidiag.format import (
+    EVENT_ACTION, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, SYS_GPU_UTIL, SYS_MEM_ALLOCATED, SYS_MEM_PEAK, UPDATE_RATIO_PREFIX,
+)
 from tuidiag.viewmodel.actions import past_actions
 from tuidiag.viewmodel.chart_clock import Clock, clock_of
 from tuidiag.viewmodel.downsample import downsample
@@ -21,6 +23,8 @@ from tuidiag.store import Event, Run
 from tuidiag.store.job_results import step_from_run
 
 MAX_EVENTS = 500
+MEMORY_FIGURES = ((SYS_MEM_ALLOCATED, "mem"), (SYS_MEM_PEAK, "peak"))
+"""The device-memory figures of the run view's header, with their labels (the envelope view shows the same)."""
 
 
 @dataclass(frozen=True)
@@ -180,11 +184,11 @@ def system_figures(view: RunView) -> tuple[tuple[str, str], ...]:
         figures.append(("steps/s", fmt(speed)))
     if len(wait) and np.isfinite(recent_step) and recent_step > 0:
         figures.append(("data wait", f"{median(wait[-200:]) / recent_step:.0%}"))
-    for name, label in (("sys/mem_allocated", "mem"), ("sys/mem_peak", "peak")):
+    for name, label in MEMORY_FIGURES:
         values = view.series(name)[1]
         if len(values):
             figures.append((label, f"{values[-1] / 2**30:.1f} GiB"))
-    util = view.series("sys/gpu_util")[1]
+    util = view.series(SYS_GPU_UTIL)[1]
     if len(util):
         figures.append(("GPU", f"{util[-1]:.0f}%"))
     return tuple(figures)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import numpy as np
 
 from tuidiag.diagnosis.view import VAL_LOSS_NAMES, RunView
-from tuidiag.format import EVENT_ACTION, GRAD_MAX_NORM, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
+from tuidiag.format import EVENT_ACTION, GRAD_MAX_NORM, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, SYS_GPU_UTIL, UPDATE_RATIO_PREFIX
 from tuidiag.store.envelope import NO_STEP, Level, coarsen, from_rows, zigzag
 from tuidiag.store.envelope_run import EnvelopeRun
 from tuidiag.text.numbers import fmt
 from tuidiag.viewmodel.actions import past_actions
-from tuidiag.viewmodel.detail import MAX_EVENTS, DetailData, mark_resumes, marks_within
+from tuidiag.viewmodel.detail import MAX_EVENTS, MEMORY_FIGURES, DetailData, mark_resumes, marks_within
 from tuidiag.viewmodel.snapshot import Chart, LayerGrid
 
 Window = tuple[int, int]
@@ -145,11 +145,11 @@ def envelope_system(run: EnvelopeRun) -> tuple[tuple[str, str], ...]:
         figures.append(("steps/s", fmt(1 / step_time)))
         if np.isfinite(wait):
             figures.append(("data wait", f"{wait / step_time:.0%}"))
-    for name, label in (("sys/mem_allocated", "mem"), ("sys/mem_peak", "peak")):
+    for name, label in MEMORY_FIGURES:
         value = last_value(run, name)
         if value is not None:
             figures.append((label, f"{value / 2**30:.1f} GiB"))
-    util = last_value(run, "sys/gpu_util")
+    util = last_value(run, SYS_GPU_UTIL)
     if util is not None:
         figures.append(("GPU", f"{util:.0f}%"))
     return tuple(figures)

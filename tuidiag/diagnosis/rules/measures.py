@@ -49,6 +49,12 @@ def finite_only(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.n
     return (steps, values) if ok.all() else (steps[ok], values[ok])
 
 
+def steps_between(steps: np.ndarray, values: np.ndarray, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+    """The points of a series whose steps lie within ``first`` ... ``last`` (both included)."""
+    keep = (steps >= first) & (steps <= last)
+    return steps[keep], values[keep]
+
+
 def first_vs_last(metric: str, steps: np.ndarray, values: np.ndarray, share: float = 0.1, minimum: int = 3) -> Change | None:
     """Median of the first ``share`` of the finite values against the last ``share`` (at least ``minimum`` each).
 
