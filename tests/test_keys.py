@@ -27,6 +27,7 @@ from tuidiag.app.screens.run_screen import NARROW, RunScreen
 from tuidiag.app.widgets.diagnosis_panel import PANEL_EVIDENCE, DiagnosisPanel
 from tuidiag.app.widgets.events_panel import MESSAGE_SHOWN, EventsPanel
 from tuidiag.diagnosis.codes import CODES, SHORT_MAX, badge
+from tuidiag.text.numbers import confidence
 from tuidiag.text.safe import clean
 from tuidiag.viewmodel.snapshot import RunSummary
 
@@ -297,7 +298,7 @@ async def test_no_health_badge_or_footer_label_is_cut_in_the_overview(small_runs
             assert right <= table.scrollable_content_region.width, f"{width}: the health badge is cut"
             for row in range(len(rows)):
                 cell = table.get_row_at(row)[health]
-                assert cell.plain == f"{badge(rows[row].health)} 100%"
+                assert cell.plain == f"{badge(rows[row].health)} {confidence(rows[row].health_confidence)}"
                 assert table.ordered_columns[health].content_width >= cell.cell_len, f"{width}: the badge is cut to its column"
             _footer_fits(overview, width)
 

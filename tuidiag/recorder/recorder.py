@@ -230,6 +230,8 @@ class Recorder(LoggedValues, StepRows, NonfiniteCapture, WriterHooks, RunEnd):
         """Mark the start of a step's compute and record input health of ``x`` (and ``y``)."""
         self._timer.mark_batch()
         self._uses_batch = True
+        if self._timer.several_batches and self._watch is not None:
+            self._watch.mark_backward_ends(self._timer.mark_used)
         if (self.capture_nonfinite and not self._captured) or self._control is not None:
             try:
                 self._recent_batches.add(self._next_step, (x, y))

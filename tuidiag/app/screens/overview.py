@@ -15,7 +15,7 @@ from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Input, Static
 
 from tuidiag.diagnosis.codes import badge
-from tuidiag.text.numbers import fmt
+from tuidiag.text.numbers import confidence, fmt
 from tuidiag.viewmodel.overview_rows import SORT_NAMES, count_text, header, run_label, shorten_label, visible
 from tuidiag.sources import KIND_TUIDIAG
 from tuidiag.viewmodel.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSummary
@@ -162,7 +162,7 @@ class OverviewScreen(Screen):
         mark = Text("*" if s.key in self.selected else " ", style="bold magenta")
         status = s.status + (f" {_age(s.data_age)}" if s.data_age is not None else "")
         spark = SparklineRenderable(list(s.spark), width=12) if len(s.spark) > 1 else Text("")
-        health = f"{badge(s.health)} {s.health_confidence:.0%}" if s.health != "healthy" else "healthy"
+        health = f"{badge(s.health)} {confidence(s.health_confidence)}" if s.health != "healthy" else "healthy"
         status_cell = _status_cell(s, status)
         if s.recorder_losses:
             status_cell.append_text(literal(f", {s.recorder_losses}", "yellow"))

@@ -21,7 +21,7 @@ from tuidiag.diagnosis.rules.precursors import before_nonfinite, first_nonfinite
 from tuidiag.diagnosis.stats import block_medians, median, thin
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
-from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, WEIGHT_NORM_PREFIX
+from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX, WEIGHT_NORM_PREFIX
 
 NO_PROGRESS = 0.25
 """A loss less than this share below its start has made no real progress."""
@@ -72,6 +72,12 @@ def _ratio_points(view: RunView) -> Part:
         return 1.0, Evidence(text, *claims, refs=(1e-3, 1e-2)), onset
     progress = drop_of(change)
     if progress > NO_PROGRESS:
+        stalled = _no_progress_while(view, ratio) if ratio.value > STALL_RATIO else None
+        if stalled is not None:
+            outcome = "the steps make it worse" if stalled.says == "up" else "the steps no longer make progress"
+            return 1.0, Evidence(text + f"; the loss {loss_words(change)}, but over the steps of those updates it "
+                                        f"{loss_words(stalled)}: {outcome}",
+                                 *claims, change, stalled, refs=(1e-3, 1e-2)), onset
         return 0.5, Evidence(text + f", though the loss {loss_words(change)}", *claims, change, refs=(1e-3, 1e-2)), onset
     if progress >= -NO_PROGRESS:
         flat = Change(change.before, change.after, "flat", NO_PROGRESS)
@@ -79,6 +85,29 @@ def _ratio_points(view: RunView) -> Part:
                                     f"{fmt(change.before.value)} over {change.before.where}, {fmt(change.after.value)} over "
                                     f"{change.after.where})", *claims, flat, refs=(1e-3, 1e-2)), onset
     return 1.0, Evidence(text + f", while the loss {loss_words(change)}", *claims, change, refs=(1e-3, 1e-2)), onset
+
+
+STALL_SAMPLES = 4
+"""The loss is judged over the update ratio's window only when that window holds this many samples of the ratio."""
+STALL_RATIO = 1.5e-2
+"""...and only when the ratio is this far above the overshoot line: healthy runs of the suite's tune split reached 1.4e-2
+after their quiet steps (a residual CNN with BatchNorm under SGD momentum hovers at 1.1e-2 for hundreds of steps while its
+loss falls slowly), every LR-too-high run there whose loss stalled stayed above 1.5e-2."""
+
+
+def _no_progress_while(view: RunView, ratio: Measure) -> Change | None:
+    """The loss over the steps the update ratio was measured on (first tenth against last), when it improved less than
+    :data:`NO_PROGRESS` there: the updates stay large while the loss no longer improves, so they bounce around instead of
+    descending. The whole curve is checked, not only its start: a loss that fell early and then stalled under large
+    steps is the overshoot's signature even though it is below where it started. ``None`` when it kept improving,
+    or the window holds too few ratio samples to judge."""
+    sampled = view.series(UPDATE_RATIO_PREFIX + (view.weight_params or view.param_order)[0])[0]
+    if int(((sampled >= ratio.first) & (sampled <= ratio.last)).sum()) < STALL_SAMPLES:
+        return None
+    steps, values = finite_only(*view.loss)
+    inside = (steps >= ratio.first) & (steps <= ratio.last)
+    change = first_vs_last(LOSS, steps[inside], values[inside])
+    return change if change is not None and drop_of(change) < NO_PROGRESS else None
 
 
 def _onset(view: RunView, threshold: float) -> Onset | None:
@@ -163,7 +192,8 @@ def _first_updates_points(view: RunView) -> Part:
     first, after = rise.before, rise.after
     text = (f"loss rose to {fmt(after.value)} over {after.where}, {fmt(after.value / first.value)}x its first value {fmt(first.value)} "
             f"at {first.where}: the first updates made it worse")
-    return 0.6, Evidence(text, rise), (after.first, after.first)
+    points = 1.0 if after.value >= DOUBLED * first.value else 0.6
+    return points, Evidence(text, rise), (after.first, after.first)
 
 
 def _weight_blowup_points(view: RunView) -> Part:
@@ -222,6 +252,9 @@ def _bad_input_before(view: RunView, step: int | None) -> bool:
     return bool((values[(steps <= step) & (steps >= step - 1)] > 0).any())
 
 
+DOUBLED = 2.0
+"""A loss that doubled over the first updates from its value before any of them was made worse by the steps alone:
+enough for the finding (the init and the inputs are ruled out separately, at step 0). A smaller rise needs another sign."""
 DIED_AFTER = 0.5
 """Points for ReLU units that were alive and died once the steps overshot (a consequence, never enough alone)."""
 
@@ -282,11 +315,13 @@ def _small_steps(ratio: Measure | None, drop: float) -> tuple[float, Evidence | 
 def lr_too_low(view: RunView) -> Finding | None:
     """Loss falls far too slowly while gradients are healthy: steps are too small."""
     steps, values = view.loss
-    if view.n_steps < 100 or not np.isfinite(values).all() or lr_collapse_step(view)[0] is not None:
+    if view.n_steps < 20 or not np.isfinite(values).all() or lr_collapse_step(view)[0] is not None:
         return None
+    ratio = update_ratio(view)
+    if ratio is None and view.n_steps < 100:
+        return None  # a flat loss alone needs 100 steps to say anything; tiny updates say it as soon as they are measured
     change = first_vs_last(LOSS, steps, values)
     drop = drop_of(change)
-    ratio = update_ratio(view)
     g_steps, g = view.grad_total
     grad = measure(GRAD_NORM_TOTAL, g_steps, g, "median") if len(g) else None
     if drop > 0.2 or grad is None or not (grad.value > 1e-3) or _some_layer_without_gradient(view):

@@ -129,12 +129,16 @@ def start_measure(metric: str, steps: np.ndarray, values: np.ndarray, n: int = 5
 
 
 def grad_at_start(view: RunView) -> float:
-    """Total gradient norm over the first recorded steps, before updates could have inflated it."""
-    return start_level(view.grad_total[1], 3)
+    """Total gradient norm at the first recorded step, before any update could have inflated it.
+
+    Only that one: the first update is already the LR's doing, so a norm that was healthy
+    there and huge one step later was made huge by the steps (a cause precedes its symptoms),
+    not by the init or the inputs."""
+    return start_level(view.grad_total[1], 1)
 
 
 def huge_from_start(view: RunView) -> bool:
-    """Gradient norms were far outside the healthy range from the first step: init or input scale, not the LR."""
+    """Gradient norms were far outside the healthy range at the first step, before any update: init or input scale, not the LR."""
     return bool(grad_at_start(view) >= HUGE_GRAD)
 
 

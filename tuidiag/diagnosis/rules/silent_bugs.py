@@ -13,11 +13,11 @@ import math
 import numpy as np
 
 from tuidiag.diagnosis.evidence import (
-    Compare, Evidence, Fact, Level, Measure, change_words, measure, quoted,
+    Change, Compare, Evidence, Fact, Level, Measure, at_step, change_words, measure, quoted, signed_percent,
 )
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import fix_text
-from tuidiag.diagnosis.rules.measures import after_quiet, finite_only, first_vs_last, steps_between, tail, update_ratio
+from tuidiag.diagnosis.rules.measures import after_quiet, drop_of, finite_only, first_vs_last, steps_between, tail, update_ratio
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import (
@@ -27,7 +27,7 @@ from tuidiag.format import (
 from tuidiag.store import Event
 
 MIN_SAMPLES = 3
-"""A probe's series is judged from this many sampled steps."""
+"""A probe whose single sample could be an accident (inputs in [0, 1]) is judged from this many sampled steps."""
 STALE_SHARE = 0.5
 """Gradients left over at more than this share of the sampled steps were not zeroed."""
 PROB_ROWS = 0.9
@@ -36,6 +36,13 @@ CROSS_ENTROPY = ("CrossEntropyLoss", "cross_entropy")
 CLASS_LOSSES = (*CROSS_ENTROPY, "NLLLoss", "nll_loss")
 CHANCE_BAND = (0.9, 1.08)
 """A loss within this band around log(classes) sits at the chance level."""
+MIN_AT_CHANCE = 40
+"""Losses judged (after the quiet steps) before a loss at the chance level says anything about the labels: a model can
+sit there for a few dozen steps before it starts to learn (in the suite's tune split, a CNN under SGD at batch size 16
+left it at step ~55, 35 steps after the quiet ones)."""
+STILL_FALLING = 0.05
+"""A loss whose newest third of the recent window is this much below its first third is leaving the chance level: a model
+that starts slowly, not labels it cannot learn (memorising shuffled labels lowers the loss far more slowly)."""
 HEALTHY_GRAD = (1e-3, 1e3)
 MOVING_RATIO = 1e-5
 """An update/weight ratio below this means the model barely moves (``lr_too_low``), not misaligned labels."""
@@ -67,9 +74,12 @@ def _grad_trend(view: RunView) -> Evidence | None:
 
 
 def grad_not_zeroed(view: RunView) -> Finding | None:
-    """``param.grad`` still held the previous step's gradient when backward began: ``zero_grad()`` is missing."""
+    """``param.grad`` still held the previous step's gradient when backward began: ``zero_grad()`` is missing.
+
+    One sampled step is enough: each sample looks at ``param.grad`` directly (gradient
+    accumulation done right reads 0 there)."""
     steps, stale = finite_only(*view.series(GRAD_STALE_NORM))
-    if len(stale) < MIN_SAMPLES:
+    if not len(stale):
         return None
     share = measure(GRAD_STALE_NORM, steps, stale, "share_above", 0.0)
     if share.value <= STALE_SHARE:
@@ -137,8 +147,8 @@ def _probabilities(view: RunView) -> tuple[Measure, Measure, str] | None:
     for metric, words in ((LOSS_FN_PROB_ROWS, "of its input rows lay in [0, 1] and summed to 1"),
                           (LOSS_FN_UNIT_SHARE, "of its inputs lay in [0, 1]")):
         steps, values = finite_only(*view.series(metric))
-        if len(values) < MIN_SAMPLES:
-            continue
+        if len(values) < (1 if metric == LOSS_FN_PROB_ROWS else MIN_SAMPLES):  # rows that sum to 1 are no accident; inputs
+            continue  # in [0, 1] can be small logits by chance
         typical = measure(metric, steps, values, "median")
         if typical.value < (1.0 if metric == LOSS_FN_UNIT_SHARE else PROB_ROWS):
             return None
@@ -250,6 +260,18 @@ def _warming_up(view: RunView, first: int) -> bool:
     return len(judged) >= 2 and judged[-1] > judged[0]
 
 
+def _val_not_improving(view: RunView, first: int, last: int) -> Change | None:
+    """The validation loss at the last evaluation of steps ``first..last`` against the first, when it is no lower: a training
+    loss falling meanwhile is memorising its targets, not learning from the inputs. ``None`` otherwise or with fewer than 2."""
+    name = view.val_loss_name
+    v_steps, val = finite_only(*view.val_loss)
+    inside = np.flatnonzero((v_steps >= first) & (v_steps <= last))
+    if name is None or len(inside) < 2:
+        return None
+    before, after = at_step(name, v_steps, val, int(inside[0])), at_step(name, v_steps, val, int(inside[-1]))
+    return Change(before, after, "up" if after.value > before.value else "flat", 0.0) if after.value >= before.value else None
+
+
 def labels_misaligned(view: RunView) -> Finding | None:
     """The loss stays at the chance level although the gradients are healthy and the model moves."""
     found = _classes(view)
@@ -259,7 +281,7 @@ def labels_misaligned(view: RunView) -> Finding | None:
     if c < 2:
         return None
     steps, loss = finite_only(*after_quiet(view, *view.loss))
-    if len(loss) < 30 or _warming_up(view, int(steps[0])):
+    if len(loss) < MIN_AT_CHANCE or _warming_up(view, int(steps[0])):
         return None
     chance = math.log(c)
     recent_steps, recent_loss = tail(steps, loss, 0.5, 20)
@@ -268,6 +290,12 @@ def labels_misaligned(view: RunView) -> Finding | None:
     low, high = CHANCE_BAND
     if not all(low * chance <= m.value <= high * chance for m in (level, overall)):
         return None
+    third = len(recent_loss) // 3  # the trend over the window the level is judged on: is the loss leaving chance now?
+    trend = Change(measure(LOSS, recent_steps[:third], recent_loss[:third], "median"),
+                   measure(LOSS, recent_steps[-third:], recent_loss[-third:], "median"), "")
+    memorising = _val_not_improving(view, int(recent_steps[0]), int(recent_steps[-1]))
+    if drop_of(trend) > STILL_FALLING and memorising is None:
+        return None  # leaving the chance level, and the validation loss does not say it only memorises
     g_steps, g = steps_between(*finite_only(*view.grad_total), level.first, level.last)
     if not len(g):
         return None
@@ -280,10 +308,12 @@ def labels_misaligned(view: RunView) -> Finding | None:
     passed = _overfit_passed(view)
     if passed is False:
         return None  # the model cannot fit even one batch: a model or optimizer problem, not the labels
+    before, after = trend.before, trend.after
     evidence: list[str] = [
         Evidence(f"loss median {fmt(level.value)} over {level.where} and {fmt(overall.value)} over {overall.where}: the chance "
                  f"level, log({c}) = {fmt(chance)}, as if the targets had nothing to do with the inputs",
                  Level(level), Level(overall), refs=(c, chance)),
+        _trend_line(trend, memorising),
         classes_line,
     ]
     moving = [Level(grad)] + ([Level(ratio)] if ratio is not None else [])
@@ -300,6 +330,20 @@ def labels_misaligned(view: RunView) -> Finding | None:
                    "so it is the labels it cannot fit")
     return Finding("labels_misaligned", "Labels do not match their inputs (loss at chance level)", 0.9 if passed else 0.75,
                    "warning", evidence, fix, int(steps[0]))
+
+
+def _trend_line(trend: Change, memorising: Change | None) -> Evidence:
+    """The loss's trend over the judged window: not leaving the chance level, or falling while validation does not."""
+    before, after = trend.before, trend.after
+    span = f"median {fmt(before.value)} over {before.where}, {fmt(after.value)} over {after.where}"
+    if drop_of(trend) > STILL_FALLING and memorising is not None:
+        v0, v1 = memorising.before, memorising.after
+        fell = Change(before, after, "down")
+        return Evidence(f"it {change_words(fell)} ({span}), but the validation loss {change_words(memorising)} ({fmt(v0.value)} at "
+                        f"{v0.where}, {fmt(v1.value)} at {v1.where}): it memorises the targets", fell, memorising)
+    claim = Change(before, after, "flat", STILL_FALLING) if abs(trend.relative) <= STILL_FALLING else Change(before, after, "up")
+    return Evidence(f"and it is not leaving it: {span} ({signed_percent(trend.relative, 1)}; a model that learns falls faster)",
+                    claim, refs=(STILL_FALLING,))
 
 
 RULES = [grad_not_zeroed, double_softmax, loss_shape_mismatch, labels_misaligned]
