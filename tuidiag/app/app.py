@@ -18,7 +18,6 @@ from typing import Any, Callable
 
 from textual import work
 from textual.app import App
-from textual.binding import Binding
 from textual.message import Message
 from textual.timer import Timer
 from textual.worker import get_current_worker
@@ -26,7 +25,7 @@ from textual.worker import get_current_worker
 from tuidiag import job_kinds
 from tuidiag.app import job_requests, job_runner
 from tuidiag.app.commands import RunCommands
-from tuidiag.app.run_tabs import tab_of
+from tuidiag.app.run_tabs import bindings, tab_of
 from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app import action_requests
@@ -39,6 +38,7 @@ from tuidiag.viewmodel.job_progress import JobTracker, JobView, outcome as job_o
 from tuidiag.viewmodel.model import RunsModel
 from tuidiag.viewmodel.compare_view import CompareView
 from tuidiag.viewmodel.snapshot import STATUS_READING, RunDetail, RunSummary
+from tuidiag.monitor_keys import APP_KEYS
 from tuidiag.viewmodel.watcher import RunWatcher
 from tuidiag.sources import kind_of
 from tuidiag.store.control_channel import ControlError, live_problem
@@ -95,13 +95,7 @@ class TuidiagApp(App):
     TITLE = "tuidiag"
     CSS = CSS
     COMMANDS = App.COMMANDS | {RunCommands}
-    BINDINGS = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help", tooltip="this help: every key, by screen"),
-        Binding("r", "reload", "Reload", show=False, tooltip="re-read all runs now"),
-        Binding(App.COMMAND_PALETTE_BINDING, "command_palette", "palette", show=False, priority=True,
-                key_display=App.COMMAND_PALETTE_DISPLAY, tooltip="open or replay any run by name"),
-    ]
+    BINDINGS = bindings(APP_KEYS)
 
     @dataclass
     class FilesChanged(Message):

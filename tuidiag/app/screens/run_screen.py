@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
-from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, tab_bindings, tab_title
+from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, bindings, tab_bindings, tab_title
 from tuidiag.app.screens.event_detail import EventDetailScreen
 from tuidiag import job_kinds
 from tuidiag.app.widgets.chart import MetricChart
@@ -29,6 +29,7 @@ from tuidiag.viewmodel.replay_cursor import next_sample
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
 from tuidiag.text.safe import literal
+from tuidiag.monitor_keys import CANCEL_KEY, RUN_VIEW_KEYS
 
 SPEEDS = (1, 2, 5, 10, 25, 100)
 SMOOTHED_TABS = ("loss", "grad", "update")
@@ -37,40 +38,20 @@ DEFAULT_SMOOTHING = STRENGTHS[2]
 """0.9: a chart is 100-200 columns, not TensorBoard's 1000 points, so its default 0.6 would barely
 show; 0.9 spreads over about one percent of the run, a column or two, and noisy losses read as a line."""
 NARROW = 110
-CANCEL_KEY = "x"
-"""Cancels the running job (the progress bar names it)."""
+_TABS_AFTER = next(i for i, key in enumerate(RUN_VIEW_KEYS) if key.action == "toggle_log") + 1
+_JOBS_AFTER = next(i for i, key in enumerate(RUN_VIEW_KEYS) if key.action == "goto('end')") + 1
+"""Help lists the tab keys after back, diagnosis and log y, and the job keys after the replay keys."""
 
 
 class RunScreen(Screen):
     """One run, live or replayed; ``show(detail)`` redraws it."""
 
     BINDINGS = [
-        Binding("escape", "back", "Back", tooltip="to the overview; from the full diagnosis, to the charts"),
-        Binding("d", "toggle_diagnosis", "Diagnosis", tooltip="the whole diagnosis, full height and scrollable; d again returns"),
-        Binding("g", "toggle_log", "Log y", tooltip="log or linear y axis of the chart"),
+        *bindings(RUN_VIEW_KEYS[:_TABS_AFTER]),
         *tab_bindings(),
-        Binding("f", "next_finding", "Finding", tooltip="mark the next finding's first step"),
-        Binding("space", "play", "Play/pause", show=False, tooltip="replay: play or pause"),
-        Binding("left", "step(-1)", "Step back", show=False, priority=True, tooltip="replay: move the cursor back"),
-        Binding("right", "step(1)", "Step forward", show=False, priority=True, tooltip="replay: move the cursor forward"),
-        Binding("plus,equals_sign", "speed(1)", "Faster", show=False, tooltip="replay: play faster"),
-        Binding("minus", "speed(-1)", "Slower", show=False, tooltip="replay: play slower"),
-        Binding("right_square_bracket", "jump(1)", "Event", tooltip="mark the next event or finding"),
-        Binding("left_square_bracket", "jump(-1)", "Previous event", show=False, tooltip="mark the previous event or finding"),
-        Binding("home", "goto('start')", "Start", show=False, tooltip="replay: the first step"),
-        Binding("end", "goto('end')", "End/live", show=False, tooltip="replay: the last step; live: drop the mark"),
+        *bindings(RUN_VIEW_KEYS[_TABS_AFTER:_JOBS_AFTER]),
         *[Binding(kind.key, f"job('{kind.name}')", kind.label, show=False, tooltip=kind.help) for kind in job_kinds.kinds()],
-        Binding(CANCEL_KEY, "app.cancel_job", "Cancel job", show=False, tooltip="stop the running job or the armed NaN hunt"),
-        Binding("a", "live_action", "Apply fix", show=False, tooltip="change the live training: scale the LR, clip, checkpoint"),
-        Binding("k", "rank_mode", "Ranks", show=False, tooltip="multi-rank runs: all ranks, their spread, one rank"),
-        Binding("e", "smoothing", "Smooth", show=False, tooltip="smooth the charts (EMA): off, 0.6, 0.9, 0.99; the raw series stays faint"),
-        Binding("t", "time_axis", "Step/time", show=False, tooltip="x axis: step, or wall-clock time since the first step"),
-        Binding("comma", "cursor(-1)", "Cursor left", show=False, key_display=",", tooltip="move the chart cursor one column left; the readout shows each series there"),
-        Binding("full_stop", "cursor(1)", "Cursor right", show=False, key_display=".", tooltip="move the chart cursor one column right"),
-        Binding("less_than_sign", "cursor(-1, True)", "Cursor far left", show=False, key_display="<", tooltip="move the chart cursor ten columns left"),
-        Binding("greater_than_sign", "cursor(1, True)", "Cursor far right", show=False, key_display=">", tooltip="move the chart cursor ten columns right"),
-        Binding("z", "zoom", "Zoom", show=False, tooltip="zoom: then left/right keep the left/right half of the steps shown"),
-        Binding("Z", "zoom_reset", "Unzoom", show=False, tooltip="show every step again"),
+        *bindings(RUN_VIEW_KEYS[_JOBS_AFTER:]),
     ]
 
     @dataclass
