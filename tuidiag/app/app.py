@@ -72,6 +72,7 @@ CompareScreen.short #compare-numbers { height: 1fr; }
 CompareScreen.short #cmp-chart-numbers { display: none; }
 #compare-table { width: auto; }
 #system-strip { height: 1; color: $text-muted; }
+#run-title, #overview-title, #system-strip { text-wrap: nowrap; text-overflow: ellipsis; }
 #overview-hint { height: auto; color: $text-muted; }
 #run-main { height: 1fr; }
 #charts { width: 3fr; }

@@ -28,7 +28,8 @@ from tuidiag.viewmodel.jobs_view import jobs_text
 from tuidiag.viewmodel.replay_cursor import next_sample
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
-from tuidiag.text.safe import literal
+from tuidiag.text.safe import clean, literal
+from tuidiag.viewmodel.header_fit import ELLIPSIS, elide, fit_figures, title_name_width
 from tuidiag.monitor_keys import CANCEL_KEY, RUN_VIEW_KEYS
 
 SPEEDS = (1, 2, 5, 10, 25, 100)
@@ -146,6 +147,11 @@ class RunScreen(Screen):
 
     def on_resize(self) -> None:
         self._apply_width(self.size.width)
+        if self.detail is not None:  # the header's name and figures fit the new width
+            try:
+                self._title(self.detail)
+            except NoMatches:
+                pass
 
     def _apply_width(self, width: int) -> None:
         """Side-by-side on wide terminals; diagnosis under the charts on narrow ones."""
@@ -166,7 +172,6 @@ class RunScreen(Screen):
         if detail.jobs != getattr(self, "_jobs_shown", None):
             self._jobs_shown = detail.jobs
             self.query_one("#jobs-text", Static).update(jobs_text(detail.jobs))
-        self.query_one("#system-strip", Static).update(_system(detail))
         self._cursor_bar()
 
     def show_job(self, view: JobView | None) -> None:
@@ -226,16 +231,23 @@ class RunScreen(Screen):
     def _marker(self) -> int | None:
         return self.at if self.replay and self.at is not None else self.marker
 
+    def _width(self) -> int:
+        return self.size.width or self.app.size.width
+
     def _title(self, detail: RunDetail) -> None:
+        """``name | status | step N``: the name elided where the line is narrow, the step never cut short."""
         s = detail.summary
-        title = Text(" ")
-        title.append_text(literal(s.name, "bold", 60))
-        title.append(f" | {s.status} | step {s.step_text(grouped=False)}", style="bold")
+        rest = Text(f" | {s.status} | step {s.step_text(grouped=False)}", style="bold")
         if s.recorder_losses:
-            title.append_text(literal(f" | {s.recorder_losses}", "bold yellow"))
+            rest.append_text(literal(f" | {s.recorder_losses}", "bold yellow"))
         if self.replay:
-            title.append(f"  REPLAY at step {detail.diagnosis.step}", style="bold magenta")
+            rest.append(f"  REPLAY at step {detail.diagnosis.step}", style="bold magenta")
+        name = clean(s.name, 60)
+        title = Text(" ")
+        title.append_text(literal(elide(name, title_name_width(name, rest.plain, self._width() - 1)), "bold"))
+        title.append_text(rest)
         self.query_one("#run-title", Static).update(title)
+        self.query_one("#system-strip", Static).update(_system(detail, self._width()))
 
     def _cursor_bar(self) -> None:
         if not self.replay or self.detail is None:
@@ -405,12 +417,18 @@ class RunScreen(Screen):
         self.app.push_screen(EventDetailScreen(message.event))
 
 
-def _system(detail: RunDetail) -> Text:
+def _system(detail: RunDetail, width: int) -> Text:
+    """The system strip: the figures that fit whole in ``width`` cells, then ``…`` where some were left out."""
     strip = Text(" ")
-    figures = detail.system or (("system", "no timing recorded"),)
-    for label, value in figures:
+    figures = tuple(detail.system or (("system", "no timing recorded"),))
+    warnings = (f"{len(detail.summary.warnings)}", "file warnings") if detail.summary.warnings else None
+    shown, cut = fit_figures(figures + ((warnings,) if warnings else ()), width - 1)
+    for label, value in shown:
+        if (label, value) == warnings:
+            strip.append(f"{label} {value}", style="yellow")
+            continue
         strip.append(f"{label} ", style="dim")
         strip.append(f"{value}   ", style="bold")
-    if detail.summary.warnings:
-        strip.append(f"{len(detail.summary.warnings)} file warnings", style="yellow")
+    if cut:
+        strip.append(ELLIPSIS, style="dim")
     return strip
