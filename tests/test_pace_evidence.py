@@ -87,3 +87,33 @@ def test_the_rate_the_review_saw_twice() -> None:
         assert float(header["steps/s"]) < 1 / 0.011  # throughput: pauses included
         assert not any("steps/s (" in line or re.search(r"\d steps/s", line) for line in found.evidence)
         assert any(line.startswith("median step time 10.") and "ms over steps" in line for line in found.evidence)
+
+
+def test_a_recorded_run_drawn_from_its_envelopes_shows_the_overviews_steps_per_second(tmp_path: Path) -> None:
+    """A run of the current recorder (a tail summary in run.json) is drawn from its envelopes; its header's
+    steps/s used to be 1 / the mean step time of its newest buckets, a figure of its own beside the overview's
+    throughput; it is now the overview's figure (the same summary), by construction."""
+    import torch
+
+    import tuidiag
+    from tuidiag.viewmodel.model import RunsModel
+
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    with tuidiag.Recorder(tmp_path / "paused", flush_interval=0.05) as rec:
+        rec.watch(model, optimizer)
+        for step in range(60):
+            batch = torch.randn(8, 4)
+            rec.batch(batch)  # step and data-wait times are recorded
+            loss = model(batch).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            rec.step(loss)
+    runs = RunsModel(tmp_path)
+    runs.discover()
+    (summary,) = runs.refresh()
+    detail = runs.detail(summary.key)
+    assert runs._slots[next(iter(runs._slots))].envelopes is not None  # drawn from the envelopes
+    assert summary.steps_per_s is not None and dict(detail.system)["steps/s"] == fmt(summary.steps_per_s)
