@@ -164,3 +164,4 @@ async def test_the_run_view_header_shows_whole_figures(healthy_detail, width: in
         assert present == [f"{label} {value}" for label, value in detail.system[: len(present)]]
         assert strip.endswith(ELLIPSIS) == (len(present) < len(detail.system))
         assert strip.replace(ELLIPSIS, "").split() == " ".join(present).split()  # nothing but whole figures
+

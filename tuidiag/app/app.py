@@ -234,7 +234,7 @@ class TuidiagApp(App):
     def on_tuidiag_app_watch_started(self, message: WatchStarted) -> None:
         self.watching = message.watching
         if not message.watching:
-            self.notify(message.error or "file watching unavailable; polling", severity="warning")
+            self.notify(message.error or "file watching unavailable; polling", severity="warning", markup=False)
             return
         self._set_poll(SLOW_POLL)
 
@@ -405,7 +405,7 @@ class TuidiagApp(App):
 
     def on_tuidiag_app_job_prepared(self, message: JobPrepared) -> None:
         if message.problem is not None:
-            self.notify(message.problem, severity="error", timeout=8)
+            self.notify(message.problem, severity="error", timeout=8, markup=False)
             return
         live = message.where is not None
         command = (job_runner.live_command if live else job_runner.job_command)(message.job, message.key)
@@ -484,7 +484,7 @@ class TuidiagApp(App):
 
     def on_tuidiag_app_actions_offered(self, message: ActionsOffered) -> None:
         if message.problem is not None:
-            self.notify(f"live actions: {message.problem}", severity="warning", timeout=8)
+            self.notify(f"live actions: {message.problem}", severity="warning", timeout=8, markup=False)
             return
         screen = LiveActionScreen(Path(message.key).name, message.where, message.proposals, message.past, message.withheld)
         self.push_screen(screen, lambda chosen: self.apply_action(message.key, chosen) if chosen else None)
@@ -496,7 +496,7 @@ class TuidiagApp(App):
         self.post_message(self.ActionAnswered(ok, text))
 
     def on_tuidiag_app_action_answered(self, message: ActionAnswered) -> None:
-        self.notify(message.text, severity="information" if message.ok else "error", timeout=10)
+        self.notify(message.text, severity="information" if message.ok else "error", timeout=10, markup=False)
         self.request_refresh(None)
 
     def on_tuidiag_app_job_finished(self, message: JobFinished) -> None:
@@ -506,7 +506,8 @@ class TuidiagApp(App):
             self._job_timer.stop()
             self._job_timer = None
         self._show_job()
-        self.notify(message.text, severity=message.severity, timeout=12 if message.severity == "error" else 8)
+        self.notify(message.text, severity=message.severity, timeout=12 if message.severity == "error" else 8,
+                    markup=False)  # a job's message quotes commands: 'tuidiag[torch]' is not markup
         self.request_refresh({Path(key)} if key else None)
 
     def action_cancel_job(self) -> None:
