@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,11 @@ from tuidiag.store.job_results import (JOBS_DIR, cached_results_dir, job_records
 from tuidiag.viewmodel.jobs_view import job_texts
 
 DEMOS = sorted(p.parent.name for p in DEMO_RUNS.glob("*/run.json"))
-RESULT = {"verdict": "pass", "final_loss": 0.01, "initial_loss": 1.0, "steps": 3, "losses": [1.0, 0.1, 0.01],
-          "summary": "memorised one batch"}
+RESULT = {"passed": True, "reason": "target reached", "steps": 3, "initial_loss": 1.39, "final_loss": 0.0098, "reduction": 0.007,
+          "losses": [1.39, 0.5, 0.0098], "optimizer": "adam", "lr": 0.001,
+          "config": {"steps": 500, "lr": 0.001, "target": 0.01, "optimizer": "adam"}, "advice": None, "blocked": None,
+          "device": "cpu", "frozen_parameters": []}
+"""An overfit-one-batch result as the job saves it."""
 
 
 def _tree(root: Path) -> dict[str, tuple[int, str]]:
@@ -91,8 +95,8 @@ def test_a_result_on_a_read_only_run_goes_to_the_cache(cache: Path, tmp_path: Pa
         assert _tree(run) == before and not (run / JOBS_DIR).exists()
         assert saved.parent == cached_results_dir(run) and cache in saved.parents
         assert list_results(run, "overfit_batch") == [saved]
-        assert latest_result(run, "overfit_batch")["result"]["summary"] == RESULT["summary"]
-        assert [r.record["result"]["summary"] for r in job_records(open_run(run), ["overfit_batch"])] == [RESULT["summary"]]
+        assert latest_result(run, "overfit_batch")["result"] == RESULT
+        assert [r.record["result"] for r in job_records(open_run(run), ["overfit_batch"])] == [RESULT]
         assert [job for job, _ in job_texts(run)] == ["overfit_batch"]
         assert _git_status(run) == status
     finally:
@@ -104,6 +108,7 @@ def test_a_result_on_a_read_only_run_goes_to_the_cache(cache: Path, tmp_path: Pa
 def test_a_run_of_ones_own_keeps_its_results_and_both_places_are_read_in_time_order(cache: Path, tmp_path: Path) -> None:
     run = _marked_copy(tmp_path, "healthy")
     first = save_result(run, "sharpness", {"verdict": "flat"}, step=1)
+    time.sleep(0.002)  # the two names' times differ: they order the results
     manifest = json.loads((run / "run.json").read_text())
     manifest["read_only"] = False
     (run / "run.json").write_text(json.dumps(manifest))
@@ -119,29 +124,22 @@ def test_every_shipped_demo_run_is_marked_read_only() -> None:
     assert DEMOS and all(json.loads((DEMO_RUNS / d / "run.json").read_text())["read_only"] is True for d in DEMOS)
 
 
-async def test_a_real_job_on_the_repo_demo_leaves_it_clean_and_the_monitor_shows_it(cache: Path,
-                                                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    """The review's path: a job on ``demo_runs/healthy`` (the CLI the monitor's ``o`` runs), then the Jobs tab."""
-    torch = pytest.importorskip("torch")
-    from tuidiag.cli.main import main
-
-    torch.set_num_threads(1)
+async def test_a_result_on_the_repo_demo_leaves_it_clean_and_the_monitor_shows_it(cache: Path) -> None:
+    """The review's path, as the job command saves (``tests/test_demo_factory.py`` runs every real job on every
+    demo, read-only, and checks no ``jobs/`` appears): the result goes to the cache, the Jobs tab shows it."""
     run = DEMO_RUNS / "healthy"
     before, status = _tree(run), _git_status(run)
     assert (run / "run.json").is_file() and not (run / JOBS_DIR).exists()
     try:
-        assert main(["overfit-batch", str(run), "--yes", "--json", "--device", "cpu", "--steps", "3"]) in (0, 1)
-        result = json.loads(capsys.readouterr().out)
-        assert _tree(run) == before and _git_status(run) == status
-        (saved,) = list_results(run, "overfit_batch")
-        assert cache in saved.parents
+        saved = save_result(run, "overfit_batch", RESULT, run=run.name, factory="tuidiag.demo.factory:healthy",
+                            device="cpu", step=1499)
+        assert cache in saved.parents and _tree(run) == before and _git_status(run) == status
         app = TuidiagApp(run)
         async with app.run_test(size=(120, 40)) as pilot:
             assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
             await pilot.press("7")
-            await pilot.pause()
-            assert await wait_for(pilot, lambda: "overfit" in drawn_text(app.screen.query_one("#jobs-text", Static)).lower())
-            assert str(result["steps"]) in drawn_text(app.screen.query_one("#jobs-text", Static))
+            assert await wait_for(pilot, lambda: "PASS" in drawn_text(app.screen.query_one("#jobs-text", Static)))
+            assert "after 3 steps" in drawn_text(app.screen.query_one("#jobs-text", Static))
         assert _tree(run) == before and _git_status(run) == status
     finally:
         if (run / JOBS_DIR).is_dir():
