@@ -20,13 +20,13 @@ from typing import Any, Callable
 
 from textual import work
 from textual.app import App
-from textual.binding import Binding
 from textual.message import Message
 from textual.timer import Timer
 
 from tuidiag.app.app_jobs import MonitorJobs
 from tuidiag.app.app_live_actions import MonitorLiveActions
 from tuidiag.app.commands import RunCommands
+from tuidiag.app.run_tabs import bindings
 from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app.screens.overview import OverviewScreen
@@ -37,6 +37,7 @@ from tuidiag.viewmodel.compare_view import CompareView
 from tuidiag.viewmodel.job_progress import JobTracker
 from tuidiag.viewmodel.model import RunsModel
 from tuidiag.viewmodel.snapshot import STATUS_READING, RunDetail, RunSummary
+from tuidiag.monitor_keys import APP_KEYS
 from tuidiag.viewmodel.watcher import RunWatcher
 
 FAST_POLL = 1.0
@@ -67,6 +68,7 @@ CompareScreen.short #compare-numbers { height: 1fr; }
 CompareScreen.short #cmp-chart-numbers { display: none; }
 #compare-table { width: auto; }
 #system-strip { height: 1; color: $text-muted; }
+#run-title, #overview-title, #system-strip { text-wrap: nowrap; text-overflow: ellipsis; }
 #overview-hint { height: auto; color: $text-muted; }
 #run-main { height: 1fr; }
 #charts { width: 3fr; min-width: 68; }  /* 68: every tab label (run_tabs.py) fits beside the diagnosis at 110 columns */
@@ -91,13 +93,7 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
     TITLE = "tuidiag"
     CSS = CSS
     COMMANDS = App.COMMANDS | {RunCommands}
-    BINDINGS = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help", tooltip="this help: every key, by screen"),
-        Binding("r", "reload", "Reload", show=False, tooltip="re-read all runs now"),
-        Binding(App.COMMAND_PALETTE_BINDING, "command_palette", "palette", show=False, priority=True,
-                key_display=App.COMMAND_PALETTE_DISPLAY, tooltip="open or replay any run by name"),
-    ]
+    BINDINGS = bindings(APP_KEYS)
 
     @dataclass
     class FilesChanged(Message):
@@ -235,7 +231,7 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
     def on_tuidiag_app_watch_started(self, message: WatchStarted) -> None:
         self.watching = message.watching
         if not message.watching:
-            self.notify(message.error or "file watching unavailable; polling", severity="warning")
+            self.notify(message.error or "file watching unavailable; polling", severity="warning", markup=False)
             return
         self._set_poll(SLOW_POLL)
 

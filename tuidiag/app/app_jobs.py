@@ -66,7 +66,7 @@ class MonitorJobs:
 
     def on_tuidiag_app_job_prepared(self, message: TuidiagApp.JobPrepared) -> None:
         if message.problem is not None:
-            self.notify(message.problem, severity="error", timeout=8)
+            self.notify(message.problem, severity="error", timeout=8, markup=False)
             return
         live = message.where is not None
         command = (job_runner.live_command if live else job_runner.job_command)(message.job, message.key)
@@ -141,7 +141,8 @@ class MonitorJobs:
             self._job_timer.stop()
             self._job_timer = None
         self._show_job()
-        self.notify(message.text, severity=message.severity, timeout=12 if message.severity == "error" else 8)
+        self.notify(message.text, severity=message.severity, timeout=12 if message.severity == "error" else 8,
+                    markup=False)  # a job's message quotes commands: 'tuidiag[torch]' is not markup
         self.request_refresh({Path(key)} if key else None)
 
     def action_cancel_job(self) -> None:

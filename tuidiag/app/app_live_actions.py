@@ -38,7 +38,7 @@ class MonitorLiveActions:
 
     def on_tuidiag_app_actions_offered(self, message: TuidiagApp.ActionsOffered) -> None:
         if message.problem is not None:
-            self.notify(f"live actions: {message.problem}", severity="warning", timeout=8)
+            self.notify(f"live actions: {message.problem}", severity="warning", timeout=8, markup=False)
             return
         screen = LiveActionScreen(Path(message.key).name, message.where, message.proposals, message.past, message.withheld)
         self.push_screen(screen, lambda chosen: self.apply_action(message.key, chosen) if chosen else None)
@@ -50,5 +50,5 @@ class MonitorLiveActions:
         self.post_message(self.ActionAnswered(ok, text))
 
     def on_tuidiag_app_action_answered(self, message: TuidiagApp.ActionAnswered) -> None:
-        self.notify(message.text, severity="information" if message.ok else "error", timeout=10)
+        self.notify(message.text, severity="information" if message.ok else "error", timeout=10, markup=False)
         self.request_refresh(None)

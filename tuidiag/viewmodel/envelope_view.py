@@ -146,14 +146,15 @@ def recent_mean(run: EnvelopeRun, name: str, steps: int = 200) -> float:
     return float(recent.total.sum() / count) if count else np.nan
 
 
-def envelope_system(run: EnvelopeRun) -> tuple[tuple[str, str], ...]:
-    """Steps/s, data-wait share, device memory and GPU utilisation, as labelled strings (means of the newest buckets)."""
+def envelope_system(run: EnvelopeRun, steps_per_s: float | None = None) -> tuple[tuple[str, str], ...]:
+    """Steps/s (``steps_per_s``: the run's throughput as the overview shows it, from its tail summary), the
+    data-wait share, device memory and GPU utilisation (means of the newest buckets), as labelled strings."""
     figures = []
     step_time, wait = recent_mean(run, "time/step"), recent_mean(run, "time/data_wait")
-    if np.isfinite(step_time) and step_time > 0:
-        figures.append(("steps/s", fmt(1 / step_time)))
-        if np.isfinite(wait):
-            figures.append(("data wait", f"{wait / step_time:.0%}"))
+    if steps_per_s is not None:
+        figures.append(("steps/s", fmt(steps_per_s)))
+    if np.isfinite(step_time) and step_time > 0 and np.isfinite(wait):
+        figures.append(("data wait", f"{wait / step_time:.0%}"))
     for name, label in MEMORY_FIGURES:
         value = last_value(run, name)
         if value is not None:
@@ -164,9 +165,10 @@ def envelope_system(run: EnvelopeRun) -> tuple[tuple[str, str], ...]:
     return tuple(figures)
 
 
-def envelope_detail_data(run: EnvelopeRun, points: int, window: Window | None = None, dist: str | None = None) -> DetailData:
+def envelope_detail_data(run: EnvelopeRun, points: int, window: Window | None = None, dist: str | None = None,
+                         steps_per_s: float | None = None) -> DetailData:
     """Charts, layer grid, events and system figures of ``run`` from its envelopes (``window``: a zoom; ``dist``:
-    the distribution shown, default the first)."""
+    the distribution shown, default the first; ``steps_per_s``: the run's throughput, :func:`envelope_system`)."""
     loss = run.pyramid(LOSS)
     finest = loss.levels[min(loss.levels)] if loss is not None else None
     steps = (int(finest.first_step.min()), int(finest.last_step[-1])) if finest is not None and len(finest) else (0, 0)
@@ -174,7 +176,7 @@ def envelope_detail_data(run: EnvelopeRun, points: int, window: Window | None = 
         charts=marks_within(envelope_charts(run, points, window, dist), window),
         layers=envelope_layers(run, max(8, points // 4)),
         events=tuple(run.events[-MAX_EVENTS:]),
-        system=envelope_system(run),
+        system=envelope_system(run, steps_per_s),
         steps=steps,
         event_steps=frozenset(e.step for e in run.events),
         ranks=None,

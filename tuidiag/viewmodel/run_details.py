@@ -93,12 +93,13 @@ class RunDetails:
             slot.envelopes = None
             return None
         diagnosis = self._full_diagnosis(slot)
-        stamp = (envelopes.rows_read, len(envelopes.events), window, points, dist)
+        summary = slot.summary
+        pace = summary.steps_per_s if summary is not None else None  # the overview's steps/s: one figure, one definition
+        stamp = (envelopes.rows_read, len(envelopes.events), window, points, dist, pace)
         model = envelopes.manifest.get("model")
         cached = self._details.get(slot.path)
         if cached is None or cached[0] != stamp or cached[1] != model:
-            cached = self._details[slot.path] = (stamp, model, envelope_detail_data(envelopes, points, window, dist))
-        summary = slot.summary
+            cached = self._details[slot.path] = (stamp, model, envelope_detail_data(envelopes, points, window, dist, pace))
         if summary is not None and summary.health != slot.health.code:
             summary = summarize_tail(slot.path, slot.manifest, slot.tail, slot.health, self.clock(), slot.warnings) if slot.tail else summary
         return build_detail(envelopes, summary, diagnosis, None, points, diagnosis, cached[2])

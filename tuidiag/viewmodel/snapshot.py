@@ -115,7 +115,7 @@ class RunDetail:
     marks: tuple[int, ...] = ()
     """Steps of every event and finding onset in the whole run (replay jumps to them)."""
     jobs: tuple[tuple[str, str], ...] = ()
-    """(job, rendered result) of the newest result of each job in ``RUN/jobs/``."""
+    """(job, rendered result) of the newest result of each job (``RUN/jobs/`` or, for a read-only run, the cache)."""
     ranks: "RankLines | None" = None
     """Per-rank and spread lines of the loss and gradient-norm charts (multi-rank runs only)."""
     clip_threshold: float | None = None

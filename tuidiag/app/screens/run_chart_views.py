@@ -16,6 +16,7 @@ from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.viewmodel.chart_cursor import move_cursor
 from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
 from tuidiag.diagnosis.distributions import NO_DISTRIBUTIONS
+from tuidiag.monitor_keys import NEXT_DIST_KEY, PREVIOUS_DIST_KEY
 from tuidiag.viewmodel.distributions import DIST_CHART, next_distribution, shown_distribution
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
@@ -25,8 +26,6 @@ SMOOTHED_TABS = tuple(tab.id for tab in CHART_TABS if tab.smoothed)
 DEFAULT_SMOOTHING = STRENGTHS[2]
 """0.9: a chart is 100-200 columns, not TensorBoard's 1000 points, so its default 0.6 would barely
 show; 0.9 spreads over about one percent of the run, a column or two, and noisy losses read as a line."""
-NEXT_DIST_KEY, PREVIOUS_DIST_KEY = "h", "H"
-"""Show the next (previous) distribution in the distribution tab; its chart title names them."""
 
 
 class RunChartViews:

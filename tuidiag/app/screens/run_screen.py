@@ -17,10 +17,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
-from tuidiag import action_kinds, job_kinds
-from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, tab_bindings, tab_title
+from tuidiag import job_kinds
+from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, bindings, tab_bindings, tab_title
 from tuidiag.app.screens.event_detail import EventDetailScreen
-from tuidiag.app.screens.run_chart_views import DEFAULT_SMOOTHING, NEXT_DIST_KEY, PREVIOUS_DIST_KEY, RunChartViews
+from tuidiag.app.screens.run_chart_views import DEFAULT_SMOOTHING, RunChartViews
 from tuidiag.app.screens.run_navigation import RunNavigation
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
@@ -31,47 +31,25 @@ from tuidiag.viewmodel.distributions import DIST_CHART
 from tuidiag.viewmodel.job_progress import JobView
 from tuidiag.viewmodel.jobs_view import jobs_text
 from tuidiag.viewmodel.snapshot import RunDetail
-from tuidiag.text.safe import literal
+from tuidiag.text.safe import clean, literal
+from tuidiag.viewmodel.header_fit import ELLIPSIS, elide, fit_figures, title_name_width
+from tuidiag.monitor_keys import CANCEL_KEY, RUN_VIEW_KEYS
 
 NARROW = 110
-CANCEL_KEY = "x"
-"""Cancels the running job (the progress bar names it)."""
+_TABS_AFTER = next(i for i, key in enumerate(RUN_VIEW_KEYS) if key.action == "toggle_log") + 1
+_JOBS_AFTER = next(i for i, key in enumerate(RUN_VIEW_KEYS) if key.action == "goto('end')") + 1
+"""Help lists the tab keys after back, diagnosis and log y, and the job keys after the replay keys."""
 
 
 class RunScreen(RunNavigation, RunChartViews, Screen):
     """One run, live or replayed; ``show(detail)`` redraws it."""
 
     BINDINGS = [
-        Binding("escape", "back", "Back", tooltip="to the overview; from the full diagnosis, to the charts"),
-        Binding("d", "toggle_diagnosis", "Diagnosis", tooltip="the whole diagnosis, full height and scrollable; d again returns"),
-        Binding("g", "toggle_log", "Log y", tooltip="log or linear y axis of the chart"),
+        *bindings(RUN_VIEW_KEYS[:_TABS_AFTER]),
         *tab_bindings(),
-        Binding("f", "next_finding", "Finding", tooltip="mark the next finding's first step"),
-        Binding("space", "play", "Play/pause", show=False, tooltip="replay: play or pause"),
-        Binding("left", "step(-1)", "Step back", show=False, priority=True, tooltip="replay: move the cursor back"),
-        Binding("right", "step(1)", "Step forward", show=False, priority=True, tooltip="replay: move the cursor forward"),
-        Binding("plus,equals_sign", "speed(1)", "Faster", show=False, tooltip="replay: play faster"),
-        Binding("minus", "speed(-1)", "Slower", show=False, tooltip="replay: play slower"),
-        Binding("right_square_bracket", "jump(1)", "Event", tooltip="mark the next event or finding"),
-        Binding("left_square_bracket", "jump(-1)", "Previous event", show=False, tooltip="mark the previous event or finding"),
-        Binding("home", "goto('start')", "Start", show=False, tooltip="replay: the first step"),
-        Binding("end", "goto('end')", "End/live", show=False, tooltip="replay: the last step; live: drop the mark"),
+        *bindings(RUN_VIEW_KEYS[_TABS_AFTER:_JOBS_AFTER]),
         *[Binding(kind.key, f"job('{kind.name}')", kind.label, show=False, tooltip=kind.help) for kind in job_kinds.kinds()],
-        Binding(CANCEL_KEY, "app.cancel_job", "Cancel job", show=False, tooltip="stop the running job or the armed NaN hunt"),
-        Binding("a", "live_action", "Apply fix", show=False, tooltip=f"change the live training: {action_kinds.listed(short=True)}"),
-        Binding("k", "rank_mode", "Ranks", show=False, tooltip="multi-rank runs: all ranks, their spread, one rank"),
-        Binding("e", "smoothing", "Smooth", show=False, tooltip="smooth the charts (EMA): off, 0.6, 0.9, 0.99; the raw series stays faint"),
-        Binding("t", "time_axis", "Step/time", show=False, tooltip="x axis: step, or wall-clock time since the first step"),
-        Binding("comma", "cursor(-1)", "Cursor left", show=False, key_display=",", tooltip="move the chart cursor one column left; the readout shows each series there"),
-        Binding("full_stop", "cursor(1)", "Cursor right", show=False, key_display=".", tooltip="move the chart cursor one column right"),
-        Binding("less_than_sign", "cursor(-1, True)", "Cursor far left", show=False, key_display="<", tooltip="move the chart cursor ten columns left"),
-        Binding("greater_than_sign", "cursor(1, True)", "Cursor far right", show=False, key_display=">", tooltip="move the chart cursor ten columns right"),
-        Binding("z", "zoom", "Zoom", show=False, tooltip="zoom: then left/right keep the left/right half of the steps shown"),
-        Binding("Z", "zoom_reset", "Unzoom", show=False, tooltip="show every step again"),
-        Binding(NEXT_DIST_KEY, "distribution(1)", "Next distribution", show=False,
-                tooltip="distribution tab: show the next recorded distribution (logged tensors, then each parameter's weights and gradient)"),
-        Binding(PREVIOUS_DIST_KEY, "distribution(-1)", "Previous distribution", show=False,
-                tooltip="distribution tab: show the previous one"),
+        *bindings(RUN_VIEW_KEYS[_JOBS_AFTER:]),
     ]
 
     @dataclass
@@ -178,6 +156,11 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
 
     def on_resize(self) -> None:
         self._apply_width(self.size.width)
+        if self.detail is not None:  # the header's name and figures fit the new width
+            try:
+                self._title(self.detail)
+            except NoMatches:
+                pass
 
     def _apply_width(self, width: int) -> None:
         """Side-by-side on wide terminals; diagnosis under the charts on narrow ones."""
@@ -198,7 +181,6 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         if detail.jobs != getattr(self, "_jobs_shown", None):
             self._jobs_shown = detail.jobs
             self.query_one("#jobs-text", Static).update(jobs_text(detail.jobs))
-        self.query_one("#system-strip", Static).update(_system(detail))
         self._cursor_bar()
 
     def show_job(self, view: JobView | None) -> None:
@@ -209,16 +191,23 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         except NoMatches:  # not composed yet: on_mount shows it
             return
 
+    def _width(self) -> int:
+        return self.size.width or self.app.size.width
+
     def _title(self, detail: RunDetail) -> None:
+        """``name | status | step N``: the name elided where the line is narrow, the step never cut short."""
         s = detail.summary
-        title = Text(" ")
-        title.append_text(literal(s.name, "bold", 60))
-        title.append(f" | {s.status} | step {s.step_text(grouped=False)}", style="bold")
+        rest = Text(f" | {s.status} | step {s.step_text(grouped=False)}", style="bold")
         if s.recorder_losses:
-            title.append_text(literal(f" | {s.recorder_losses}", "bold yellow"))
+            rest.append_text(literal(f" | {s.recorder_losses}", "bold yellow"))
         if self.replay:
-            title.append(f"  REPLAY at step {detail.diagnosis.step}", style="bold magenta")
+            rest.append(f"  REPLAY at step {detail.diagnosis.step}", style="bold magenta")
+        name = clean(s.name, 60)
+        title = Text(" ")
+        title.append_text(literal(elide(name, title_name_width(name, rest.plain, self._width() - 1)), "bold"))
+        title.append_text(rest)
         self.query_one("#run-title", Static).update(title)
+        self.query_one("#system-strip", Static).update(_system(detail, self._width()))
 
     def action_back(self) -> None:
         if self.has_class("diagnosis-full"):
@@ -273,12 +262,18 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         self.app.push_screen(EventDetailScreen(message.event))
 
 
-def _system(detail: RunDetail) -> Text:
+def _system(detail: RunDetail, width: int) -> Text:
+    """The system strip: the figures that fit whole in ``width`` cells, then ``…`` where some were left out."""
     strip = Text(" ")
-    figures = detail.system or (("system", "no timing recorded"),)
-    for label, value in figures:
+    figures = tuple(detail.system or (("system", "no timing recorded"),))
+    warnings = (f"{len(detail.summary.warnings)}", "file warnings") if detail.summary.warnings else None
+    shown, cut = fit_figures(figures + ((warnings,) if warnings else ()), width - 1)
+    for label, value in shown:
+        if (label, value) == warnings:
+            strip.append(f"{label} {value}", style="yellow")
+            continue
         strip.append(f"{label} ", style="dim")
         strip.append(f"{value}   ", style="bold")
-    if detail.summary.warnings:
-        strip.append(f"{len(detail.summary.warnings)} file warnings", style="yellow")
+    if cut:
+        strip.append(ELLIPSIS, style="dim")
     return strip

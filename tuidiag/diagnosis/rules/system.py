@@ -35,7 +35,11 @@ def _gpu_line(util: Measure) -> Evidence:
 
 
 def data_loading_bottleneck(view: RunView) -> Finding | None:
-    """The run is slow because steps wait for data."""
+    """The run is slow because steps wait for data.
+
+    Its evidence states step times over the steps it names, not a rate: the run's rate is the run view's
+    steps/s (steps per wall-clock second over the newest 30 s, pauses between steps included), and a
+    second rate over another window could contradict it at the same moment."""
     w_steps, wait = view.series("time/data_wait")
     s_steps, step = view.series("time/step")
     if len(wait) < 20 or len(step) < 20:
@@ -48,7 +52,8 @@ def data_loading_bottleneck(view: RunView) -> Finding | None:
     evidence: list[str] = [
         Evidence(f"waiting for data takes {wait_s / step_s:.0%} of each step ({fmt(wait_s * 1e3)} of {fmt(step_s * 1e3)} ms, "
                  f"medians over {wait_m.where} and {step_m.where})", Compare(wait_m, step_m)),
-        Evidence(f"{fmt(1 / step_s)} steps/s (median step time over {step_m.where})", Level(step_m))]
+        Evidence(f"median step time {fmt(step_s * 1e3)} ms over {step_m.where}, waiting for data included "
+                 f"(the run view's steps/s also counts the time between steps)", Level(step_m))]
     u_steps, util = view.series(SYS_GPU_UTIL)
     if len(util):
         evidence.append(_gpu_line(measure(SYS_GPU_UTIL, u_steps, util, "median")))
