@@ -14,7 +14,8 @@ from tests.dist_runs import write_dist_run
 from tests.test_snapshots_screens import SIZES, Shots
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.run_tabs import tab_of
-from tuidiag.app.screens.run_screen import NEXT_DIST_KEY, PREVIOUS_DIST_KEY, RunScreen
+from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.monitor_keys import NEXT_DIST_KEY, PREVIOUS_DIST_KEY
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.diagnosis.distributions import distribution_label
 from tuidiag.viewmodel.distributions import DIST_CHART
