@@ -50,8 +50,10 @@ def model_summary(weight_layers: int = 3, **extra: Any) -> dict[str, Any]:
 
 
 def write_run(run_dir: Path, series: Series, model: dict[str, Any] | None = None, events: list[EventRow] | None = None,
-              config: dict[str, Any] | None = None, **manifest: Any) -> Path:
-    """Write ``series`` (and ``events``) as a finished run through ``ShardWriter``; returns ``run_dir``."""
+              config: dict[str, Any] | None = None, step_seconds: float | None = None, **manifest: Any) -> Path:
+    """Write ``series`` (and ``events``) as a finished run through ``ShardWriter``; returns ``run_dir``.
+
+    ``step_seconds``: each step's wall time is that many seconds after a fixed start (default: the time of writing)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     by_step: dict[int, list[tuple[str, float]]] = defaultdict(list)
     for name, (steps, values) in series.items():
@@ -62,7 +64,8 @@ def write_run(run_dir: Path, series: Series, model: dict[str, Any] | None = None
     for step in sorted(by_step):
         names = tuple(n for n, _ in by_step[step])
         layout = layouts.setdefault(names, Layout(list(names)))
-        writer.submit(MetricBatch(step, time.time(), layout, np.array([v for _, v in by_step[step]])), len(names))
+        wall = time.time() if step_seconds is None else 1_800_000_000.0 + step * step_seconds
+        writer.submit(MetricBatch(step, wall, layout, np.array([v for _, v in by_step[step]])), len(names))
     for event in events or []:
         writer.submit(event)
     writer.close()

@@ -118,7 +118,7 @@ async def test_every_run_tab_and_scale_survives_a_grid_of_sizes() -> None:
                 assert screen.query_one(f"#chart-{chart_id}", MetricChart).log_scale is not None
             await pilot.press("escape")
             _assert_up(app)
-    assert len(cases) == 4 * 2 + 3 and len(cases) >= len(names) and len(cases) >= len(GRID)
+    assert len(cases) == len(CHART_TABS) * 2 + 3 and len(cases) >= len(names) and len(cases) >= len(GRID)
 
 
 async def test_other_screens_survive_the_smallest_size() -> None:

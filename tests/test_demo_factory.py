@@ -76,6 +76,7 @@ def test_the_factory_rebuilds_the_weights_the_training_started_from() -> None:
 def demo_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The demo runs copied to a temporary directory; the working directory is an unrelated one."""
     shutil.copytree(DEMO_RUNS, tmp_path / "demo_runs")
+    monkeypatch.setenv("TUIDIAG_CACHE_DIR", str(tmp_path / "cache"))  # where the read-only demos' results go
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     return tmp_path / "demo_runs"
@@ -96,7 +97,7 @@ def test_every_job_runs_on_every_demo_run(demo_copy: Path, demo: str, command: s
         assert status == 1 and result["verdict"] == "no_capture"
         return
     saved = list_results(run, job)
-    assert len(saved) == 1
+    assert len(saved) == 1 and not (run / "jobs").exists()  # the demo run stays as shipped
     payload = read_result(saved[0])
     assert payload["factory"] == by_name(demo).factory and payload["result"] == result
     if job == "nan_hunt":  # the recorder's "non-finite gradients" there are float32 norms that overflow
@@ -109,6 +110,7 @@ def test_tuidiag_demo_writes_the_factory(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["demo", str(tmp_path / "runs"), "--steps", "1", "--only", "overfitting"]) == 0
     manifest = json.loads((tmp_path / "runs" / "overfitting" / "run.json").read_text())
     assert manifest["factory"] == "tuidiag.demo.factory:overfitting"
+    assert manifest["read_only"] is True  # an example: jobs on it keep their results in the cache
 
 
 async def test_n_on_the_lr_too_high_demo_asks_to_run_the_packaged_factory(demo_copy: Path) -> None:

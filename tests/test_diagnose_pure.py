@@ -11,6 +11,7 @@ fix-conflict resolution and the job evidence return new findings and leave their
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 import sys
 import threading
@@ -69,6 +70,9 @@ def demo_copies(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("pure")
     for run in sorted(p for p in DEMO.iterdir() if (p / "run.json").is_file()):
         shutil.copytree(run, root / run.name)
+        manifest = json.loads((root / run.name / "run.json").read_text())
+        manifest.pop("read_only", None)  # a run of one's own: its results in RUN/jobs travel with its copies
+        (root / run.name / "run.json").write_text(json.dumps(manifest))
         for job, result in RESULTS.items():
             save_result(root / run.name, job, result, step=20)
     return root

@@ -98,7 +98,7 @@ def test_diagnose_and_status_of_a_foreign_run_match_its_import(root: Path, tmp_p
         assert live["findings"][0]["code"] in ("lr_too_high", "nonfinite_loss")
     line = _out(capsys, "status", "--ascii", str(path)).strip()
     top = live["findings"][0]["code"]
-    assert re.match(rf"^\S+ > step {imported['step']:,} loss \S+ > {top}( \d+%)? > (\w+ )?\S+ ago$", line), line
+    assert re.match(rf"^\S+ > step {imported['step']:,} loss \S+ > {top}( [<>]?\d+%)? > (\w+ )?\S+ ago$", line), line
     assert _out(capsys, "status", "--ascii", "--no-diagnosis", str(path)).count(" > ") == 2
     assert _files(root) == before
 

@@ -64,7 +64,7 @@ def test_a_kind_may_not_take_another_kinds_command_or_key(toy) -> None:
     with pytest.raises(ValueError, match="taken by 'lr_find'"):
         job_kinds.register(dataclasses.replace(toy.KIND, name="other_toy", key="l"))
     with pytest.raises(ValueError, match="command"):
-        job_kinds.register(dataclasses.replace(toy.KIND, name="other_toy", command="nan-hunt", key="Z"))
+        job_kinds.register(dataclasses.replace(toy.KIND, name="other_toy", command="nan-hunt", key="J"))
 
 
 def test_a_toy_job_from_the_registry_runs_from_the_cli(toy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -23,10 +23,11 @@ from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.event_detail import EventDetailScreen
 from tuidiag.app.screens.help import KEYS_WIDTH, SECTIONS, WIDTH, HelpScreen, as_binding, help_text, key_display
 from tuidiag.app.screens.overview import OverviewScreen
-from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.app.screens.run_screen import NARROW, RunScreen
 from tuidiag.app.widgets.diagnosis_panel import PANEL_EVIDENCE, DiagnosisPanel
 from tuidiag.app.widgets.events_panel import MESSAGE_SHOWN, EventsPanel
 from tuidiag.diagnosis.codes import CODES, SHORT_MAX, badge
+from tuidiag.text.numbers import confidence
 from tuidiag.text.safe import clean
 from tuidiag.viewmodel.snapshot import RunSummary
 
@@ -297,7 +298,7 @@ async def test_no_health_badge_or_footer_label_is_cut_in_the_overview(small_runs
             assert right <= table.scrollable_content_region.width, f"{width}: the health badge is cut"
             for row in range(len(rows)):
                 cell = table.get_row_at(row)[health]
-                assert cell.plain == f"{badge(rows[row].health)} 100%"
+                assert cell.plain == f"{badge(rows[row].health)} {confidence(rows[row].health_confidence)}"
                 assert table.ordered_columns[health].content_width >= cell.cell_len, f"{width}: the badge is cut to its column"
             _footer_fits(overview, width)
 
@@ -308,7 +309,7 @@ async def test_no_tab_or_footer_label_is_cut_in_the_run_view_or_compare(small_ru
         assert await wait_for(pilot, lambda: len(app.summaries) == 2)
         await pilot.press("enter")
         screen = await _run_view(pilot, app)
-        for width in WIDTHS:
+        for width in (*WIDTHS, NARROW):  # NARROW: the narrowest terminal with the charts beside the diagnosis
             await pilot.resize_terminal(width, 24)
             await pilot.pause()
             _tabs_fit(screen.query_one("#charts", TabbedContent).query_one(Tabs), width)

@@ -51,6 +51,17 @@ def test_run_view_80x24(snap_compare, demo_root) -> None:
     assert snap_compare(app, terminal_size=(80, 24), run_before=_loaded(app, detail=True))
 
 
+def test_overview_60x20(snap_compare, demo_root) -> None:
+    """The review's narrow size: whole numbers or none (step 1,499 was shown as ``1,49``)."""
+    app = TuidiagApp(demo_root, clock=fixed_clock)
+    assert snap_compare(app, terminal_size=(60, 20), run_before=_loaded(app))
+
+
+def test_run_view_60x20(snap_compare, demo_root) -> None:
+    app = TuidiagApp(demo_root / "healthy", clock=fixed_clock)
+    assert snap_compare(app, terminal_size=(60, 20), run_before=_loaded(app, detail=True))
+
+
 def test_run_view_layers_160x48(snap_compare, demo_root) -> None:
     app = TuidiagApp(demo_root / "vanishing-gradients", clock=fixed_clock)
 

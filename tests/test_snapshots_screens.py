@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from pytest_textual_snapshot import SVGImageExtension
+from textual.widgets import Static
 
 from tests.app_helpers import DEMO_RUNS, fixed_clock, wait_for
 from tuidiag.app.app import TuidiagApp
@@ -27,6 +28,8 @@ from tuidiag.app.screens.live_action import LiveActionScreen
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.layers import LayerHeatmap
+from tuidiag.diagnosis.distributions import NO_DISTRIBUTIONS
+from tuidiag.viewmodel.distributions import DIST_CHART
 from tuidiag.viewmodel.actions import PastAction, Proposal
 from tuidiag.viewmodel.snapshot import STATUS_READING
 
@@ -90,6 +93,9 @@ async def test_run_view_tabs_and_dialogs(snapshot, demo_root, size) -> None:
             await pilot.press(tab.key)
             await pilot.pause()
             await _charts_drawn(pilot, screen)
+            if tab.id == DIST_CHART:  # lr-too-high has no distributions: one line says how to record them
+                note = screen.query_one("#dist-note", Static)
+                assert note.display and str(note.render()) == NO_DISTRIBUTIONS
             await shots.take(pilot, f"tab_{tab.key}_{tab.id}")
         await pilot.press("6", "down", "enter")  # the non-finite event, with its list of parameters
         assert await wait_for(pilot, lambda: isinstance(app.screen, EventDetailScreen))

@@ -57,7 +57,7 @@ def test_monitor_follows_a_live_training_in_tmux(tmp_path, python) -> None:
         assert "healthy" in _screen(app)
         _tmux("send-keys", "-t", app, "Enter")
         assert _wait_for_screen(app, r"Diagnosis \(live\)"), _screen(app)
-        assert _wait_for_screen(app, r"Most likely \(\d+%\)"), _screen(app)
+        assert _wait_for_screen(app, r"Most likely \([<>]?\d+%\)"), _screen(app)
         _tmux("send-keys", "-t", app, "q")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

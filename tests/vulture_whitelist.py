@@ -54,3 +54,6 @@ _.level_for  # Pyramid.level_for: the level a span is drawn from (tests/test_env
 
 # Read by the accuracy benchmark (benchmarks/suite/metrics.py), which refits the calibration from it.
 raw_confidence  # Finding.raw_confidence: the rule's score before calibration
+
+# Set on a LightningModule so that its own self.log_dict(...) calls do nothing while a live job runs.
+_.log_dict  # tuidiag/integrations/job_loss.py: silenced_logging

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
+
+import numpy as np
 
 from benchmarks.suite.train import Spec
 from tuidiag.diagnosis import Diagnosis
@@ -31,7 +33,9 @@ class Outcome:
     findings: list[tuple[str, float, float]] = field(default_factory=list)
     """Every ranked finding as (code, calibrated confidence, raw score): what the calibration is fitted on."""
     delay: int | None = None
-    """Steps from fault onset until an acceptable code first ranked first (None: never)."""
+    """Steps from the step the fault became observable until an acceptable code first ranked first (None: never)."""
+    delay_top3: int | None = None
+    """Steps from the same step until an acceptable code was first among the first three findings (None: never)."""
     scanned: bool = False
     """Whether the detection-delay grid was evaluated."""
     live_alarms: list[str] = field(default_factory=list)
@@ -55,6 +59,13 @@ class Outcome:
         return self.delay / (self.last_step + 1)
 
     @property
+    def delay_top3_share(self) -> float | None:
+        """The top-3 detection delay as a share of the run's length."""
+        if self.delay_top3 is None or self.last_step is None:
+            return None
+        return self.delay_top3 / (self.last_step + 1)
+
+    @property
     def false_alarms(self) -> list[str]:
         """Alarms this scenario labels as wrong."""
         return [code for code in self.alarms if code in self.spec.false_alarm]
@@ -69,26 +80,50 @@ def outcome(spec: Spec, diagnosis: Diagnosis, last_step: int | None = None) -> O
     return Outcome(spec, codes, ranked[0][1], alarms, ranked[0][2], last_step, ranked)
 
 
-GRID = (0.0, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-"""Where ``diagnose(run, at=...)`` is evaluated, as shares of the span from fault onset to the last step."""
+GRID = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+"""Where ``diagnose(run, at=...)`` is evaluated, as shares of the span from the observable onset to the last step
+(every 1% up to 6%, where the 5% target lies, so a delay is never rounded up past it by the grid)."""
 
 
 def grid(onset: int, last_step: int) -> list[int]:
-    """The coarse grid of steps from ``onset`` to ``last_step`` (denser early, where detection happens)."""
+    """The grid of steps from ``onset`` to ``last_step`` (denser early, where detection happens)."""
     span = max(0, last_step - onset)
     return sorted({min(last_step, onset + round(span * share)) for share in GRID})
 
 
-def detection_delay(spec: Spec, last_step: int, diagnose_at: Callable[[int], Diagnosis]) -> int | None:
-    """First grid step at or after the fault's onset where an acceptable code ranks first, minus the onset.
+def observable_from(spec: Spec, last_step: int, val_steps: Sequence[int] = (), val_loss: Sequence[float] = ()) -> int:
+    """The step from which the planted fault can be seen in the recorded data: where the delay is counted from.
 
-    The onset is ``spec.onset``, or the run's last step when it is negative (a fault that acts
-    once and ends the run, such as a loss that turns non-finite out of a calm run)."""
+    Mostly the fault's onset (``spec.onset``; the run's last step when it is negative: a fault
+    that acts once and ends the run). Two faults are present from the start but cannot show
+    before the run has produced what they corrupt:
+
+    - ``frozen_val_metric``: a repeated value needs two evaluations, so the second one after the onset;
+    - ``overfitting``: the model memorises its small train set from the start, but validation
+      loss is not worse than before until it has passed its lowest point: the evaluation
+      with the lowest running median of three (the same smoothing the rule uses), taken
+      over the whole recorded run.
+    """
+    onset = last_step if spec.onset < 0 else spec.onset
+    evals = [int(s) for s in val_steps if s >= onset]
+    if spec.family == "frozen_val_metric" and len(evals) >= 2:
+        return max(onset, evals[1])
+    if spec.family == "overfitting" and len(val_loss) >= 3:
+        values = np.asarray(val_loss, dtype=float)
+        smooth = np.concatenate([values[:1], np.median(np.stack([values[:-2], values[1:-1], values[2:]]), axis=0), values[-1:]])
+        return max(onset, int(np.asarray(val_steps)[int(np.nanargmin(smooth))]))
+    return onset
+
+
+def detection_delay(spec: Spec, last_step: int, diagnose_at: Callable[[int], Diagnosis], onset: int | None = None,
+                    top: int = 1) -> int | None:
+    """First grid step at or after ``onset`` (default: ``spec.onset``, see :func:`observable_from`) where an acceptable
+    code is among the first ``top`` findings, minus ``onset``; ``None`` when it never is."""
     if spec.family == "healthy":
         return None
-    onset = last_step if spec.onset < 0 else spec.onset
+    onset = observable_from(spec, last_step) if onset is None else onset
     for step in grid(onset, last_step):
-        if diagnose_at(step).top.code in spec.acceptable:
+        if any(f.code in spec.acceptable for f in diagnose_at(step).findings[:top]):
             return step - onset
     return None
 
@@ -120,7 +155,9 @@ class Report:
     ece_raw: float = float("nan")
     """The ECE of the raw rule scores (before calibration)."""
     median_delay_share: float | None = None
-    """The median detection delay as a share of the run's length."""
+    """The median detection delay (top-1) as a share of the run's length."""
+    median_delay_top3_share: float | None = None
+    """The median delay until an acceptable code is among the first three findings, as a share of the run's length."""
     per_arch: dict[str, tuple[float, int]] = field(default_factory=dict)
     """architecture -> (top-1 accuracy, scenarios)."""
     misses: list[str] = field(default_factory=list)
@@ -144,7 +181,11 @@ class CodeRow:
     confidence: float | None
     """Mean calibrated confidence when it ranked first."""
     delay_share: float | None
-    """Median detection delay of its family's runs, as a share of the run's length."""
+    """Median detection delay (top-1) of its family's runs, as a share of the run's length."""
+    delay_top3_share: float | None = None
+    """Median delay until an acceptable code is among the first three, of its family's runs, as a share of the run's length."""
+    undetected: int = 0
+    """Runs of its family where an acceptable code never ranked first on the grid."""
 
 
 def per_code(outcomes: list[Outcome]) -> dict[str, CodeRow]:
@@ -158,7 +199,10 @@ def per_code(outcomes: list[Outcome]) -> dict[str, CodeRow]:
         recall = sum(o.top1 for o in family) / len(family) if family else None
         confidence = statistics.fmean(o.confidence for o in predicted) if predicted else None
         delays = [o.delay_share for o in family if o.delay_share is not None]
-        table[code] = CodeRow(precision, recall, len(family), confidence, statistics.median(delays) if delays else None)
+        top3 = [o.delay_top3_share for o in family if o.delay_top3_share is not None]
+        table[code] = CodeRow(precision, recall, len(family), confidence, statistics.median(delays) if delays else None,
+                              statistics.median(top3) if top3 else None,
+                              sum(o.scanned and o.delay is None for o in family if o.spec.family != "healthy"))
     return table
 
 
@@ -190,6 +234,7 @@ def report(outcomes: list[Outcome]) -> Report:
     scanned = [o for o in faulty if o.scanned]
     delays = [o.delay for o in scanned if o.delay is not None]
     shares = [o.delay_share for o in scanned if o.delay_share is not None]
+    shares3 = [o.delay_top3_share for o in scanned if o.delay_top3_share is not None]
     ece, table = calibration(outcomes)
     archs = sorted({o.spec.architecture for o in outcomes})
     return Report(
@@ -207,6 +252,7 @@ def report(outcomes: list[Outcome]) -> Report:
         undetected=len(scanned) - len(delays),
         ece_raw=calibration(outcomes, raw=True)[0],
         median_delay_share=statistics.median(shares) if shares else None,
+        median_delay_top3_share=statistics.median(shares3) if shares3 else None,
         per_arch={a: (statistics.fmean(o.top1 for o in outcomes if o.spec.architecture == a),
                       sum(o.spec.architecture == a for o in outcomes)) for a in archs},
         misses=[f"{o.spec.name}: got {', '.join(o.codes[:3])}; wanted {' or '.join(o.spec.acceptable)}" for o in outcomes if not o.top1],

@@ -393,6 +393,21 @@ SUITE: list[Spec] = [
     S("healthy-gru-resumed-fresh-optimizer", "healthy", **RNN, lr=3e-3, steps=400, resume_at=200, fault={"resume_fresh_optimizer": True}),
     S("healthy-lstm-resumed", "healthy", **LSTM, lr=3e-3, steps=400, resume_at=200),
     S("healthy-transformer-resumed", "healthy", arch="transformer", lr=1e-3, steps=400, resume_at=150, resume_from=100, optim="adamw"),
+    # ==== tune runs added to check the classes of later fixes (never the held-out runs that showed them)
+    # ---- an LR too high whose loss fell at first, then stalled under large updates; RMSprop's first update
+    S("lr-high-adam-gru-s1", "lr_too_high", **RNN, lr=0.05, steps=300, seed=1),
+    S("lr-high-rmsprop-cnn", "lr_too_high", arch="cnn", lr=0.05, steps=300, optim="rmsprop"),
+    S("lr-high-rmsprop-gru", "lr_too_high", **RNN, lr=0.1, steps=300, optim="rmsprop", seed=1),
+    # ---- a memorised train set whose validation loss rose less than 25%
+    S("overfit-rescnn-s1", "overfitting", arch="rescnn", model={"channels": 16}, lr=3e-3, train_size=96, batch_size=32, steps=600,
+      seed=1, fault={"label_noise": 0.3}),
+    # ---- models too small for a task they can partly learn (the loss ends a little below the chance level)
+    S("underfit-mlp-xor-s2", "underfitting", model={"width": 2, "depth": 1}, task="xor", lr=1e-2, steps=500, seed=2),
+    S("underfit-mlp-xor-deep", "underfitting", model={"width": 2, "depth": 2}, task="xor", lr=1e-2, steps=500, seed=1),
+    S("underfit-gru-h2", "underfitting", **RNN, model={"hidden": 2}, lr=1e-2, steps=500, seed=2),
+    # ---- gradient accumulation: slow data still reads as a bottleneck, fast data does not
+    S("slow-loader-mlp-accum", "data_loading_bottleneck", fault={"loader_sleep": 0.004}, steps=150, accumulate=4),
+    S("healthy-cnn-grad-accumulation", "healthy", arch="cnn", lr=3e-3, steps=200, accumulate=4),
 ]
 
 

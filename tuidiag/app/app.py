@@ -4,7 +4,9 @@ Disk work happens only in thread workers, which report back with ``post_message`
 handlers on the UI thread hand the frozen snapshots to the screens. The UI thread reads
 no file: starting the file watcher (a walk of the tree), the manifest a job confirmation
 needs and every run's data are read in workers; only whether the root is itself a run is
-looked up when the app is made, before its event loop runs.
+looked up when the app is made, before its event loop runs. Jobs and live actions are the
+app's mixins :class:`~tuidiag.app.app_jobs.MonitorJobs` and
+:class:`~tuidiag.app.app_live_actions.MonitorLiveActions`, which keep the same rule.
 """
 
 from __future__ import annotations
@@ -18,31 +20,25 @@ from typing import Any, Callable
 
 from textual import work
 from textual.app import App
-from textual.binding import Binding
 from textual.message import Message
 from textual.timer import Timer
-from textual.worker import get_current_worker
 
-from tuidiag import job_kinds
-from tuidiag.app import job_requests, job_runner
+from tuidiag.app.app_jobs import MonitorJobs
+from tuidiag.app.app_live_actions import MonitorLiveActions
 from tuidiag.app.commands import RunCommands
-from tuidiag.app.run_tabs import tab_of
+from tuidiag.app.run_tabs import bindings
 from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
-from tuidiag.app import action_requests
-from tuidiag.app.screens.job_confirm import JobConfirmScreen
-from tuidiag.app.screens.live_action import LiveActionScreen
-from tuidiag.viewmodel.actions import PastAction, Proposal
 from tuidiag.app.screens.overview import OverviewScreen
-from tuidiag.app.screens.run_screen import CANCEL_KEY, RunScreen
-from tuidiag.viewmodel.job_progress import JobTracker, JobView, outcome as job_outcome
-from tuidiag.viewmodel.model import RunsModel
-from tuidiag.viewmodel.compare_view import CompareView
-from tuidiag.viewmodel.snapshot import STATUS_READING, RunDetail, RunSummary
-from tuidiag.viewmodel.watcher import RunWatcher
+from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.sources import kind_of
-from tuidiag.store.control_channel import ControlError, live_problem
-from tuidiag.store.manifest import read_manifest
+from tuidiag.viewmodel.actions import PastAction, Proposal
+from tuidiag.viewmodel.compare_view import CompareView
+from tuidiag.viewmodel.job_progress import JobTracker
+from tuidiag.viewmodel.model import RunsModel
+from tuidiag.viewmodel.snapshot import STATUS_READING, RunDetail, RunSummary
+from tuidiag.monitor_keys import APP_KEYS
+from tuidiag.viewmodel.watcher import RunWatcher
 
 FAST_POLL = 1.0
 SLOW_POLL = 5.0
@@ -75,12 +71,13 @@ CompareScreen.short #compare-numbers { height: 1fr; }
 CompareScreen.short #cmp-chart-numbers { display: none; }
 #compare-table { width: auto; }
 #system-strip { height: 1; color: $text-muted; }
+#run-title, #overview-title, #system-strip { text-wrap: nowrap; text-overflow: ellipsis; }
 #overview-hint { height: auto; color: $text-muted; }
 #run-main { height: 1fr; }
-#charts { width: 3fr; }
+#charts { width: 3fr; min-width: 68; }  /* 68: every tab label (run_tabs.py) fits beside the diagnosis at 110 columns */
 #diagnosis { width: 2fr; min-width: 40; }
 RunScreen.narrow #run-main { layout: vertical; }
-RunScreen.narrow #charts { width: 1fr; height: 1fr; }
+RunScreen.narrow #charts { width: 1fr; height: 1fr; min-width: 0; }
 RunScreen.narrow #diagnosis { width: 1fr; height: 50%; min-width: 0; }
 RunScreen.diagnosis-full #charts { display: none; }
 RunScreen.diagnosis-full #diagnosis { width: 1fr; height: 1fr; min-width: 0; }
@@ -89,22 +86,17 @@ TabPane { padding: 0; }
 LayerHeatmap { height: 1fr; }
 #jobs-scroll { overflow-x: hidden; overflow-y: auto; }
 #jobs-text { width: 100%; }
+#dist-note { height: auto; padding: 1 1; color: $text-muted; }
 """
 
 
-class TuidiagApp(App):
+class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
     """The monitor over the runs at or below ``root``."""
 
     TITLE = "tuidiag"
     CSS = CSS
     COMMANDS = App.COMMANDS | {RunCommands}
-    BINDINGS = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help", tooltip="this help: every key, by screen"),
-        Binding("r", "reload", "Reload", show=False, tooltip="re-read all runs now"),
-        Binding(App.COMMAND_PALETTE_BINDING, "command_palette", "palette", show=False, priority=True,
-                key_display=App.COMMAND_PALETTE_DISPLAY, tooltip="open or replay any run by name"),
-    ]
+    BINDINGS = bindings(APP_KEYS)
 
     @dataclass
     class FilesChanged(Message):
@@ -250,7 +242,7 @@ class TuidiagApp(App):
     def on_tuidiag_app_watch_started(self, message: WatchStarted) -> None:
         self.watching = message.watching
         if not message.watching:
-            self.notify(message.error or "file watching unavailable; polling", severity="warning")
+            self.notify(message.error or "file watching unavailable; polling", severity="warning", markup=False)
             return
         self._set_poll(SLOW_POLL)
 
@@ -292,17 +284,18 @@ class TuidiagApp(App):
         screen = self.screen
         key, at, window = (screen.key, screen.at, screen.window) if isinstance(screen, RunScreen) else (None, None, None)
         points = screen.chart_points() if isinstance(screen, RunScreen) else 400
+        dist = screen.dist if isinstance(screen, RunScreen) else None
         self._last_refresh = time.monotonic()
-        self.refresh_runs(dirs, key, at, window, points)
+        self.refresh_runs(dirs, key, at, window, points, dist)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def refresh_runs(self, dirs: set[Path] | None, key: str | None, at: int | None, window: tuple[int, int] | None = None,
-                     points: int = 400) -> None:
+                     points: int = 400, dist: str | None = None) -> None:
         """Worker: discover runs, read what is new, rebuild the open run's view (over ``window``: a zoom; ``points``
-        per chart line: its width)."""
+        per chart line: its width; ``dist``: the distribution its distribution chart shows)."""
         new = self.model.discover() if dirs is None or not self.model.knows(dirs) else []
         summaries = self.model.refresh(None if new or dirs is None else dirs, wait=READ_WAIT)
-        detail = self.model.detail(key, at, points=points, wait=READ_WAIT, window=window) if key else None
+        detail = self.model.detail(key, at, points=points, wait=READ_WAIT, window=window, dist=dist) if key else None
         self.post_message(self.RunsRefreshed(summaries, detail))
 
     def _read_late(self, path: Path) -> None:
@@ -311,9 +304,11 @@ class TuidiagApp(App):
         self.post_message(self.RunsRefreshed(self.model.summaries(), None, late=True, runs=frozenset({str(path)})))
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
-    def load_detail(self, key: str, at: int | None, window: tuple[int, int] | None = None, points: int = 400) -> None:
-        """Worker: the run view as of ``at``, its charts over ``window`` (a zoom; None: all steps)."""
-        detail = self.model.detail(key, at, points=points, window=window)
+    def load_detail(self, key: str, at: int | None, window: tuple[int, int] | None = None, points: int = 400,
+                    dist: str | None = None) -> None:
+        """Worker: the run view as of ``at``, its charts over ``window`` (a zoom; None: all steps), its
+        distribution chart of ``dist`` (None: the run's first)."""
+        detail = self.model.detail(key, at, points=points, window=window, dist=dist)
         if detail is not None:
             self.post_message(self.DetailReady(detail))
 
@@ -340,7 +335,7 @@ class TuidiagApp(App):
             self._show_detail(message.detail)
         top = self._top_screen()
         if message.late and isinstance(top, RunScreen) and top.key in message.runs:
-            self.load_detail(top.key, top.at, top.window, top.chart_points())
+            self.load_detail(top.key, top.at, top.window, top.chart_points(), top.dist)
 
     def _top_screen(self) -> object:
         """The active screen, or None while the app starts or shuts down (messages still arrive then)."""
@@ -388,159 +383,17 @@ class TuidiagApp(App):
     def on_run_screen_cursor_moved(self, message: RunScreen.CursorMoved) -> None:
         screen = self._top_screen()
         if isinstance(screen, RunScreen):
-            self.load_detail(message.key, message.at, screen.window, screen.chart_points())
+            self.load_detail(message.key, message.at, screen.window, screen.chart_points(), screen.dist)
 
     def on_run_screen_zoom_changed(self, message: RunScreen.ZoomChanged) -> None:
         screen = self._top_screen()
         if isinstance(screen, RunScreen):
-            self.load_detail(message.key, screen.at, message.window, screen.chart_points())
+            self.load_detail(message.key, screen.at, message.window, screen.chart_points(), screen.dist)
 
-    # ---- jobs --------------------------------------------------------------------
-    def on_run_screen_job_requested(self, message: RunScreen.JobRequested) -> None:
-        if self.job is not None:
-            title = job_kinds.get(self.job.job).title
-            self.notify(f"{title} is already running ({CANCEL_KEY} cancels it)", severity="warning")
-            return
-        summary = next((s for s in self.summaries if s.key == message.key), None)
-        self.prepare_job(message.job, message.key, summary.steps_per_s if summary else None)
-
-    @work(thread=True, exclusive=True, group="job-prepare", exit_on_error=False)
-    def prepare_job(self, job: str, key: str, steps_per_s: float | None) -> None:
-        """Worker: read the run's manifest: whether the job runs in the live training or from the run's factory."""
-        try:
-            manifest = read_manifest(Path(key))
-        except (OSError, ValueError):
-            manifest = {}
-        kind = job_kinds.get(job)
-        live = kind.live and live_problem(manifest) is None
-        problem = None
-        if not live and not manifest.get("factory"):
-            problem = ("this run is not live and names no factory to rebuild its model: record it with "
-                       "Recorder(..., factory='train:build')")
-        where = job_runner.live_where(manifest, job, steps_per_s) if live else None
-        self.post_message(self.JobPrepared(job, key, str(manifest.get("factory")), where, problem))
-
-    def on_tuidiag_app_job_prepared(self, message: JobPrepared) -> None:
-        if message.problem is not None:
-            self.notify(message.problem, severity="error", timeout=8)
-            return
-        live = message.where is not None
-        command = (job_runner.live_command if live else job_runner.job_command)(message.job, message.key)
-        screen = JobConfirmScreen(message.job, job_runner.shown(command), message.factory, message.key, message.where)
-        self.push_screen(screen, lambda ok: self._start_job(message.key, message.job, live, command) if ok else None)
-
-    def _start_job(self, key: str, job: str, live: bool, command: list[str]) -> None:
-        """Track the job, show its bar, and start the worker that sends or runs it."""
-        self.job = JobTracker(key, job, time.monotonic(), live)
-        self._job_timer = self.set_interval(1.0, self._show_job)  # elapsed time moves between statuses
-        self._show_job()
-        if live:
-            self.run_live_job(key, job)
-        else:
-            self.run_job(job, command)
-
-    @work(thread=True, exclusive=True, group="job", exit_on_error=False)
-    def run_live_job(self, key: str, job: str) -> None:
-        """Worker: write the request to the live training, follow its status, report its end."""
-        worker = get_current_worker()
-        run_dir = Path(key)
-        try:
-            request_id = job_requests.send(run_dir, job)
-            self.post_message(self.JobSent(request_id))
-            status = job_requests.follow(run_dir, request_id, lambda news: self.post_message(self.JobStatus(news)),
-                                         lambda: worker.is_cancelled)
-            result = job_requests.result_of(run_dir, status)
-        except (ControlError, OSError) as exc:  # the slot is freed whatever happens
-            self.post_message(self.JobFinished("error", f"{job_kinds.get(job).title} not followed: {exc}"))
-            return
-        self.post_message(self.JobFinished(*job_outcome(job, str(status.get("state")), str(status.get("message", "")), result)))
-
-    @work(thread=True, exclusive=True, group="job", exit_on_error=False)
-    def run_job(self, job: str, command: list[str]) -> None:
-        """Worker: run the job process on the run's factory, follow its progress lines, report its end."""
-        try:
-            process = self._job_process = job_runner.start(command, Path.cwd())
-            returncode, lines = job_runner.follow(process, lambda news: self.post_message(self.JobStatus(news)))
-        except OSError as exc:  # the slot is freed whatever happens
-            self.post_message(self.JobFinished("error", f"{job_kinds.get(job).title} could not start: {exc}"))
-            return
-        status = job_runner.final_status(returncode, lines)
-        result = job_runner.result_of(status)
-        self.post_message(self.JobFinished(*job_outcome(job, status["state"], str(status.get("message", "")), result)))
-
-    def _job_view(self, key: str) -> JobView | None:
-        """The progress bar's content for run ``key`` now (None: no job of this monitor runs on it)."""
-        if self.job is None or self.job.key != key:
-            return None
-        summary = next((s for s in self.summaries if s.key == key), None)
-        return self.job.view(time.monotonic(), summary.steps_per_s if summary else None)
-
-    def _show_job(self) -> None:
-        """Redraw the job's progress bar on its run's view."""
-        for screen in self.screen_stack:
-            if isinstance(screen, RunScreen):
-                screen.show_job(self._job_view(screen.key))
-
-    def on_tuidiag_app_job_status(self, message: JobStatus) -> None:
-        if self.job is not None:
-            self.job.update(message.status, time.monotonic())
-            self._show_job()
-
-    def on_tuidiag_app_job_sent(self, message: JobSent) -> None:
-        if self.job is not None:
-            self.job.request_id = message.request_id
-
-    def on_run_screen_action_requested(self, message: RunScreen.ActionRequested) -> None:
-        self.offer_actions(message.key)
-
-    @work(thread=True, exclusive=True, group="action", exit_on_error=False)
-    def offer_actions(self, key: str) -> None:
-        """Worker: what can be changed in this run's live training, from its diagnosis."""
-        offer = action_requests.offer(self.model, Path(key))
-        self.post_message(self.ActionsOffered(key, *offer))
-
-    def on_tuidiag_app_actions_offered(self, message: ActionsOffered) -> None:
-        if message.problem is not None:
-            self.notify(f"live actions: {message.problem}", severity="warning", timeout=8)
-            return
-        screen = LiveActionScreen(Path(message.key).name, message.where, message.proposals, message.past, message.withheld)
-        self.push_screen(screen, lambda chosen: self.apply_action(message.key, chosen) if chosen else None)
-
-    @work(thread=True, exclusive=False, group="action", exit_on_error=False)
-    def apply_action(self, key: str, proposal: Proposal) -> None:
-        """Worker: send the change and wait for the training's answer."""
-        ok, text = action_requests.apply(Path(key), proposal)
-        self.post_message(self.ActionAnswered(ok, text))
-
-    def on_tuidiag_app_action_answered(self, message: ActionAnswered) -> None:
-        self.notify(message.text, severity="information" if message.ok else "error", timeout=10)
-        self.request_refresh(None)
-
-    def on_tuidiag_app_job_finished(self, message: JobFinished) -> None:
-        key = self.job.key if self.job is not None else None
-        self.job, self._job_process = None, None
-        if self._job_timer is not None:
-            self._job_timer.stop()
-            self._job_timer = None
-        self._show_job()
-        self.notify(message.text, severity=message.severity, timeout=12 if message.severity == "error" else 8)
-        self.request_refresh({Path(key)} if key else None)
-
-    def action_cancel_job(self) -> None:
-        if self.job is None:
-            self.notify("no job is running")
-        elif self._job_process is not None and self._job_process.poll() is None:
-            self._job_process.terminate()
-        elif self.job.request_id is not None:
-            self.cancel_live_job(self.job.key, self.job.request_id)
-            self.notify(f"asked the training to stop {job_kinds.get(self.job.job).title}")
-        else:
-            self.notify(f"the job is starting: press {CANCEL_KEY} again in a moment")
-
-    @work(thread=True, group="job-cancel", exit_on_error=False)
-    def cancel_live_job(self, key: str, request_id: str) -> None:
-        """Worker: ask the training to stop the request (it stops at the job's next progress point)."""
-        job_requests.cancel(Path(key), request_id)
+    def on_run_screen_distribution_changed(self, message: RunScreen.DistributionChanged) -> None:
+        screen = self._top_screen()
+        if isinstance(screen, RunScreen):
+            self.load_detail(message.key, screen.at, screen.window, screen.chart_points(), message.dist)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

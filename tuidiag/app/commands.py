@@ -17,6 +17,7 @@ class RunCommands(Provider):
     """'open <run>' for every run the monitor knows."""
 
     async def search(self, query: str) -> Hits:
+        """The runs whose 'open' command matches ``query``, best match first (Textual's command palette)."""
         app: TuidiagApp = self.app  # type: ignore[assignment]
         matcher = self.matcher(query)
         for summary in app.summaries:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tuidiag.action_kinds import ACTIONS
 from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 from tuidiag.store import control_channel as ctl
 from tuidiag.text.safe import clean
@@ -21,20 +22,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the ``act`` arguments."""
     parser.add_argument("run", help="a live run directory")
     what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--scale-lr", type=float, metavar="FACTOR", help="multiply every LR (and those of the scheduler passed to rec.watch)")
-    what.add_argument("--clip", type=float, metavar="MAX_NORM", help="clip gradients by global norm from the next step (0: off)")
-    what.add_argument("--checkpoint", action="store_true", help="save model and optimizer state now")
+    for kind in ACTIONS:  # one option per live action (tuidiag.action_kinds)
+        if kind.arg is None:
+            what.add_argument(kind.flag, action="store_true", help=kind.help)
+        else:
+            what.add_argument(kind.flag, type=float, metavar=kind.metavar, help=kind.help)
     parser.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
                         help="how long to wait for the answer, the checking of the next steps included (default 30); "
                              "a change not applied by then is withdrawn")
 
 
-def _request(args: argparse.Namespace) -> tuple[str, dict[str, float]]:
-    if args.scale_lr is not None:
-        return "scale_lr", {"factor": args.scale_lr}
-    if args.clip is not None:
-        return "clip_grad", {"max_norm": args.clip}
-    return "checkpoint", {}
+def request_of(args: argparse.Namespace) -> tuple[str, dict[str, float]]:
+    """The control request the parsed ``act`` options ask for: the action's name and its arguments."""
+    for kind in ACTIONS:
+        value = getattr(args, kind.dest)
+        if kind.arg is None and value:
+            return kind.name, {}
+        if kind.arg is not None and value is not None:
+            return kind.name, {kind.arg: value}
+    raise ValueError("no live action given")  # argparse requires one
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     problem = ctl.live_problem(target.manifest)
     if problem is not None:
         return fail("act", f"changes apply only to a live training: {problem}")
-    done, message = ctl.send_and_wait(target.path, *_request(args), args.wait)
+    done, message = ctl.send_and_wait(target.path, *request_of(args), args.wait)
     if not done:
         return fail("act", message)
     print(clean(message, 1000), file=sys.stdout)

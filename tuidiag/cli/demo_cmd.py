@@ -25,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     if refuse_without_torch("demo"):
         return 2
     from tuidiag.demo import scenarios
+    from tuidiag.store.job_results import mark_read_only
 
     root = Path(args.path)
     try:
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
             scenarios.train(scenario, target, steps=args.steps)
         except FloatingPointError as exc:
             print(f"  stopped as intended: {exc}")
+        mark_read_only(target)  # an example to look at: jobs run on it keep their results in the cache
     print(f"done: tuidiag ls {root}")
     return 0
 

@@ -33,7 +33,7 @@ from tuidiag.store.unreadable import reason_of
 from tuidiag.text.safe import literal
 
 STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "red", "interrupted": "yellow",
-                "unknown": "yellow"}
+                "unknown": "yellow", "idle": "yellow", "exited": "yellow"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

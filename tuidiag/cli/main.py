@@ -7,7 +7,7 @@ import importlib
 import sys
 from typing import Any, Callable, Sequence
 
-from tuidiag import __version__, job_kinds
+from tuidiag import __version__, action_kinds, job_kinds
 
 Subcommand = tuple[str, str, str, str, str]
 """(name, help, module in ``tuidiag.cli``, its function adding the arguments, its handler)."""
@@ -24,7 +24,7 @@ SUBCOMMANDS: list[Subcommand] = [
     ("status", "one line for a tmux status bar: step, loss, top finding, staleness", "status_cmd", "add_arguments", "run"),
     ("compact", "merge a finished run's small shards and write the summaries the monitor reads", "compact_cmd", "add_arguments", "run"),
     ("demo", "write demo runs from real small CPU trainings", "demo_cmd", "add_arguments", "run"),
-    ("act", "apply a change to a live training: scale the LR, clip gradients, checkpoint now", "act_cmd", "add_arguments", "run"),
+    ("act", f"apply a change to a live training: {action_kinds.listed()}", "act_cmd", "add_arguments", "run"),
 ]
 """The commands other than jobs; each job kind adds its own (:func:`subcommands`)."""
 

@@ -32,6 +32,7 @@ from tuidiag.store.manifest import effective_status, read_manifest
 from tuidiag.store.progress import Progress, progress
 from tuidiag.store.recorder_losses import manifest_losses
 from tuidiag.store.tail_summary import Latest, newest
+from tuidiag.text.numbers import confidence as percent
 from tuidiag.text.safe import clean
 
 if TYPE_CHECKING:
@@ -160,7 +161,7 @@ def _finding(top: dict[str, Any] | None, fresh: bool, symbols: dict[str, str], t
         return symbols["wait"]
     code = _text(top.get("code", "?"), tmux, 40)
     confidence = top.get("confidence")
-    text = code if code == "healthy" or not isinstance(confidence, (int, float)) else f"{code} {confidence:.0%}"
+    text = code if code == "healthy" or not isinstance(confidence, (int, float)) else f"{code} {percent(confidence)}"
     text += "" if fresh else "*"
     if tmux:
         colour = TMUX_COLOURS.get(str(top.get("severity")), "default")

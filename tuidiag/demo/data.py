@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 
@@ -22,7 +24,7 @@ def noisy_labels(y: torch.Tensor, share: float, classes: int, seed: int = 1) -> 
     return torch.where(flip, torch.randint(0, classes, (len(y),), generator=gen), y)
 
 
-def batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int = 0):
+def batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Endless shuffled mini-batches."""
     gen = torch.Generator().manual_seed(seed)
     while True:

@@ -31,6 +31,9 @@ class Code:
     moves: tuple[Move, ...] = field(kw_only=True)
     """The settings the fix may move (required; ``()`` for none). The combiner never lets two findings
     of one diagnosis move one setting both ways."""
+    live: tuple[Move, ...] = field(default=(), kw_only=True)
+    """The moves the monitor offers to try on the live training when this finding is raised (its ``a`` key,
+    :mod:`tuidiag.viewmodel.actions`): ``LR_DOWN``/``LR_UP`` scale the LR, ``CLIP_TIGHTER`` turns clipping on."""
     short: str = field(default="", kw_only=True)
     """A few words for the health badge where room is short (the overview at 80 columns); at most
     ``SHORT_MAX`` characters. Empty: the badge shows ``name``."""
@@ -38,25 +41,27 @@ class Code:
 
 _ALL = [
     Code("nonfinite_loss", "loss became NaN or Inf", "reduce LR, clip gradients, clamp log/div inputs, check the batch",
-         moves=(LR_DOWN, WARMUP_UP, CLIP_TIGHTER), short="NaN loss"),
+         moves=(LR_DOWN, WARMUP_UP, CLIP_TIGHTER), live=(LR_DOWN, CLIP_TIGHTER), short="NaN loss"),
     Code("exploding_gradients", "gradient norms grow without bound or jump by orders of magnitude",
-         "clip by global norm, reduce LR, fix init", moves=(CLIP_TIGHTER, INIT_SMALLER, LR_DOWN), short="grads explode"),
+         "clip by global norm, reduce LR, fix init", moves=(CLIP_TIGHTER, INIT_SMALLER, LR_DOWN),
+         live=(LR_DOWN, CLIP_TIGHTER), short="grads explode"),
     Code("vanishing_gradients", "early layers get gradients orders of magnitude smaller than late layers, or near zero overall",
          "residual connections, ReLU-family activations, normalization, better init", moves=(), short="grads vanish"),
     Code("dead_layer", "a parameter gets no gradient at all (None or exactly zero)",
          "reconnect the graph (detach, no_grad, frozen by mistake)", moves=(), short="dead layer"),
     Code("lr_too_high", "loss oscillates or diverges because steps overshoot", "reduce LR 3-10x, add warmup",
-         moves=(LR_DOWN, WARMUP_UP, CLIP_TIGHTER), short="LR too high"),
+         moves=(LR_DOWN, WARMUP_UP, CLIP_TIGHTER), live=(LR_DOWN, CLIP_TIGHTER), short="LR too high"),
     Code("lr_too_low", "loss falls far too slowly with healthy gradients", "raise LR 2-10x, run the LR finder",
-         moves=(LR_UP,), short="LR too low"),
+         moves=(LR_UP,), live=(LR_UP,), short="LR too low"),
     Code("lr_decayed_too_early", "progress stopped after the schedule drove LR near zero",
          "longer schedule, higher floor, check scheduler step unit", moves=(MIN_LR_UP,), short="LR decayed"),
     Code("overfitting", "training loss keeps falling while validation loss rises", "regularization, more data, early stopping",
          moves=(REG_UP,), short="overfitting"),
     Code("underfitting", "train and validation losses plateau high and close together",
-         "bigger model, less regularization, higher LR", moves=(CAPACITY_UP, REG_DOWN, LR_UP), short="underfitting"),
+         "bigger model, less regularization, higher LR", moves=(CAPACITY_UP, REG_DOWN, LR_UP), live=(LR_UP,),
+         short="underfitting"),
     Code("loss_spikes", "isolated spikes that recover (atypical batches)", "validate data, robust loss, clipping",
-         moves=(CLIP_TIGHTER,), short="loss spikes"),
+         moves=(CLIP_TIGHTER,), live=(LR_DOWN, CLIP_TIGHTER), short="loss spikes"),
     Code("over_clipping", "gradient clipping is active on most steps (> 80%)", "raise max_norm or reduce LR",
          moves=(CLIP_LOOSER, LR_DOWN), short="over-clipping"),
     Code("dead_relu", "a large share of ReLU units never activate", "lower LR, fix bias init, LeakyReLU/GELU",
@@ -120,6 +125,11 @@ def badge(name: str) -> str:
     """The short form of code ``name`` for a health badge (``name`` itself for a text that is not a registered code)."""
     code = CODES.get(name)
     return name if code is None else (code.short or code.name)
+
+
+def live_codes(move: Move) -> tuple[str, ...]:
+    """The codes whose finding makes the monitor offer ``move`` on the live training (:attr:`Code.live`)."""
+    return tuple(code.name for code in _ALL if move in code.live)
 
 
 def moves_of(name: str, fix: str) -> dict[Move, str]:

@@ -40,6 +40,11 @@ Where each value comes from (checked against Lightning 2.6's source):
   ``optimizer.step()``, after the pre-step hook, so they are sampled on steps
   ``s`` with ``(s - 1) % weights_every == 0`` (and labelled with ``s``, the step
   whose update they measure).
+- Live jobs (the monitor's ``l``, ``o``, ``s``, or ``tuidiag lr-find RUN``) compute the loss of a
+  kept batch as the training does: ``training_step(batch, 0)`` of the whole batch, with
+  ``self.log`` silenced meanwhile (:mod:`tuidiag.integrations.job_loss`). Not with manual
+  optimization (``automatic_optimization = False``): its ``training_step`` steps the
+  optimizers itself, so there every job fails at once and says why.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from tuidiag.format import STATUS_FINISHED, STATUS_INTERRUPTED
 from tuidiag.integrations.callback_base import (
     GuardedCallback, base_optimizer, guarded_hook, json_safe_dict, recorder_arguments, split_batch, take_activations,
 )
+from tuidiag.integrations.job_loss import WholeBatches, input_of, job_loss, lightning_forward, unavailable_forward
 
 try:
     from lightning.pytorch import Callback
@@ -85,6 +91,8 @@ class TuidiagCallback(GuardedCallback, Callback):
         self._activations: dict[str, Any] | None = None
         self._before_validation: dict[str, Any] = {}
         self._logger: Any = None
+        self._whole = WholeBatches()
+        """The whole batches behind those given to ``rec.batch``: live jobs run ``training_step`` on them."""
 
     @property
     def logger(self) -> Any:
@@ -121,7 +129,10 @@ class TuidiagCallback(GuardedCallback, Callback):
         if not self._step_open:
             self._step_open = True
             self._ensure_watch(trainer, pl_module)
-            self.recorder.batch(*split_batch(batch))
+            x, y = split_batch(batch)
+            x = input_of(x, batch)
+            self._whole.keep(x, batch)  # live jobs compute training_step's loss of the whole batch
+            self.recorder.batch(x, y)
 
     @guarded_hook
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
@@ -187,7 +198,10 @@ class TuidiagCallback(GuardedCallback, Callback):
         schedulers = [getattr(c, "scheduler", None) for c in getattr(trainer, "lr_scheduler_configs", None) or []]
         scheduler = next((s for s in schedulers if optimizer is not None and getattr(s, "optimizer", None) is optimizer), None)
         # the scheduler too: a live LR change scales the schedule instead of being put back at its next step
-        self.recorder.watch(pl_module, optimizer, max_grad_norm=clip_norm(trainer), scheduler=scheduler)
+        # live jobs (l, o, s) compute the loss as training_step does; with manual optimization they fail saying why
+        forward = lightning_forward(self._whole) if pl_module.automatic_optimization else unavailable_forward
+        self.recorder.watch(pl_module, optimizer, max_grad_norm=clip_norm(trainer), scheduler=scheduler, loss_fn=job_loss,
+                            forward=forward)
 
     def _close(self, status: str) -> None:
         """Close the recorder; hooks after this (``trainer.validate()`` later) record nothing."""

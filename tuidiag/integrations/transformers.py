@@ -49,6 +49,10 @@ which clips with ``max_grad_norm`` *before* ``on_pre_optimizer_step``):
   (``resume="allow"``, ``start_step=global_step``); a new training never mixes
   with a run already there: it goes to ``run_dir-N`` (``resume="never"``).
   Pass ``resume=`` to decide yourself.
+- Live jobs (the monitor's ``l``, ``o``, ``s``, or ``tuidiag lr-find RUN``) call the model with
+  the whole keyword arguments of a kept batch, ``labels`` included, and take its output's
+  ``loss`` (:mod:`tuidiag.integrations.job_loss`): a dataset without labels gives no loss,
+  and the job fails saying so.
 - Closed as ``finished`` at ``on_train_end``; a later ``trainer.evaluate()``
   writes nothing. The Trainer has no exception hook:
   a training that dies of an exception is marked ``failed`` when the process

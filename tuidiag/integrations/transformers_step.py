@@ -16,6 +16,7 @@ import torch
 
 from tuidiag.integrations.backward_end import BackwardEnd
 from tuidiag.integrations.callback_base import split_batch, take_activations
+from tuidiag.integrations.job_loss import WholeBatches, input_of, job_loss, transformers_forward
 
 
 def sync_gradients() -> bool:
@@ -51,6 +52,10 @@ class TrainerStepProbe:
         self.recorder, self.model, self.optimizer, self.scheduler = recorder, model, optimizer, scheduler
         self.max_norm, self.loss_world, self.state = max_norm, loss_world, state
         self.in_step = self.recorded = self.watched = self.batch_marked = False
+        self.in_job = False
+        """True while a live job calls the model: its forward passes are not the training's."""
+        self._whole = WholeBatches()
+        """The keyword arguments of the batches given to ``rec.batch``: live jobs call the model with them."""
         self.saw_model_loss = False
         """True once the model returned a loss inside a training step."""
         self._losses: list[torch.Tensor] = []
@@ -99,10 +104,20 @@ class TrainerStepProbe:
         """Watch late, right before the first recorded forward, so no evaluation pass is hooked."""
         if not self.watched:
             self.watched = True
-            self.recorder.watch(self.model, self.optimizer, max_grad_norm=self.max_norm, scheduler=self.scheduler)
+            self.recorder.watch(self.model, self.optimizer, max_grad_norm=self.max_norm, scheduler=self.scheduler,
+                                loss_fn=job_loss, forward=self._job_forward)
+
+    def _job_forward(self, model: torch.nn.Module, x: Any) -> Any:
+        """``forward(model, x)`` of live jobs: the model's output (its ``loss`` included) for the whole batch of ``x``."""
+        self.in_job = True
+        try:
+            with torch.enable_grad():  # the step is recorded at the end of backward, where autograd turned it off
+                return transformers_forward(self._whole)(model, x)
+        finally:
+            self.in_job = False
 
     def _training_forward(self) -> bool:
-        return self.in_step and self.model.training
+        return self.in_step and self.model.training and not self.in_job
 
     def _wanted(self) -> bool:
         return self._training_forward() and not self.recorded and sync_gradients()
@@ -115,7 +130,11 @@ class TrainerStepProbe:
             if not self.batch_marked:  # the step's first micro-batch: data wait ends here
                 self.batch_marked = True
                 self._ensure_watch()
-                self.recorder.batch(*split_batch(kwargs if kwargs else (args[0] if args else None)))
+                batch = kwargs if kwargs else (args[0] if args else None)
+                x, y = split_batch(batch)
+                x = input_of(x, batch)
+                self._whole.keep(x, batch)
+                self.recorder.batch(x, y)
         except Exception as exc:
             self.recorder.errors.report("forward_pre_hook", exc)
 

@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from tuidiag.job_kinds.builtin import BUILTIN
 from tuidiag.job_kinds.kind import JobKind
+from tuidiag.monitor_keys import key_name, run_view_bindings
 
 _KINDS: dict[str, JobKind] = {kind.name: kind for kind in BUILTIN}
 
 
 def register(kind: JobKind) -> JobKind:
-    """Add ``kind`` (or replace the kind of that name); its name, command and key must be free."""
+    """Add ``kind`` (or replace the kind of that name); its name, command and key must be free.
+
+    Its key must also be one the run view does not bind for itself (its tabs, zoom, cursor, cancel,
+    the app's quit and help...: :func:`tuidiag.monitor_keys.run_view_bindings`), else pressing it
+    would do that instead and the job could never be started from the monitor."""
+    taken = run_view_bindings().get(key_name(kind.key))
+    if taken is not None:
+        raise ValueError(f"job {kind.name!r}: its key {kind.key!r} is taken by {taken}, bound in the run view; choose another key")
     for other in _KINDS.values():
         if other.name == kind.name:
             continue

@@ -26,18 +26,18 @@ import re
 import sysconfig
 import traceback
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from tuidiag.jobs.tensors import all_finite, float_tensors, iter_tensors, named_stats, tensor_stats
 from tuidiag.jobs.factory import Parts
+from tuidiag.jobs.lazy_stats import LazyStats
+from tuidiag.jobs.nan_modes import FaultWatch, OpWatch
+from tuidiag.jobs.nan_origins import ForwardCulprit, Hit, Origin
 from tuidiag.jobs.nonfinite_rule import KINDS, KindCache, OpCall
 
 LOSS_FN = "loss_fn"
@@ -81,144 +81,6 @@ def user_frames(frames: list[tuple[str, int, str, str]], limit: int = 4) -> list
 def user_stack(limit: int = 4) -> list[str]:
     """:func:`user_frames` of the current stack."""
     return user_frames([(f.filename, f.lineno or 0, f.name, f.line or "") for f in traceback.extract_stack()], limit)
-
-
-def op_name(func: Any) -> str:
-    """A readable name for a torch function: ``__truediv__`` -> ``truediv``; in-place ``div_`` stays ``div_``."""
-    name = str(getattr(func, "__name__", func))
-    return name[2:-2] if name.startswith("__") and name.endswith("__") and len(name) > 4 else name
-
-
-@dataclass
-class Origin:
-    """An op through which non-finite values entered the forward pass.
-
-    ``new`` counts the elements it created per kind (:mod:`tuidiag.jobs.nonfinite_rule`);
-    empty when it only passed in a non-finite value from an argument (by design).
-    """
-
-    index: int
-    op: str
-    aten: str
-    module: str
-    produced: str
-    new: dict[str, int]
-    stack: list[str]
-
-    @property
-    def created(self) -> bool:
-        """True when the op created the value, False when it took it from an argument."""
-        return bool(self.new)
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready fields."""
-        return {"op": self.op, "aten": self.aten, "module": self.module, "produced": self.produced,
-                "created": self.created, "new": dict(self.new), "stack": self.stack}
-
-
-@dataclass
-class Hit:
-    """The first culprit of one pass: a module (or the loss function) and the evidence."""
-
-    module: str
-    module_type: str
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class ForwardCulprit:
-    """The forward pass's answer: the culprit origin, its module, and every origin that reached the loss."""
-
-    hit: Hit
-    origin: Origin
-    reached: list[Origin]
-    traced: bool
-
-
-def _storage_key(t: torch.Tensor) -> int:
-    """What tells tensors sharing memory apart (views of one tensor share it)."""
-    try:
-        return t.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return id(t)
-
-
-class LazyStats:
-    """Statistics of the tensors kept under a key, taken when asked for, or just before an op overwrites them.
-
-    Computing them for every module call would cost more than the replay itself;
-    the report needs them for one or two modules. An in-place op that writes into
-    a kept tensor (or a view of it) makes them be taken first, so they still
-    describe the values as they were kept.
-    """
-
-    def __init__(self) -> None:
-        self.kept: dict[str, dict[str, Any]] = {}
-        self.taken: dict[str, dict[str, Any]] = {}
-        self.by_storage: dict[int, set[str]] = {}
-
-    def keep(self, key: str, **named: Any) -> None:
-        """Remember the values ``named`` (stats named after each keyword) under ``key``, replacing earlier ones."""
-        self.kept[key] = named
-        self.taken.pop(key, None)
-        for t in float_tensors(list(named.values())):
-            self.by_storage.setdefault(_storage_key(t), set()).add(key)
-
-    def before_write(self, tensors: list[torch.Tensor]) -> None:
-        """Take the stats of every kept value that shares memory with ``tensors`` (about to be overwritten)."""
-        for t in tensors:
-            for key in self.by_storage.pop(_storage_key(t), set()):
-                if key in self.kept and key not in self.taken:
-                    self.taken[key] = self._stats(key)
-
-    def get(self, key: str) -> dict[str, Any]:
-        """The stats kept under ``key`` (empty when nothing was kept)."""
-        if key not in self.taken and key in self.kept:
-            self.taken[key] = self._stats(key)
-        return self.taken.get(key, {})
-
-    def _stats(self, key: str) -> dict[str, Any]:
-        return {name: stats for prefix, value in self.kept[key].items() for name, stats in named_stats(value, prefix).items()}
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.kept
-
-
-class OpWatch(TorchFunctionMode):
-    """Sees every torch function call the user wrote during the replay (see :class:`Tracer`)."""
-
-    def __init__(self, tracer: Tracer) -> None:
-        super().__init__()
-        self.tracer = tracer
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.tracer.calls.append(op_name(func))
-        try:
-            out = func(*args, **(kwargs or {}))
-        finally:
-            self.tracer.calls.pop()
-        if not self.tracer.paused:
-            self.tracer.on_call(out)
-        return out
-
-
-class FaultWatch(TorchDispatchMode):
-    """Sees every ATen op during the replay and hands it to :meth:`Tracer.on_op`."""
-
-    def __init__(self, tracer: Tracer) -> None:
-        super().__init__()
-        self.tracer = tracer
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        if self.tracer.paused:
-            return func(*args, **kwargs)
-        call = OpCall(func, args, kwargs, self.tracer.kinds)
-        if call.written:
-            self.tracer.before_write(call.written)
-        out = func(*args, **kwargs)
-        self.tracer.on_op(call, out)
-        return out
 
 
 class Tracer:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuidiag import action_kinds
 from tuidiag.recorder import schedulers
 from tuidiag.recorder.action_checks import Check, ClipCheck, LrCheck, lr_value
 from tuidiag.store.safe_write import write_atomic
@@ -132,12 +133,12 @@ class LiveChanges:
         """Carry out one action request; returns what changed and what the next steps must show."""
         action, args = request["job"], request.get("args", {})
         optimizer = watch.optimizer if watch is not None else None
-        if action in ("scale_lr", "clip_grad") and self.world_size > 1:
+        if action_kinds.get(action).drifts_replicas and self.world_size > 1:
             raise ActionError(f"this training runs on {self.world_size} ranks and actions reach rank 0 only: "
                               "its replica would drift from the others; nothing was changed")
-        if action == "scale_lr":
+        if action == action_kinds.SCALE_LR.name:
             return scale_lr(optimizer, self.scheduler, args.get("factor"), step, self.previous_lrs)
-        if action == "clip_grad":
+        if action == action_kinds.CLIP_GRAD.name:
             return self._clip(clip_threshold(args.get("max_norm")), step, watch)
         path = save_checkpoint(run_dir, step, watch.model if watch is not None else None, optimizer)
         return Applied(f"checkpoint of step {step} saved to {path.relative_to(run_dir)}")

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from tuidiag.format import SYS_GPU_MEM_UTIL, SYS_GPU_UTIL, SYS_MEM_ALLOCATED, SYS_MEM_PEAK, SYS_MEM_RESERVED
+
 
 class AsyncHostCopy:
     """A device tensor on its way to host memory; ``resolve()`` returns it as numpy."""
@@ -114,9 +116,9 @@ def memory_stats(device: torch.device | None) -> dict[str, float]:
     if device is None or device.type != "cuda" or not torch.cuda.is_available():
         return {}
     return {
-        "sys/mem_allocated": float(torch.cuda.memory_allocated(device)),
-        "sys/mem_reserved": float(torch.cuda.memory_reserved(device)),
-        "sys/mem_peak": float(torch.cuda.max_memory_allocated(device)),
+        SYS_MEM_ALLOCATED: float(torch.cuda.memory_allocated(device)),
+        SYS_MEM_RESERVED: float(torch.cuda.memory_reserved(device)),
+        SYS_MEM_PEAK: float(torch.cuda.max_memory_allocated(device)),
     }
 
 
@@ -145,4 +147,4 @@ class NvmlProbe:
             util = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
         except Exception:
             return {}
-        return {"sys/gpu_util": float(util.gpu), "sys/gpu_mem_util": float(util.memory)}
+        return {SYS_GPU_UTIL: float(util.gpu), SYS_GPU_MEM_UTIL: float(util.memory)}

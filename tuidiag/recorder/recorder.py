@@ -16,66 +16,38 @@ import os
 import socket
 import sys
 import time
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Mapping
 
-import numpy as np
-
-from tuidiag.format import (
-    EVENT_CAPTURE,
-    EVENT_CONFIG,
-    EVENT_NO_GRAD,
-    EVENT_RESUMED,
-    EVENT_TEXT,
-    GRAD_MAX_NORM,
-    HPARAM_PREFIX,
-    GRAD_NONE_COUNT,
-    LOSS,
-    LR_PREFIX,
-    MODEL_TRAINING,
-    RECORDER_ERRORS,
-    RECORDER_REJECTED,
-    STATUS_FAILED,
-    STATUS_FINISHED,
-    STATUS_INTERRUPTED,
-)
+from tuidiag.format import EVENT_RESUMED, LOSS
 from tuidiag.recorder.actions import LiveChanges
-from tuidiag.recorder.request_runner import RequestRunner
+from tuidiag.recorder.arguments import Arguments, check_arguments
 from tuidiag.recorder.errors import ErrorReporter, Rejections, guarded
 from tuidiag.recorder.layouts import LayoutCache
-from tuidiag.recorder.writer import NO_ROWS, EventRow, MetricBatch, ShardWriter
-from tuidiag.recorder.process import (
-    detect_rank,
-    end_status,
-    exit_status,
-    import_torch,
-    install_excepthook,
-    interrupted_now,
-    watch_sigterm,
-)
-from tuidiag.recorder.arguments import Arguments, check_arguments
-from tuidiag.recorder.user_json import config_json, event_data, event_texts
+from tuidiag.recorder.logged_values import LoggedValues
+from tuidiag.recorder.nonfinite_capture import NonfiniteCapture
 from tuidiag.recorder.placement import RESUME_NEVER, ResumeError
+from tuidiag.recorder.process import detect_rank, end_status, import_torch, install_excepthook, watch_sigterm
 from tuidiag.recorder.recent_batches import FOR_JOBS, RecentBatches
-from tuidiag.recorder.run_config import Changes, RunConfig, hparams_record
-from tuidiag.recorder.run_manifest import RunManifest, change_text
+from tuidiag.recorder.request_runner import RequestRunner
+from tuidiag.recorder.run_config import RunConfig
+from tuidiag.recorder.run_end import RunEnd
+from tuidiag.recorder.run_manifest import RunManifest
+from tuidiag.recorder.step_rows import StepRows
 from tuidiag.recorder.step_timer import StepTimer
-from tuidiag.recorder.values import Rejected, convert, leaves, one_number
+from tuidiag.recorder.user_json import config_json, event_data
+from tuidiag.recorder.values import Rejected, one_number
+from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
+from tuidiag.recorder.writer_items import NO_ROWS
+from tuidiag.recorder.writer_hooks import WriterHooks
 
 CAPTURE_MAX_BYTES = 1 << 30
 STEP_RANGE = range(-(2**63), 2**63)
 """Steps the int64 ``step`` column can hold."""
 STEP_MAX = STEP_RANGE[-1]
-CLOSE_STATUSES = (STATUS_FINISHED, STATUS_FAILED, STATUS_INTERRUPTED)
-"""What ``close(status)`` may write; the reader tells a ``crashed`` run by itself."""
-SIGTERM_FLUSH_SECONDS = 20.0
-"""At most this long, on SIGTERM, to write the rows queued before the process ends: within the 30 s that
-Kubernetes and Slurm give a process between SIGTERM and SIGKILL. The usual write takes milliseconds; 5 s
-lost the last steps on a loaded 2-core machine."""
 
 
-class Recorder:
+class Recorder(LoggedValues, StepRows, NonfiniteCapture, WriterHooks, RunEnd):
     """Records a training run into Parquet shards under ``run_dir``.
 
     Args:
@@ -258,6 +230,8 @@ class Recorder:
         """Mark the start of a step's compute and record input health of ``x`` (and ``y``)."""
         self._timer.mark_batch()
         self._uses_batch = True
+        if self._timer.several_batches and self._watch is not None:
+            self._watch.mark_backward_ends(self._timer.mark_used)
         if (self.capture_nonfinite and not self._captured) or self._control is not None:
             try:
                 self._recent_batches.add(self._next_step, (x, y))
@@ -323,73 +297,6 @@ class Recorder:
         return s
 
     @guarded
-    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        """Record values under the names given, verbatim; nested mappings are joined with ``/``.
-
-        Numbers and one-element tensors or arrays are one row each, multi-element ones
-        summary rows (``name/q0`` ... ``name/q100``, ``name/mean``, ``name/nonfinite``),
-        strings ``text`` events, ``None`` is skipped; anything else is refused here,
-        counted and reported once per name (README "Logging values").
-        """
-        s = self._implicit_step() if step is None else self._step_arg("log", step, leaves(metrics))
-        if s is None:
-            return
-        values = convert(metrics, self._torch)
-        for key, reason in values.rejected:
-            self.rejections.reject("log", key, reason)
-        wall = time.time()
-        for key, text in values.texts:
-            self._writer.submit(EventRow(s, wall, EVENT_TEXT, "info", text, {"key": key}))
-        if values.host_names:
-            host = np.asarray(values.host_values, np.float64)
-            self._writer.submit(MetricBatch(s, wall, self._layouts.host(values.host_names), host), len(host))
-        if values.dev_names:
-            self._submit_device(s, wall, values.dev_names, values.dev_values, derive=False)
-
-    @guarded
-    def event(self, kind: str, message: str, severity: str = "info", data: Mapping[str, Any] | None = None, step: int | None = None) -> None:
-        """Record an event (shown in the monitor's events panel).
-
-        Whatever ``data`` holds, the event is stored: the parts of ``data`` that cannot be
-        JSON (a cycle, a ``repr`` that raises, ...) are replaced by placeholders and counted
-        as rejected values. Only an event whose kind, severity or message cannot be text is refused."""
-        s = self._implicit_step() if step is None else self._step_arg("event", step, 1)
-        if s is None:
-            return
-        texts = event_texts(kind, severity, message)
-        if isinstance(texts, str):
-            self.rejections.reject("event", "<event>", texts)
-            return
-        kind, severity, message = texts
-        value, notes = event_data(data)
-        for path, reason in notes:
-            self.rejections.reject("event", f"{kind[:100]}: data/{path}", reason)
-        self._writer.submit(EventRow(s, time.time(), kind, severity, message, value))
-
-    @guarded
-    def log_text(self, key: str, text: Any, step: int | None = None) -> None:
-        """Record ``text`` as a ``text`` event named ``key`` (``SummaryWriter.add_text``'s counterpart);
-        a value that is not a string is stored as its ``str()``."""
-        self.log({key: text if isinstance(text, str) else str(text)}, step=step)
-
-    @guarded
-    def log_hparams(self, params: Mapping[str, Any], metrics: Mapping[str, Any] | None = None) -> None:
-        """Record the run's hyperparameters and their final metrics, as TensorBoard's ``add_hparams``.
-
-        ``params`` and ``metrics`` are kept in ``run.json``'s ``hparams`` (shown by
-        ``tuidiag compare`` and ``tuidiag query``), ``params`` also join the config, and each
-        metric is a ``hparam/<name>`` row at the current step. Call again to replace them.
-        """
-        stored, numbers = hparams_record(params, metrics, self._torch, self.rejections.reject)
-        data = self._manifest_data()
-        if data is None:
-            return
-        data["hparams"] = {"params": stored, "metrics": numbers}  # replaced whole: the writer sees one or the other
-        self.config.update(stored)
-        if numbers:
-            self.log({HPARAM_PREFIX + key: value for key, value in numbers.items()})
-
-    @guarded
     def flush(self, timeout: float = 10.0) -> None:
         """Write everything recorded so far to disk now (blocks up to ``timeout`` seconds;
         a ``timeout`` that is not a number >= 0 is rejected and 10 s used)."""
@@ -401,53 +308,6 @@ class Recorder:
             self.rejections.reject("flush", "timeout", f"is not a number of seconds >= 0 (a {type(timeout).__name__}): 10 s used")
             seconds = 10.0
         self._writer.flush(min(seconds, 86_400.0))
-
-    def close(self, status: str | None = None) -> None:
-        """Flush, compact and mark the run finished (or ``status``: ``"finished"``, ``"failed"`` or
-        ``"interrupted"``; another value is reported and the default written); safe to call twice.
-
-        The default is ``"interrupted"`` once SIGTERM arrived or while a ``KeyboardInterrupt`` is
-        being handled (``close()`` in ``except KeyboardInterrupt:``), else ``"finished"``."""
-        if self._closed:
-            return
-        self._closed = True
-        default = STATUS_INTERRUPTED if interrupted_now() else STATUS_FINISHED
-        try:
-            if status is not None and (type(status) is not str or status not in CLOSE_STATUSES):
-                self.rejections.reject("close", "status", f"is not one of {', '.join(map(repr, CLOSE_STATUSES))}: "
-                                       f"{default!r} was written")
-                status = None
-            if self._control is not None:
-                self._control.end_checks(self._current_step)
-            if self._watch is not None:
-                self._watch.close()
-            self._writer.close()
-        except Exception as exc:
-            self.errors.report("close", exc)
-        self._mark_ended(status or default)
-
-    def _mark_ended(self, status: str) -> None:
-        """Answer pending requests, write ``status`` into ``run.json`` and free the run directory."""
-        if self._control is not None:  # answered before run.json says the run ended: a requester that sees it
-            self._control.close(self._current_step, status)  # ended finds every answer there
-        try:
-            self._manifest.finish(status, self._writer.progress_step, self._stats(), self._writer.last_step)
-        except Exception as exc:
-            self.errors.report("close", exc)
-        finally:
-            self._manifest.release()  # the run directory is free for the next writer
-
-    def _close_on_sigterm(self) -> None:
-        """SIGTERM is about to end the process: write what is queued (within :data:`SIGTERM_FLUSH_SECONDS`,
-        no compaction) and mark the run interrupted."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._writer.flush(SIGTERM_FLUSH_SECONDS)
-        except Exception as exc:
-            self.errors.report("close", exc)
-        self._mark_ended(STATUS_INTERRUPTED)
 
     def __enter__(self) -> "Recorder":
         return self
@@ -478,113 +338,13 @@ class Recorder:
         return writer.lost_rows if writer is not None else 0
 
     # ---- internals --------------------------------------------------------------
-    def _record_distributions(self, s: int) -> None:
-        """``histograms_every``: each parameter's weights and gradient as summary rows (on the device, no sync)."""
-        from tuidiag.recorder.distributions import distribution_values
-
-        values = convert(distribution_values(self._watch.named_params), self._torch)
-        if values.dev_names:
-            self._submit_device(s, time.time(), values.dev_names, values.dev_values, derive=False)
-        if values.host_names:
-            host = np.asarray(values.host_values, np.float64)
-            self._writer.submit(MetricBatch(s, time.time(), self._layouts.host(values.host_names), host), len(host))
-
     def _manifest_data(self) -> dict[str, Any] | None:
         manifest = getattr(self, "_manifest", None)
         return manifest.data if manifest is not None else None
 
-    def _config_changed(self, changes: Changes) -> None:
-        """A ``config`` event at the current step that says what changed (the manifest follows at the flush)."""
-        shown = "; ".join(change_text(key, change) for key, change in list(changes.items())[:5])
-        more = f" and {len(changes) - 5} more" if len(changes) > 5 else ""
-        self._writer.submit(EventRow(self._implicit_step(), time.time(), EVENT_CONFIG, "info", f"config: {shown}{more}",
-                                     {"changes": changes}))
-
     def _implicit_step(self) -> int:
         """The step of a ``log`` or ``event`` without one: the last step, or before the first the one to come."""
         return self._current_step if self._current_step >= 0 else max(self._next_step, 0)
-
-    def _is_tensor(self, value: Any) -> bool:
-        return self._torch is not None and isinstance(value, self._torch.Tensor)
-
-    def _watch_parts(self, s: int, host_names: list[str], host_values: list[Any], dev_names: list[str], dev_values: list[Any]) -> None:
-        watch = self._watch
-        lrs: list[float | None] = []
-        for i, group in enumerate(getattr(watch.optimizer, "param_groups", [])):
-            lr = group.get("lr")
-            if self._is_tensor(lr):
-                dev_names.append(f"{LR_PREFIX}{i}")
-                dev_values.append(lr)
-                lrs.append(None)
-            elif lr is not None:
-                host_names.append(f"{LR_PREFIX}{i}")
-                host_values.append(float(lr))
-                lrs.append(host_values[-1])
-            else:
-                lrs.append(None)
-        self._changes.note_lrs(lrs)
-        host_names.append(MODEL_TRAINING)
-        host_values.append(1.0 if watch.model.training else 0.0)
-        limits = [x for x in (self._max_grad_norm, self._changes.clip) if x is not None]
-        if limits:  # the tightest clipping applied to this step: the training's own or a live action's
-            host_names.append(GRAD_MAX_NORM)
-            host_values.append(min(limits))
-        if self.grads_every > 0 and s % self.grads_every == 0:
-            names, tensors, missing = watch.grad_parts()
-            dev_names.extend(names)
-            dev_values.extend(tensors)
-            host_names.append(GRAD_NONE_COUNT)
-            host_values.append(float(len(missing)))
-            self._note_missing_grads(s, missing)
-        names, tensors = watch.activation_parts()
-        dev_names.extend(names)
-        dev_values.extend(tensors)
-        probed = watch.probe_parts()  # stale gradients, the loss function's inputs (tuidiag.recorder.stale_grads, .loss_probe)
-        host_names.extend(probed.host_names)
-        host_values.extend(probed.host_values)
-        dev_names.extend(probed.dev_names)
-        dev_values.extend(probed.dev_values)
-        for kind, severity, message, data in probed.events:
-            self._writer.submit(EventRow(s, time.time(), kind, severity, message, data))
-
-    def _note_missing_grads(self, s: int, missing: list[str]) -> None:
-        if missing == self._missing_grads:
-            return
-        self._missing_grads = missing
-        if missing:
-            shown = ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else "")
-            message = f"{len(missing)} parameters got no gradient: {shown}"
-            self._writer.submit(EventRow(s, time.time(), EVENT_NO_GRAD, "warning", message, {"params": missing}))
-
-    def _submit_device(self, s: int, wall: float, names: list[str], values: list[Any], derive: bool = True,
-                       trained: bool = False) -> None:
-        from tuidiag.recorder.device import AsyncHostCopy, stack_scalars
-
-        device = self._watch.device if self._watch is not None else values[0].device
-        vector = stack_scalars(values, device)
-        if vector.numel() != len(names):  # a value of several elements among the scalars
-            names, values = self._single_elements(names, values)
-            if not names:
-                return
-            vector = stack_scalars(values, device)
-        layout = self._layouts.device(names) if derive else self._layouts.host(names)
-        self._writer.submit(MetricBatch(s, wall, layout, AsyncHostCopy(vector), trained=trained), len(names))
-        if derive and self._wants_capture():
-            self._maybe_capture(s, layout, vector)
-
-    def _single_elements(self, names: list[str], values: list[Any]) -> tuple[list[str], list[Any]]:
-        """Keep the one-element values of a per-step vector, reject the others by name."""
-        if len(names) != len(values):  # parts of several elements each: no name maps to one part
-            self.rejections.reject("step", "<per-step values>", f"are {len(values)} tensors for {len(names)} names", len(names))
-            return [], []
-        kept: tuple[list[str], list[Any]] = ([], [])
-        for name, value in zip(names, values):
-            if value.numel() == 1 and not value.is_complex():
-                kept[0].append(name)
-                kept[1].append(value.reshape(()))
-            else:
-                self.rejections.reject("step", name, f"is a tensor of shape {tuple(value.shape)}, not one number")
-        return kept
 
     def _step_arg(self, where: str, step: Any, values: int) -> int | None:
         """``step`` as an int the step column can hold; otherwise the call's values are rejected."""
@@ -598,102 +358,8 @@ class Recorder:
             return None
         return s
 
-    def _wants_capture(self) -> bool:
-        """Capture the next non-finite step: switched on, or a NaN hunt is armed; once per run."""
-        armed = self._control is not None and self._control.armed is not None
-        return (self.capture_nonfinite or armed) and not self._captured
-
-    def _maybe_capture(self, s: int, layout: Any, vector: Any) -> None:
-        """On CPU check now (pre-step state); on CUDA act on what the writer found (post-step)."""
-        if vector.device.type == "cpu":
-            if not math.isfinite(vector.numpy()[layout.check].sum()):
-                self._capture(s, pre_step=True)
-        elif self._layouts.nonfinite_step is not None:
-            self._capture(self._layouts.nonfinite_step, pre_step=False)
-
-    def _capture(self, s: int, pre_step: bool) -> None:
-        from tuidiag.recorder.capture import save_capture
-
-        self._captured = True
-        watch = self._watch
-        model, optimizer = (watch.model, watch.optimizer) if watch else (None, None)
-        batch = self._batch_of(s)
-        path: Path | None = None
-        try:
-            path, note = save_capture(self.run_dir, s, self.rank, model, optimizer, batch, pre_step, self.capture_max_bytes)
-        except OSError as exc:  # the disk: the step and its event still count
-            self.errors.report("capture", exc)
-            note = f"capture failed: {type(exc).__name__}: {str(exc)[:200]}"
-        except Exception as exc:  # a batch that cannot be copied (a cycle, a repr that raises): the state without it
-            if batch is None:
-                self.errors.report("capture", exc)
-                note = f"capture failed: {type(exc).__name__}: {str(exc)[:200]}"
-            else:
-                self.rejections.reject("capture", "batch", f"could not be saved ({type(exc).__name__}): the state was captured without it")
-                try:
-                    path, note = save_capture(self.run_dir, s, self.rank, model, optimizer, None, pre_step, self.capture_max_bytes)
-                    note += "; the batch could not be saved"
-                except Exception as again:
-                    self.errors.report("capture", again)
-                    note = f"capture failed: {type(again).__name__}: {str(again)[:200]}"
-        data = {"path": str(path.relative_to(self.run_dir)) if path else None, "pre_step": pre_step}
-        self._writer.submit(EventRow(s, time.time(), EVENT_CAPTURE, "info" if path else "warning", note, data))
-        if self._control is not None and self._control.armed:
-            self._control.on_capture(path, self._job_runner(), s)
-        self._recent_batches.clear()
-
-    def _batch_of(self, s: int) -> Any:
-        """The batch passed to ``batch()`` for step ``s``, if still among the recent ones."""
-        return self._recent_batches.of_step(s)
-
-    def _submit_weights(self, names: list[str], vector: Any) -> None:
-        try:
-            self._submit_device(self._current_step, time.time(), names, [vector], derive=False)
-        except Exception as exc:
-            self.errors.report("optimizer_hook", exc)
-
     def _job_runner(self) -> Any:
         from tuidiag.recorder.request_runner import job_runner_for
 
         return job_runner_for(self._watch, self.loss_fn, self._recent_batches.batches, self._forward, lambda: self._current_step)
 
-    def _error_event(self, kind: str, message: str, data: dict[str, Any]) -> None:
-        self._writer.submit(EventRow(self._implicit_step(), time.time(), kind, "error", message, data))
-
-    def _on_flush(self, writer: ShardWriter) -> None:
-        """Writer thread, each flush before its shards are written: system stats, error count."""
-        from tuidiag.recorder.system import system_rows
-
-        if self._control is not None:
-            self._control.poll()
-            self._control.expire_overdue()
-        step = writer.progress_step  # system rows at the training step, not at a later step given to log()
-        if step > self._last_flushed_step:  # nothing new while idle: write nothing
-            self._last_flushed_step = step
-            if self._host is None and self._watch is not None:  # a training: created here, so psutil's import
-                from tuidiag.recorder.host_probe import HostProbe  # costs the writer thread, not the training
-
-                self._host = HostProbe()
-            names, values = system_rows(self._watch, self._host)
-            if self.errors.count:
-                names.append(RECORDER_ERRORS)
-                values.append(float(self.errors.count + self._manifest.earlier_stats.get("errors", 0)))
-            if names:
-                writer.add_rows(step, time.time(), names, np.asarray(values, np.float64))
-        rejected = self.rejections.count
-        if rejected != self._written_rejections:
-            self._written_rejections = rejected
-            earlier = self._manifest.earlier_stats.get("rejected_values", 0)  # the counters count the whole run
-            writer.add_rows(max(step, 0), time.time(), [RECORDER_REJECTED], np.array([float(rejected + earlier)]))
-
-    def _on_written(self, writer: ShardWriter) -> None:
-        """Writer thread, each flush once its shards are on disk: the heartbeat, with the summary of the newest rows."""
-        self._manifest.heartbeat(writer.progress_step, self._stats(), writer.last_step, writer.tail.to_json())
-
-    def _stats(self) -> dict[str, int]:
-        writer = self._writer
-        return {"rows_written": writer.rows_written, "dropped_rows": writer.dropped_rows, "errors": self.errors.count,
-                "rejected_values": self.rejections.count, "lost_rows": writer.lost_rows}
-
-    def _close_at_exit(self) -> None:
-        self.close(exit_status())

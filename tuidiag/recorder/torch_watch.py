@@ -46,6 +46,7 @@ class TorchWatch:
         self._current_step = current_step
         self._snapshot: list[tuple[str, torch.Tensor, torch.Tensor]] = []
         self._handles: list[Any] = []
+        self._use_hooks: list[Any] = []
         self.paused = False
         """While True (a job runs on the live model) the optimizer hooks record nothing."""
         if optimizer is not None and weights_every > 0:
@@ -74,6 +75,15 @@ class TorchWatch:
                 grads.append(param.grad)
         return names, norms(grads) if grads else [], missing
 
+    def mark_backward_ends(self, mark: Callable[[], None]) -> None:
+        """Call ``mark`` whenever a backward pass has added a gradient to a watched parameter (the newest call is where
+        the pass ended). Installed once, when steps take several batches (gradient accumulation), so the data wait
+        of each further batch is counted from the end of the previous one's backward (see :mod:`.step_timer`)."""
+        if self._use_hooks or not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
+            return
+        self._use_hooks = [p.register_post_accumulate_grad_hook(lambda _: None if self.paused else mark())
+                           for _, p in self.named_params]
+
     def arm_activations(self, next_step: int) -> None:
         """Install activation hooks when ``next_step`` is a sampled step (and arm the loss function's check on its own)."""
         if self.probe is not None and next_step % self.activations_every == 0:
@@ -100,9 +110,10 @@ class TorchWatch:
 
     def close(self) -> None:
         """Remove every hook this watch installed."""
-        for handle in self._handles:
+        for handle in (*self._handles, *self._use_hooks):
             handle.remove()
         self._handles.clear()
+        self._use_hooks.clear()
         if self.probe is not None:
             self.probe.collect()
         for bug_probe in (self.stale_probe, self.loss_probe):

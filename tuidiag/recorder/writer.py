@@ -16,17 +16,14 @@ it is rebuilt from the parts that convert. What is refused is counted
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import pyarrow as pa
 
 from tuidiag.format import (
     EVENT_DROPPED,
@@ -39,8 +36,9 @@ from tuidiag.format import (
     RECORDER_LOST,
     ShardName,
 )
-from tuidiag.store import arrow_build
+from tuidiag.recorder.shard_tables import ShardTables
 from tuidiag.recorder.values import storable_name
+from tuidiag.recorder.writer_items import EventRow, Layout, MetricBatch
 from tuidiag.store.shards import COMPACT_MIN_FILES, compact, list_shards, plan_compaction, write_table_atomic
 from tuidiag.store.tail_summary import TailKeeper
 
@@ -48,45 +46,7 @@ MAX_BUFFERED_ROWS = 2_000_000
 """Rows kept in memory while the disk refuses writes; the oldest go beyond this."""
 
 
-@dataclass
-class Layout:
-    """The metric names of a fixed-shape row vector, plus optional derived rows."""
-
-    names: list[str]
-    derive: Callable[[int, np.ndarray], tuple[list[str], list[float]]] | None = None
-    check: list[int] = field(default_factory=list)
-    """Indices of the loss and total gradient norm, checked for non-finite values."""
-
-
-@dataclass
-class MetricBatch:
-    """Values for the metrics of ``layout`` at one step."""
-
-    step: int
-    wall_time: float
-    layout: Layout
-    values: Any
-    trained: bool = False
-    """Sent by ``rec.step()``: ``step`` is a training step (``log`` rows, whatever their step, are not)."""
-
-
-NO_ROWS = Layout([])
-"""The layout of a training step that recorded no value (no loss, nothing timed yet): it only counts the step."""
-
-
-@dataclass
-class EventRow:
-    """One event to write to the events table."""
-
-    step: int
-    wall_time: float
-    kind: str
-    severity: str
-    message: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-class ShardWriter:
+class ShardWriter(ShardTables):
     """Owns the writer thread of one rank of one run directory.
 
     The queue is a ``deque`` that the training thread appends to without taking a
@@ -347,64 +307,6 @@ class ShardWriter:
                 self._events.append(EventRow(step, now, kind, severity, what.format(n=total - reported), {"total": total}))
         self._reported_drops, self._reported_lost = self.dropped_rows, self.lost_rows
 
-    def _metrics_table(self, seq: int) -> pa.Table | None:
-        """The buffered rows as one table; should that fail, the parts that convert alone (``None``: none does)."""
-        return self._isolating(self._rows, lambda parts: self._rows_table(parts, seq), "writer.metrics_table",
-                               lambda part: max((len(column) for column in part if hasattr(column, "__len__")), default=1))
-
-    def _isolating(self, parts: list[Any], build: Callable[[list[Any]], pa.Table], where: str,
-                   size: Callable[[Any], int]) -> pa.Table | None:
-        """``build(parts)``; should that fail, keep (in place) the parts that build alone, count the others'
-        ``size`` as lost and build those kept: one bad part never costs another (``None``: none builds)."""
-        try:
-            return build(parts)
-        except Exception as exc:
-            self.report_error(where, exc)
-        good = []
-        for part in parts:
-            try:
-                build([part])
-                good.append(part)
-            except Exception:
-                self.lost_rows += size(part)
-        parts[:] = good
-        return build(good) if good else None
-
-    def _rows_table(self, rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], seq: int) -> pa.Table:
-        steps, walls, codes, values = (np.concatenate(parts) for parts in zip(*rows))
-        n = len(steps)
-        return pa.Table.from_arrays(
-            [
-                arrow_build.numeric(steps, pa.int64()),
-                arrow_build.numeric(walls, pa.float64()),
-                arrow_build.dictionary(codes, list(self._names)),
-                arrow_build.numeric(values, pa.float64()),
-                arrow_build.numeric(np.full(n, self.rank, np.int32), pa.int32()),
-                arrow_build.numeric(np.full(n, seq, np.int64), pa.int64()),
-            ],
-            schema=METRICS_SCHEMA,
-        )
-
-    def _events_table(self, seq: int) -> pa.Table | None:
-        """The buffered events as one table; should that fail, the events that convert alone (``None``: none does)."""
-        return self._isolating(self._events, lambda rows: self._event_rows_table(rows, seq), "writer.events_table", lambda _: 1)
-
-    def _event_rows_table(self, rows: list[EventRow], seq: int) -> pa.Table:
-        n = len(rows)
-        return pa.Table.from_arrays(
-            [
-                arrow_build.numeric(np.array([e.step for e in rows], np.int64), pa.int64()),
-                arrow_build.numeric(np.array([e.wall_time for e in rows], np.float64), pa.float64()),
-                arrow_build.encoded([e.kind for e in rows]),
-                arrow_build.encoded([e.severity for e in rows]),
-                arrow_build.strings([e.message for e in rows]),
-                arrow_build.strings([_event_data(e.data) for e in rows]),
-                arrow_build.numeric(np.full(n, self.rank, np.int32), pa.int32()),
-                arrow_build.numeric(np.full(n, seq, np.int64), pa.int64()),
-            ],
-            schema=EVENTS_SCHEMA,
-        )
-
     def _compact_some(self, min_files: int | None = None) -> None:
         for sub, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
             directory = self.run_dir / sub
@@ -423,14 +325,6 @@ class ShardWriter:
         """Continue after the highest sequence number already on disk (a resumed run)."""
         last = [s.last for sub in (METRICS_DIR, EVENTS_DIR) for s, _ in list_shards(self.run_dir / sub) if s.rank == self.rank]
         return max(last, default=-1) + 1
-
-
-def _event_data(data: Any) -> str:
-    """An event's ``data`` as JSON; what JSON cannot encode is stored as its ``repr``, or named."""
-    try:
-        return json.dumps(data, default=repr)
-    except Exception as exc:  # circular data, keys that are not strings, a repr that raises
-        return json.dumps({"unencodable": f"{type(exc).__name__}: {str(exc)[:200]}"})
 
 
 def _import_compute() -> None:

@@ -12,6 +12,7 @@ import time
 from tuidiag import __version__
 from tuidiag.diagnosis import Diagnosis, Finding
 from tuidiag.text.findings import RANK_LABELS
+from tuidiag.text.numbers import confidence
 from tuidiag.report.checklist import FAIL, NOT_ANSWERABLE, PASS, Check
 from tuidiag.report.mdtext import code, image, md, table
 from tuidiag.report.plots import PlotResult
@@ -36,10 +37,10 @@ def summary(diagnosis: Diagnosis, checks: list[Check]) -> str:
     if diagnosis.notes:
         tally += f" Notes to review: {', '.join(md(n.title) for n in diagnosis.notes)}."
     if top.code == "healthy":
-        return f"**Summary:** {md(top.title)} ({code(top.code)}, {top.confidence:.0%} confidence).{tally}"
+        return f"**Summary:** {md(top.title)} ({code(top.code)}, {confidence(top.confidence)} confidence).{tally}"
     since = f", since step {top.first_step}" if top.first_step is not None else ""
     first_fix = md(top.fix.split(";")[0], 300)
-    return (f"**Summary:** most likely **{md(top.title)}** ({code(top.code)}, {top.confidence:.0%} confidence, "
+    return (f"**Summary:** most likely **{md(top.title)}** ({code(top.code)}, {confidence(top.confidence)} confidence, "
             f"{md(top.severity)}{since}). First thing to try: {first_fix}.{tally}")
 
 
@@ -59,7 +60,7 @@ def finding_block(finding: Finding, rank: int) -> list[str]:
     label = RANK_LABELS[min(rank, len(RANK_LABELS) - 1)]
     first = f"step {finding.first_step}" if finding.first_step is not None else "n/a"
     lines = [f"### {rank + 1}. {label}: {md(finding.title)} ({code(finding.code)})", ""]
-    lines += table(["confidence", "severity", "first step"], [[f"{finding.confidence:.0%}", md(finding.severity), first]])
+    lines += table(["confidence", "severity", "first step"], [[confidence(finding.confidence), md(finding.severity), first]])
     lines += ["", "Evidence:", ""]
     lines += [f"- {md(line, 1000)}" for line in finding.evidence] or ["- none recorded"]
     lines.append("")
@@ -77,7 +78,7 @@ def notes_section(diagnosis: Diagnosis) -> list[str]:
         return lines + ["No notes.", ""]
     for note in diagnosis.notes:
         evidence = "; ".join(md(e, 1000) for e in note.evidence)
-        lines.append(f"- **{md(note.title)}** ({code(note.code)}, {note.confidence:.0%}): {evidence}. Suggestion: {md(note.fix, 1000)}")
+        lines.append(f"- **{md(note.title)}** ({code(note.code)}, {confidence(note.confidence)}): {evidence}. Suggestion: {md(note.fix, 1000)}")
     return lines + [""]
 
 

@@ -8,6 +8,7 @@ from typing import Callable
 
 from tuidiag.diagnosis.view import RunView
 from tuidiag.report.plotkit import SkipPlot
+from tuidiag.report.plots_dist import draw_distributions
 from tuidiag.report.plots_grads import draw_clip_rate, draw_grad_flow, draw_grad_layers, draw_grad_total
 from tuidiag.report.plots_loss import draw_loss, draw_lr_loss, draw_train_val
 
@@ -66,6 +67,11 @@ PLOTS: list[PlotSpec] = [
              "The share of recent steps whose gradient norm exceeded max_norm and was clipped. Above 80% the "
              "optimizer never sees the true gradient: raise max_norm or lower the LR.",
              draw_clip_rate),
+    PlotSpec("distributions.png", "Distributions",
+             "Weights, gradients or logged tensors over steps: the median (line), the middle half (q25-q75, dark), "
+             "q5-q95 and the whole range (lighter). A band that widens by orders of magnitude, or a maximum far above "
+             "the q95, points at outliers; a gradient band that shrinks to zero, at a layer that stopped learning.",
+             draw_distributions),
 ]
 
 

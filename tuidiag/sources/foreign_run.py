@@ -12,6 +12,7 @@ becomes a ``nonfinite`` event, as the recorder would have written it.
 from __future__ import annotations
 
 import re
+import socket
 import time
 from abc import abstractmethod
 from pathlib import Path
@@ -25,13 +26,22 @@ from tuidiag.importers.source import SourceSeries
 from tuidiag.sources.run_source import Batch, RunSource, Tail
 from tuidiag.store import Event, Run, Series
 from tuidiag.store.decode import Chunk
+from tuidiag.store.manifest import process_gone
 from tuidiag.store.series_buffer import EMPTY_SERIES, MetricBuffer
 
+ACTIVE_WRITE = 30.0
+"""A foreign run whose log says nothing of its end is ``running`` while its files were written this many
+seconds ago or less (and its writer, when the log names it, still exists)."""
 RECENT_WRITE = 120.0
-"""A foreign run whose log says nothing of its end counts as running while its files were written
-this many seconds ago or less; after that its status is ``unknown`` (the log cannot tell an ended
-training from a stopped one)."""
+"""After :data:`ACTIVE_WRITE`, a run whose writer cannot be seen is ``idle`` up to this many seconds since its
+last write (TensorBoard's writers flush every 120 s by default), then ``unknown``: the log cannot tell an
+ended training from a stopped one. A writer seen alive on this host keeps it ``idle``."""
 STATUS_UNKNOWN = "unknown"
+STATUS_IDLE = "idle"
+"""No new data for a while, and nothing says the writer ended."""
+STATUS_EXITED = "exited"
+"""Every process that wrote the log ran on this host and is gone (a TensorBoard event file names its writer's
+host and pid; ``SummaryWriter.close()`` itself writes nothing): the training stopped, how the log cannot tell."""
 NONFINITE_WATCHED = (LOSS, GRAD_NORM_TOTAL)
 VERSION_DIR = re.compile(r"^version_\d+$")
 """Lightning's loggers name runs ``<name>/version_<n>``: the version alone says little."""
@@ -58,6 +68,8 @@ class ForeignRun(Run):
         self._hparams: dict[str, Any] | None = None
         self._ended: str | None = None
         self._last_write: float | None = None
+        self._writers: set[tuple[str, int]] = set()
+        """(host, pid) of the processes the log's file names say wrote it."""
         self._log_name: str | None = None
         super().__init__(path)  # sets the common state, then calls refresh()
 
@@ -68,11 +80,17 @@ class ForeignRun(Run):
 
     @property
     def status(self) -> str:
-        """How the log says the run ended; else ``running`` while it was written recently, else ``unknown``."""
+        """How the log says the run ended; else ``exited`` when its writers are known to be gone; else by the
+        age of its last write: ``running``, then ``idle``, then ``unknown`` (:data:`ACTIVE_WRITE`, :data:`RECENT_WRITE`)."""
         if self._ended is not None:
             return self._ended
-        recent = self._last_write is not None and time.time() - self._last_write <= RECENT_WRITE
-        return STATUS_RUNNING if recent else STATUS_UNKNOWN
+        if self._writers and all(process_gone(host, pid) for host, pid in self._writers):
+            return STATUS_EXITED
+        age = time.time() - self._last_write if self._last_write is not None else None
+        if age is not None and age <= ACTIVE_WRITE:
+            return STATUS_RUNNING
+        alive = any(not process_gone(host, pid) and host == socket.gethostname() for host, pid in self._writers)
+        return STATUS_IDLE if alive or (age is not None and age <= RECENT_WRITE) else STATUS_UNKNOWN
 
     @property
     def ranks(self) -> list[int]:
@@ -142,6 +160,7 @@ class ForeignRun(Run):
         self._ended = batch.ended or self._ended
         self._last_write = batch.last_write if batch.last_write is not None else self._last_write
         self._log_name = batch.name or self._log_name
+        self._writers.update(batch.writers)
         for note in batch.notes:
             self._warn(note)
         self.manifest = self._manifest()

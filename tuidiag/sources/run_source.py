@@ -73,6 +73,8 @@ class Batch:
     """Modification time of the newest file read (the run counts as running while it is recent)."""
     name: str | None = None
     """The run's name when the log names it."""
+    writers: list[tuple[str, int]] = field(default_factory=list)
+    """(host, pid) of the processes the log's file names say wrote it (TensorBoard's event files name them)."""
 
 
 class Tail(ABC):

@@ -24,6 +24,7 @@ from the start.
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
@@ -40,6 +41,9 @@ from tuidiag.sources.run_source import Batch, Claim, Tail
 from tuidiag.store.limits import LimitError
 
 KIND = "tensorboard"
+EVENT_FILE_NAME = re.compile(r"^events\.out\.tfevents\.\d+\.(?P<host>.+)\.(?P<pid>\d+)\.\d+(?:\..*)?$")
+"""``events.out.tfevents.<time>.<host>.<pid>.<n>[suffix]``: what TensorBoard's writers (torch's ``SummaryWriter``,
+TensorFlow's) name an event file; the longest host the name allows (host names hold dots)."""
 CRC_FAILURE = "CRC"
 """Reading stopped at a record whose checksum fails: corrupt (a record cut off by a flush fails on its length instead)."""
 PROBE_RECORDS = 8
@@ -55,6 +59,12 @@ def event_files(directory: Path) -> list[Path]:
         return sorted(directory / name for name in os.listdir(directory) if is_event_file(name))
     except OSError:
         return []
+
+
+def writer_of(name: str) -> tuple[str, int] | None:
+    """(host, pid) of the process that created the event file ``name``, when its name says."""
+    found = EVENT_FILE_NAME.match(name)
+    return (found["host"], int(found["pid"])) if found else None
 
 
 def subdirectories(directory: Path) -> list[Path]:
@@ -232,6 +242,9 @@ class TensorBoardTail(Tail):
             tensors: Scalars = defaultdict(lambda: ([], [], []))
             for path in files:
                 self._read_file(path, (masked_crc32c, event_proto, tensor_util), directory, tensors, batch.notes)
+                writer = writer_of(path.name)
+                if writer is not None:
+                    batch.writers.append(writer)
                 try:
                     mtimes.append(path.stat().st_mtime)
                 except OSError:

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tuidiag.format import SYS_PREFIX
+from tuidiag.format import SYS_GPU_MEM_UTIL, SYS_GPU_UTIL, SYS_MEM_ALLOCATED, SYS_PREFIX
 from tuidiag.importers.source import SourceSeries
 from tuidiag.sources.foreign_run import ForeignSource
 from tuidiag.sources.run_source import Batch, Claim, Tail
@@ -33,7 +33,7 @@ INSTALL_HINT = "reading W&B runs needs the wandb package: pip install 'tuidiag[w
 RUN_FILE_PREFIX, RUN_FILE_SUFFIX = "run-", ".wandb"
 WANDB_KEYS = ("_step", "_runtime", "_timestamp", "_wandb")
 """Keys wandb adds to every history row (and config) itself."""
-GPU_NAMES = {"gpu.0.gpu": "sys/gpu_util", "gpu.0.memory": "sys/gpu_mem_util", "gpu.0.memoryAllocatedBytes": "sys/mem_allocated"}
+GPU_NAMES = {"gpu.0.gpu": SYS_GPU_UTIL, "gpu.0.memory": SYS_GPU_MEM_UTIL, "gpu.0.memoryAllocatedBytes": SYS_MEM_ALLOCATED}
 """wandb's system metrics of GPU 0 under the names the recorder uses (the system strip and rules read those)."""
 STATUS_FINISHED, STATUS_FAILED = "finished", "failed"
 

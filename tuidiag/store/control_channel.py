@@ -46,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tuidiag import job_kinds
+from tuidiag import action_kinds, job_kinds
 from tuidiag.format import STATUS_RUNNING
 from tuidiag.store.limits import MAX_CONTROL_REQUEST_BYTES, MAX_CONTROL_STATUS_BYTES, loads_bounded, read_json_bounded
 from tuidiag.store.manifest import effective_status, jsonable, read_manifest
@@ -57,9 +57,9 @@ CONTROL_DIR = "control"
 REQUEST_SUFFIX = ".request.json"
 STATUS_SUFFIX = ".status.json"
 CANCEL_SUFFIX = ".cancel"
-LIVE_ACTIONS = ("scale_lr", "clip_grad", "checkpoint")
+LIVE_ACTIONS = action_kinds.names()
 """Changes to the live training itself (a diagnosis's fix tried without a restart), applied at the next step and
-logged as ``action`` events."""
+logged as ``action`` events (:mod:`tuidiag.action_kinds`)."""
 FINAL_STATES = ("done", "failed", "cancelled", "refused", "expired")
 TAKEN_SUFFIX = ".taken.json"
 """A request the training has taken up is renamed ``.<id>.taken.json`` (hidden: never listed again)."""

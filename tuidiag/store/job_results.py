@@ -1,4 +1,10 @@
-"""Job results in the run directory: ``RUN/jobs/<job>-<UTC timestamp>.json``, written atomically.
+"""Job results: ``RUN/jobs/<job>-<UTC timestamp>.json``, written atomically, or in tuidiag's cache.
+
+A run that ``run.json`` marks ``"read_only": true`` (the demo runs shipped with tuidiag) or whose
+directory cannot be written keeps its results under the cache directory instead
+(:func:`cached_results_dir`: ``<cache>/jobs/<digest of the run's path>/``, as the monitor's
+summaries are), so that running a job leaves the run's directory exactly as it was; readers
+list both places.
 
 Each file is one JSON object (no NaN/Infinity literals: non-finite floats are
 stored as the strings ``"nan"``, ``"inf"``, ``"-inf"``)::
@@ -30,8 +36,9 @@ from typing import Any, Callable
 import numpy as np
 
 from tuidiag.format import LOSS
+from tuidiag.store.cache_dir import cache_root, run_key
 from tuidiag.store.limits import MAX_JOB_RESULT_BYTES, read_json_bounded
-from tuidiag.store.manifest import jsonable
+from tuidiag.store.manifest import jsonable, read_manifest, write_manifest
 from tuidiag.store.safe_write import write_text_atomic
 
 JOBS_DIR = "jobs"
@@ -44,9 +51,47 @@ def result_name(job: str, now: float) -> str:
     return f"{job}-{stamp}.{int(now * 1000) % 1000:03d}Z.json"
 
 
+READ_ONLY = "read_only"
+"""The ``run.json`` key that marks a run tuidiag writes nothing into (its job results go to the cache)."""
+
+
+def mark_read_only(run_dir: str | os.PathLike[str]) -> None:
+    """Mark a finished run read-only in its ``run.json``: jobs run on it later keep their results in the cache."""
+    manifest = read_manifest(Path(run_dir))
+    write_manifest(Path(run_dir), {**manifest, READ_ONLY: True})
+
+
+def cached_results_dir(run_dir: str | os.PathLike[str]) -> Path:
+    """Where the results of jobs run on a read-only run are kept: ``<cache>/jobs/<run_key>/``."""
+    return cache_root() / JOBS_DIR / run_key(Path(run_dir))
+
+
+def keeps_own_results(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether a new result goes into ``RUN/jobs``: not when ``run.json`` marks the run read-only, nor when
+    the directory (or its ``jobs/``) cannot be written by this process."""
+    run_dir = Path(run_dir)
+    try:
+        if read_manifest(run_dir).get(READ_ONLY) is True:
+            return False
+    except (OSError, ValueError):
+        pass  # no readable run.json: nothing marks it read-only
+    jobs = run_dir / JOBS_DIR
+    return os.access(jobs if jobs.is_dir() else run_dir, os.W_OK)
+
+
 def save_result(run_dir: str | os.PathLike[str], job: str, result: dict[str, Any], **meta: Any) -> Path:
-    """Write ``result`` (with ``meta`` fields such as factory and device) to ``RUN/jobs/``; return the path."""
-    directory = Path(run_dir) / JOBS_DIR
+    """Write ``result`` (with ``meta`` fields such as factory and device) to ``RUN/jobs/``, or to
+    :func:`cached_results_dir` when the run keeps none of its own (:func:`keeps_own_results`); return the path."""
+    if keeps_own_results(run_dir):
+        try:
+            return _save_in(Path(run_dir) / JOBS_DIR, Path(run_dir), job, result, meta)
+        except PermissionError:  # the directory turned out unwritable after all: the cache keeps it
+            pass
+    directory = cached_results_dir(run_dir)
+    return _save_in(directory, directory.parent, job, result, meta)
+
+
+def _save_in(directory: Path, root: Path, job: str, result: dict[str, Any], meta: dict[str, Any]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     now = time.time()
     path = directory / result_name(job, now)
@@ -55,15 +100,16 @@ def save_result(run_dir: str | os.PathLike[str], job: str, result: dict[str, Any
             break
         path = directory / result_name(job, now).replace(".json", f"-{n}.json")
     payload = {"job": job, "version": RESULT_VERSION, "created": now, **jsonable(meta), "result": jsonable(result)}
-    return write_text_atomic(path, json.dumps(payload, allow_nan=False, indent=1), root=Path(run_dir))
+    return write_text_atomic(path, json.dumps(payload, allow_nan=False, indent=1), root=root)
 
 
 def list_results(run_dir: str | os.PathLike[str], job: str | None = None) -> list[Path]:
-    """Result files of ``job`` (or of every job), oldest first; temporary files are skipped."""
-    directory = Path(run_dir) / JOBS_DIR
-    if not directory.is_dir():
-        return []
-    files = [p for p in directory.glob("*.json") if not p.name.startswith(".")]
+    """Result files of ``job`` (or of every job) in ``RUN/jobs`` and the run's cached results, oldest first;
+    temporary files are skipped."""
+    files = []
+    for directory in (Path(run_dir) / JOBS_DIR, cached_results_dir(run_dir)):
+        if directory.is_dir():
+            files += [p for p in directory.glob("*.json") if not p.name.startswith(".")]
     if job is not None:
         files = [p for p in files if p.name.startswith(f"{job}-")]
     return sorted(files, key=_saved_order)

@@ -154,8 +154,13 @@ def effective_status(manifest: dict[str, Any], now: float | None = None) -> str:
 
 def _pid_dead_here(manifest: dict[str, Any]) -> bool:
     """True when the writing process ran on this host and no longer exists."""
-    pid = manifest.get("pid")
-    if manifest.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
+    return process_gone(manifest.get("host"), manifest.get("pid"))
+
+
+def process_gone(host: object, pid: object) -> bool:
+    """True when process ``pid`` of host ``host`` is this host's and no longer exists (or is a zombie);
+    False when it exists, or when that cannot be told (another host, no pid)."""
+    if host != socket.gethostname() or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     try:
         os.kill(pid, 0)

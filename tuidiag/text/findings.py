@@ -9,6 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from tuidiag.diagnosis import Finding
+from tuidiag.text.numbers import confidence
 from tuidiag.text.safe import literal
 
 RANK_LABELS = ("Most likely", "Alternative", "Also consider")
@@ -23,7 +24,7 @@ def rank_label(index: int) -> str:
 def finding_text(finding: Finding, label: str, indent: str = "", max_evidence: int | None = None, severity: bool = False) -> Text:
     """One hypothesis: label, confidence, title, since-step, evidence lines and the fix."""
     out = Text()
-    out.append(f"{label} ({finding.confidence:.0%}): ", style="bold")
+    out.append(f"{label} ({confidence(finding.confidence)}): ", style="bold")
     out.append_text(literal(finding.title, SEVERITY_STYLE.get(finding.severity, "")))
     since = [finding.severity] if severity else []
     if finding.first_step is not None:

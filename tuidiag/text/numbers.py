@@ -13,6 +13,15 @@ def fmt(value: float) -> str:
     return f"{value:.2e}"
 
 
+def confidence(share: float) -> str:
+    """A finding's confidence as a whole percentage; one that would round to 0% or 100% reads ``<1%`` / ``>99%``,
+    so a finding listed as possible never reads as impossible, or a likely one as certain."""
+    if not np.isfinite(share):
+        return str(share)
+    text = f"{share:.0%}"
+    return "<1%" if text in ("0%", "-0%") or share < 0 else ">99%" if text == "100%" else text
+
+
 def duration(seconds: float) -> str:
     """A span of time in at most two units, the larger first: ``45s``, ``12m``, ``1h05m``, ``2d03h``.
 

@@ -14,15 +14,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuidiag.action_kinds import CHECKPOINT, CLIP_GRAD, SCALE_LR
 from tuidiag.diagnosis import Diagnosis
+from tuidiag.diagnosis.codes import live_codes
+from tuidiag.diagnosis.moves import CLIP_TIGHTER
+from tuidiag.diagnosis.moves import LR_DOWN as LOWER_LR
+from tuidiag.diagnosis.moves import LR_UP as RAISE_LR
 from tuidiag.diagnosis.job_evidence import FINDER_ONLY, finder_verdict, reliable_suggestion
 from tuidiag.format import EVENT_ACTION
 from tuidiag.store import Event
 from tuidiag.store.job_results import latest_result
 
-LR_DOWN = ("lr_too_high", "exploding_gradients", "nonfinite_loss", "loss_spikes")
-LR_UP = ("lr_too_low", "underfitting")
-CLIP = ("exploding_gradients", "nonfinite_loss", "loss_spikes", "lr_too_high")
+LR_DOWN = live_codes(LOWER_LR)
+"""Findings that make the monitor offer a lower LR (each code's ``live`` moves, :mod:`tuidiag.diagnosis.codes`)."""
+LR_UP = live_codes(RAISE_LR)
+"""Findings that make it offer a higher LR."""
+CLIP = live_codes(CLIP_TIGHTER)
+"""Findings that make it offer clipping, when the training does not clip yet."""
 CONSIDERED = 0.5
 """Findings at least this confident shape the proposals."""
 
@@ -63,7 +71,7 @@ def finder_suggestion(run_dir: Path) -> float | None:
 def _lr_proposal(lr: float | None, factor: float, why: str) -> Proposal:
     factor = float(f"{factor:.2g}")
     now = f" ({lr:.3g} -> {lr * factor:.3g})" if lr else ""
-    return Proposal(f"scale the LR x{factor:g}{now}: {why}", "scale_lr", {"factor": factor})
+    return Proposal(f"scale the LR x{factor:g}{now}: {why}", SCALE_LR.name, {SCALE_LR.arg: factor})
 
 
 def _lr_change(codes: set[str], lr: float | None, suggested: float | None) -> Proposal:
@@ -115,6 +123,6 @@ def propose(diagnosis: Diagnosis, lr: float | None, suggested: float | None, cli
     codes = _curve_codes(diagnosis)
     found = [] if lr_conflict(diagnosis, lr, suggested) is not None else [_lr_change(codes, lr, suggested)]
     if codes & set(CLIP) and not clipping:
-        found.append(Proposal("clip gradients at global norm 1.0 from the next step", "clip_grad", {"max_norm": 1.0}))
-    found.append(Proposal("save a checkpoint now (RUN/checkpoints/step<N>.pt)", "checkpoint", {}))
+        found.append(Proposal("clip gradients at global norm 1.0 from the next step", CLIP_GRAD.name, {CLIP_GRAD.arg: 1.0}))
+    found.append(Proposal("save a checkpoint now (RUN/checkpoints/step<N>.pt)", CHECKPOINT.name, {}))
     return found

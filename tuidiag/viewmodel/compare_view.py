@@ -23,13 +23,35 @@ Line = tuple[str, np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
+class CompareChart:
+    """One overlay chart of the compare screen: its id, its tab's label, its title, and the metric each run gives it."""
+
+    id: str
+    label: str
+    """The tab's label."""
+    title: str
+    """The chart's title."""
+    metric: str | None
+    """The metric drawn (None: the run's validation loss, whichever of ``VAL_LOSS_NAMES`` it has)."""
+    log_default: bool = False
+
+
+COMPARE_CHARTS: tuple[CompareChart, ...] = (
+    CompareChart("loss", "Train loss", "train loss", LOSS, log_default=True),
+    CompareChart("val", "Validation loss", "validation loss", None),
+    CompareChart("grad", "Grad norm", "gradient norm", GRAD_NORM_TOTAL, log_default=True),
+)
+"""The compare screen's charts, in tab order: the view builds them and the screen's tabs and keys list them."""
+
+
+@dataclass(frozen=True)
 class RunCompared:
     """One run's part of a comparison, taken while the run was locked: its facts and its chart lines."""
 
     key: str
     summary: dict[str, Any]
     lines: dict[str, tuple[Line, ...]]
-    """Downsampled lines by chart (``loss``, ``val``, ``grad``); empty where the run has no such metric."""
+    """Downsampled lines by chart id (:data:`COMPARE_CHARTS`); empty where the run has no such metric."""
 
 
 @dataclass(frozen=True)
@@ -48,19 +70,14 @@ def run_compared(key: str, run: Run, diagnosis: Diagnosis, points: int) -> RunCo
     """The facts and chart lines of one run (call while nothing else touches ``run``)."""
     view = RunView(run)
     val_name = view.first_present(VAL_LOSS_NAMES)
-    lines = {"loss": _line(view, run.name, LOSS, points),
-             "val": _line(view, run.name, val_name, points) if val_name else (),
-             "grad": _line(view, run.name, GRAD_NORM_TOTAL, points)}
+    metrics = {chart.id: chart.metric if chart.metric is not None else val_name for chart in COMPARE_CHARTS}
+    lines = {chart: _line(view, run.name, metric, points) if metric else () for chart, metric in metrics.items()}
     return RunCompared(key, summarize(run, diagnosis), lines)
 
 
 def compare_view(keys: tuple[str, ...], runs: list[RunCompared]) -> CompareView:
     """Charts of every run in ``runs`` and the comparison of the first with each later one."""
-    charts = {
-        "loss": Chart("train loss", _all(runs, "loss"), log_default=True),
-        "val": Chart("validation loss", _all(runs, "val")),
-        "grad": Chart("gradient norm", _all(runs, "grad"), log_default=True),
-    }
+    charts = {chart.id: Chart(chart.title, _all(runs, chart.id), log_default=chart.log_default) for chart in COMPARE_CHARTS}
     comparisons = tuple(compare_summaries(runs[0].summary, b.summary) for b in runs[1:]) if runs else ()
     read = {r.key for r in runs}
     return CompareView(tuple(r.key for r in runs), tuple(str(r.summary["name"]) for r in runs), charts, comparisons,

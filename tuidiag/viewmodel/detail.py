@@ -10,10 +10,14 @@ from tuidiag.diagnosis import Diagnosis
 from tuidiag.diagnosis.stats import median
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
-from tuidiag.format import EVENT_ACTION, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
+from tuidiag.format import (
+    EVENT_ACTION, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, SYS_GPU_UTIL, SYS_MEM_ALLOCATED, SYS_MEM_PEAK, UPDATE_RATIO_PREFIX,
+)
 from tuidiag.viewmodel.actions import past_actions
 from tuidiag.viewmodel.chart_clock import Clock, clock_of
-from tuidiag.viewmodel.downsample import downsample
+from tuidiag.diagnosis.distributions import distribution_names, nonfinite_name
+from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, shown_distribution
+from tuidiag.viewmodel.downsample import downsample, minmax_points
 from tuidiag.viewmodel.jobs_view import job_texts
 from tuidiag.viewmodel.ranks import RankLines, rank_lines
 from tuidiag.viewmodel.snapshot import Chart, LayerGrid, RunDetail, RunSummary, run_speed
@@ -21,6 +25,8 @@ from tuidiag.store import Event, Run
 from tuidiag.store.job_results import step_from_run
 
 MAX_EVENTS = 500
+MEMORY_FIGURES = ((SYS_MEM_ALLOCATED, "mem"), (SYS_MEM_PEAK, "peak"))
+"""The device-memory figures of the run view's header, with their labels (the envelope view shows the same)."""
 
 
 @dataclass(frozen=True)
@@ -35,14 +41,24 @@ class DetailData:
     event_steps: frozenset[int]
     ranks: RankLines | None = None
     clip_threshold: float | None = None
+    dists: tuple[str, ...] = ()
+    """The run's distributions, in the order the distribution tab's key cycles through them."""
 
 
-def detail_data(run: Run, at: int | None, points: int, window: tuple[int, int] | None = None) -> DetailData:
-    """Charts, layer grid, events and system figures of ``run`` as of ``at`` (charts over ``window``: a zoom)."""
+def detail_data(run: Run, at: int | None, points: int, window: tuple[int, int] | None = None,
+                dist: str | None = None) -> DetailData:
+    """Charts, layer grid, events and system figures of ``run`` as of ``at`` (charts over ``window``: a zoom;
+    the distribution chart of ``dist``, default the first distribution)."""
     view = RunView(run, at)
     steps = run.series(LOSS).steps
+    dists = distribution_names(run.metric_names, view.param_order)
+    charts = build_charts(view, points, window)
+    shown = shown_distribution(dists, dist)
+    nonfinite = shown is not None and bool(np.any(view.series(nonfinite_name(shown))[1] > 0))
+    charts[DIST_CHART] = replace(distribution_chart(dists, shown, lambda name, label: _line(view, name, points, label, window, True), nonfinite),
+                                 clock=charts["loss"].clock)
     return DetailData(
-        charts=marks_within(mark_resumes(build_charts(view, points, window), view.resume_steps), window),
+        charts=marks_within(mark_resumes(charts, view.resume_steps), window),
         layers=layer_grid(view, max(8, points // 4)),
         events=tuple(view.events()[-MAX_EVENTS:]),
         system=system_figures(view),
@@ -50,6 +66,7 @@ def detail_data(run: Run, at: int | None, points: int, window: tuple[int, int] |
         event_steps=frozenset(e.step for e in run.events),
         ranks=rank_lines(view, points),
         clip_threshold=float(view.clip_threshold.value) if view.clip_threshold else None,
+        dists=dists,
     )
 
 
@@ -74,18 +91,21 @@ def build_detail(run: Run, summary: RunSummary, diagnosis: Diagnosis, at: int | 
         ranks=data.ranks,
         clip_threshold=data.clip_threshold,
         marks=tuple(sorted(data.event_steps | {f.first_step for f in (live or diagnosis).findings if f.first_step is not None})),
+        dists=data.dists,
     )
 
 
 def _line(view: RunView, name: str, points: int, label: str | None = None,
-          window: tuple[int, int] | None = None) -> tuple[str, np.ndarray, np.ndarray] | None:
+          window: tuple[int, int] | None = None, extremes: bool = False) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """One chart line of ``name`` over ``window``: downsampled by MinMaxLTTB, or with ``extremes`` as min/max
+    buckets that keep every extreme (:func:`minmax_points`)."""
     steps, values = view.series(name)
     if window is not None:
         inside = (steps >= window[0]) & (steps <= window[1])
         steps, values = steps[inside], values[inside]
     if not len(steps):
         return None
-    x, y = downsample(steps, values, points)
+    x, y = minmax_points(steps, values, points) if extremes else downsample(steps, values, points)
     return (label or name, x, y)
 
 
@@ -180,11 +200,11 @@ def system_figures(view: RunView) -> tuple[tuple[str, str], ...]:
         figures.append(("steps/s", fmt(speed)))
     if len(wait) and np.isfinite(recent_step) and recent_step > 0:
         figures.append(("data wait", f"{median(wait[-200:]) / recent_step:.0%}"))
-    for name, label in (("sys/mem_allocated", "mem"), ("sys/mem_peak", "peak")):
+    for name, label in MEMORY_FIGURES:
         values = view.series(name)[1]
         if len(values):
             figures.append((label, f"{values[-1] / 2**30:.1f} GiB"))
-    util = view.series("sys/gpu_util")[1]
+    util = view.series(SYS_GPU_UTIL)[1]
     if len(util):
         figures.append(("GPU", f"{util[-1]:.0f}%"))
     return tuple(figures)

@@ -12,17 +12,17 @@ beyond it, drawn at the edge.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from tuidiag.diagnosis.view import VAL_LOSS_NAMES, RunView
-from tuidiag.format import EVENT_ACTION, GRAD_MAX_NORM, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
+from tuidiag.format import EVENT_ACTION, GRAD_MAX_NORM, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, SYS_GPU_UTIL, UPDATE_RATIO_PREFIX
 from tuidiag.store.envelope import NO_STEP, Level, coarsen, from_rows, zigzag
 from tuidiag.store.envelope_run import EnvelopeRun
 from tuidiag.text.numbers import fmt
 from tuidiag.viewmodel.actions import past_actions
-from tuidiag.viewmodel.detail import MAX_EVENTS, DetailData, mark_resumes, marks_within
+from tuidiag.diagnosis.distributions import distribution_names, nonfinite_name
+from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, shown_distribution
+from tuidiag.viewmodel.detail import MAX_EVENTS, MEMORY_FIGURES, DetailData, mark_resumes, marks_within
 from tuidiag.viewmodel.snapshot import Chart, LayerGrid
 
 Window = tuple[int, int]
@@ -64,8 +64,9 @@ def line(run: EnvelopeRun, name: str, points: int, label: str | None = None,
     return (label or name, x, y) if len(x) else None
 
 
-def envelope_charts(run: EnvelopeRun, points: int, window: Window | None = None) -> dict[str, Chart]:
-    """Loss (train and validation), gradient norm, LR and update ratio charts, as ``build_charts`` draws them."""
+def envelope_charts(run: EnvelopeRun, points: int, window: Window | None = None, dist: str | None = None) -> dict[str, Chart]:
+    """Loss (train and validation), gradient norm, LR, update ratio and distribution (of ``dist``, default the
+    first) charts, as ``build_charts`` and ``detail_data`` draw them."""
     view = RunView(run)
     past = past_actions(view.events(EVENT_ACTION))
     actions = tuple(sorted({a.step for a in past if not a.failed}))[:20]
@@ -93,6 +94,12 @@ def envelope_charts(run: EnvelopeRun, points: int, window: Window | None = None)
     picks = [layers[i] for i in sorted({0, len(layers) // 2, len(layers) - 1})] if layers else []
     updates = [found for name in picks for found in [line(run, UPDATE_RATIO_PREFIX + name, points, name, window)] if found]
     charts["update"] = Chart("update/weight ratio", tuple(updates), log_default=True, actions=actions, failed_actions=failed)
+    dists = distribution_names(run.metric_names, view.param_order)
+    shown = shown_distribution(dists, dist)
+    counts = run.pyramid(nonfinite_name(shown)) if shown is not None else None
+    top = counts.levels[max(counts.levels)] if counts is not None else None
+    nonfinite = top is not None and bool(np.any(top.hi[top.count > 0] > 0))
+    charts[DIST_CHART] = distribution_chart(dists, shown, lambda name, label: line(run, name, points, label, window), nonfinite)
     return mark_resumes(charts, view.resume_steps)
 
 
@@ -140,40 +147,38 @@ def recent_mean(run: EnvelopeRun, name: str, steps: int = 200) -> float:
 
 
 def envelope_system(run: EnvelopeRun, steps_per_s: float | None = None) -> tuple[tuple[str, str], ...]:
-    """Steps/s, data-wait share, device memory and GPU utilisation, as labelled strings (means of the newest buckets).
-
-    ``steps_per_s``: the pace the overview shows (the recorder's summary in ``run.json``,
-    :attr:`~tuidiag.store.tail_summary.TailSummary.steps_per_s`): the one source of the figure, so that a run that
-    records no ``time/step`` (only ``rec.log``) shows the same pace in both places."""
+    """Steps/s (``steps_per_s``: the run's throughput as the overview shows it, from its tail summary), the
+    data-wait share, device memory and GPU utilisation (means of the newest buckets), as labelled strings."""
     figures = []
-    if steps_per_s is not None and math.isfinite(steps_per_s) and steps_per_s > 0:
-        figures.append(("steps/s", fmt(steps_per_s)))
     step_time, wait = recent_mean(run, "time/step"), recent_mean(run, "time/data_wait")
+    if steps_per_s is not None:
+        figures.append(("steps/s", fmt(steps_per_s)))
     if np.isfinite(step_time) and step_time > 0 and np.isfinite(wait):
         figures.append(("data wait", f"{wait / step_time:.0%}"))
-    for name, label in (("sys/mem_allocated", "mem"), ("sys/mem_peak", "peak")):
+    for name, label in MEMORY_FIGURES:
         value = last_value(run, name)
         if value is not None:
             figures.append((label, f"{value / 2**30:.1f} GiB"))
-    util = last_value(run, "sys/gpu_util")
+    util = last_value(run, SYS_GPU_UTIL)
     if util is not None:
         figures.append(("GPU", f"{util:.0f}%"))
     return tuple(figures)
 
 
-def envelope_detail_data(run: EnvelopeRun, points: int, window: Window | None = None,
+def envelope_detail_data(run: EnvelopeRun, points: int, window: Window | None = None, dist: str | None = None,
                          steps_per_s: float | None = None) -> DetailData:
-    """Charts, layer grid, events and system figures of ``run`` from its envelopes (``window``: a zoom;
-    ``steps_per_s``: the pace the overview shows, :func:`envelope_system`)."""
+    """Charts, layer grid, events and system figures of ``run`` from its envelopes (``window``: a zoom; ``dist``:
+    the distribution shown, default the first; ``steps_per_s``: the run's throughput, :func:`envelope_system`)."""
     loss = run.pyramid(LOSS)
     finest = loss.levels[min(loss.levels)] if loss is not None else None
     steps = (int(finest.first_step.min()), int(finest.last_step[-1])) if finest is not None and len(finest) else (0, 0)
     return DetailData(
-        charts=marks_within(envelope_charts(run, points, window), window),
+        charts=marks_within(envelope_charts(run, points, window, dist), window),
         layers=envelope_layers(run, max(8, points // 4)),
         events=tuple(run.events[-MAX_EVENTS:]),
         system=envelope_system(run, steps_per_s),
         steps=steps,
         event_steps=frozenset(e.step for e in run.events),
         ranks=None,
+        dists=distribution_names(run.metric_names, RunView(run).param_order),
     )

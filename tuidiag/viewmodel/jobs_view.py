@@ -15,7 +15,7 @@ from tuidiag.text.safe import clean
 
 
 def job_texts(run_dir: Path, at: int | None = None, step_of: StepOf | None = None) -> tuple[tuple[str, str], ...]:
-    """(job, rendered result) for each job that has a result in ``RUN/jobs/`` counting at step ``at``
+    """(job, rendered result) for each job that has a result (:func:`~tuidiag.store.job_results.list_results`) counting at step ``at``
     (a replay cursor at step 400 shows no result of a job that ran at step 593)."""
     texts = []
     for job in job_kinds.names():

@@ -18,100 +18,31 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
-from tuidiag.diagnosis import Diagnosis, diagnose
-from tuidiag.format import LOSS
-from tuidiag.viewmodel.compare_view import CompareView, compare_view, run_compared
-from tuidiag.viewmodel.detail import DetailData, build_detail, detail_data
-from tuidiag.viewmodel.downsample import tail_spark
-from tuidiag.viewmodel.read_pool import ReadPool, ReadTask
-from tuidiag.viewmodel.snapshot import PENDING, Health, RunDetail, RunSummary, reading_summary, summarize, summarize_tail, unreadable_summary
-from tuidiag.cli import status_cache
-from tuidiag.format import EVENTS_DIR, MANIFEST_NAME, METRICS_DIR, STATUS_RUNNING
+from tuidiag.diagnosis import Diagnosis
+from tuidiag.format import LOSS, MANIFEST_NAME, METRICS_DIR
 from tuidiag.sources import KIND_TUIDIAG, discover, open_source
 from tuidiag.store import Run
-from tuidiag.store.discovery import list_shards
-from tuidiag.store.job_results import job_records
-from tuidiag.store.manifest import effective_status, read_manifest
-from tuidiag.store.envelope_run import EnvelopeRun, open_envelopes
+from tuidiag.store.manifest import read_manifest
 from tuidiag.store.tail_summary import TailSummary, current_summary
-from tuidiag.viewmodel.envelope_view import Window, envelope_detail_data
 from tuidiag.store.unreadable import reason_of
+from tuidiag.viewmodel.detail import DetailData
+from tuidiag.viewmodel.downsample import tail_spark
+from tuidiag.viewmodel.read_pool import ReadPool
+from tuidiag.viewmodel.run_details import RunDetails
+from tuidiag.viewmodel.run_diagnoses import RunDiagnoses
+from tuidiag.viewmodel.run_slot import Diagnosed, RunSlot
+from tuidiag.viewmodel.snapshot import RunSummary, reading_summary, summarize, summarize_tail, unreadable_summary
 
-
-DIAGNOSIS_BUDGET = 0.02
-"""Share of one core that re-diagnosing runs which only got new rows may take (reading their new rows included)."""
-DIAGNOSIS_MAX_AGE = 30.0
-"""The live diagnosis of the growing run whose view is open is never older than this (seconds, plus one refresh)."""
-BADGE_MAX_AGE = 300.0
-"""The health badge of another growing run is never older than this: with many live runs the CPU budget spaces
-their diagnoses out (an event, a NaN's included, is diagnosed at once)."""
 RETRY_AFTER = 10.0
 """Seconds before a run whose read failed is read again (at once when its files change)."""
-SMALL_RUN_ROWS = 500_000
-"""Runs with at most this many rows are diagnosed in the monitor (read whole, and tailed while they run);
-larger ones in a separate process, whose finding the diagnosis cache hands back."""
-ROWS_POINTS = 400
-"""Points per chart line of a run read whole (older writers, several ranks, a replay); runs drawn from
-envelopes get one min/max bucket per cell of the chart's width."""
-ANNOUNCE_AFTER = 0.25
-"""Seconds over which diagnoses that finish after their refresh are announced to the app together."""
 
 
-@dataclass
-class _Diagnosed:
-    rows: int
-    events: int
-    diagnosis: Diagnosis
-    at: float
-    """``time.monotonic()`` when computed."""
-    cost: float
-    """CPU seconds it took."""
-
-
-@dataclass
-class _Slot:
-    """One run directory: its reader, its last summary, and why its last read failed."""
-
-    path: Path
-    kind: str = KIND_TUIDIAG
-    """The kind of run it was found as (:mod:`tuidiag.sources.registry`): how it is opened."""
-    run: Run | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    """Held while the run is read or its view is built: nothing else touches ``run`` then."""
-    task: ReadTask | None = None
-    queued: float = 0.0
-    """``time.monotonic()`` when ``task`` was queued."""
-    summary: RunSummary | None = None
-    problem: str | None = None
-    """Why the last read raised (``None``: it did not)."""
-    failed_at: float = -math.inf
-    manifest: dict[str, Any] = field(default_factory=dict)
-    tail: TailSummary | None = None
-    """The recorder's summary of the newest rows, when ``run.json`` has a current one: the overview row comes
-    from it and the manifest alone (``None``: a run of an older writer, read whole as before)."""
-    health: Health = PENDING
-    warnings: tuple[str, ...] = ()
-    """What the last whole read of the run (for its diagnosis, here or in the cache's process) could not read."""
-    diagnosed: tuple[int, int] | None = None
-    """(``tail.seq``, ``tail.rows``) that ``health`` covers."""
-    diagnosing: ReadTask | None = None
-    events_mark: tuple[tuple[int, int], ...] = ()
-    """The newest events shards when the run was last diagnosed: an event is diagnosed at once."""
-    want_whole: bool = False
-    """The run view wants the whole diagnosis, not only the badge a cache entry may hold."""
-    envelopes: EnvelopeRun | None = None
-    """The run's envelopes, while its view is drawn from them (:meth:`RunsModel.detail`)."""
-    files_mark: tuple[int, ...] | None = None
-    """:func:`_files_mark` of the run when ``tail`` was read from its ``run.json``."""
-
-
-class RunsModel:
+class RunsModel(RunDiagnoses, RunDetails):
     """All runs at or below ``root``."""
 
     def __init__(self, root: Path, clock: Callable[[], float] = time.time, on_late: Callable[[Path], None] | None = None) -> None:
@@ -119,9 +50,9 @@ class RunsModel:
         self.clock = clock
         self.on_late = on_late
         """Called (on a reading thread) when a run's read ends after the refresh that started it returned."""
-        self._slots: dict[Path, _Slot] = {}
+        self._slots: dict[Path, RunSlot] = {}
         self._pool = ReadPool()
-        self._diagnoses: dict[Path, _Diagnosed] = {}
+        self._diagnoses: dict[Path, Diagnosed] = {}
         self._growing: dict[Path, float] = {}
         """When each run last had rows newer than its diagnosis (``time.monotonic()``)."""
         self._details: dict[Path, tuple[tuple[int, int, int | None, int], object, DetailData]] = {}
@@ -157,7 +88,7 @@ class RunsModel:
         with self._lock:
             new = [p for p in found if p not in self._slots]
             for path in new:
-                self._slots[path] = _Slot(path, found[path])
+                self._slots[path] = RunSlot(path, found[path])
             return new
 
     def knows(self, dirs: set[Path]) -> bool:
@@ -199,7 +130,7 @@ class RunsModel:
         now = time.monotonic()
         return [self._shown(slot, now) for _, slot in slots]
 
-    def _shown(self, slot: _Slot, now: float) -> RunSummary:
+    def _shown(self, slot: RunSlot, now: float) -> RunSummary:
         name = slot.summary.name if slot.summary is not None else slot.path.name
         if slot.problem is not None:
             return unreadable_summary(str(slot.path), name, slot.problem, slot.kind)
@@ -207,7 +138,7 @@ class RunsModel:
             return reading_summary(str(slot.path), name, now - slot.queued, slot.kind)
         return slot.summary
 
-    def _read(self, slot: _Slot, queued: float, wait: float) -> None:
+    def _read(self, slot: RunSlot, queued: float, wait: float) -> None:
         """Summarise one run; any exception is kept as its reason (reading thread).
 
         A run whose ``run.json`` holds a current summary of its newest rows is summarised from
@@ -230,7 +161,7 @@ class RunsModel:
         if self.on_late is not None and late:
             self.on_late(slot.path)
 
-    def _open(self, slot: _Slot) -> Run:
+    def _open(self, slot: RunSlot) -> Run:
         """The slot's run read whole, opened now or refreshed (slot lock held)."""
         if slot.run is None:
             slot.run = open_source(slot.path, slot.kind)
@@ -239,7 +170,7 @@ class RunsModel:
         return slot.run
 
     @staticmethod
-    def _current_tail(slot: _Slot) -> TailSummary | None:
+    def _current_tail(slot: RunSlot) -> TailSummary | None:
         """The summary in the run's ``run.json`` if it covers the shards on disk (slot lock held); another
         tracker's run has none: it is read whole. When neither ``run.json`` nor the list of metrics shards
         changed since the last call (:func:`_files_mark`), the summary found then is kept: nothing is parsed."""
@@ -258,197 +189,6 @@ class RunsModel:
             slot.manifest, slot.files_mark = manifest, mark
         return tail
 
-    def _diagnose_later(self, slot: _Slot) -> None:
-        """Queue the diagnosis of a run summarised from ``run.json``, unless it covers the newest rows already."""
-        tail = slot.tail
-        if tail is None or slot.diagnosed == (tail.seq, tail.rows) or (slot.diagnosing is not None and not slot.diagnosing.done()):
-            return
-        slot.diagnosing = self._diagnosis_pool.submit(lambda: self._diagnose(slot))
-
-    def close(self) -> None:
-        """The monitor is closing: diagnoses still queued start no read, and once this returns no diagnosis writes a
-        cache entry or starts a background one, not even one that was running when it was called (its thread
-        outlives the app, and the environment that named the cache directory may be gone). A write in progress
-        is waited for (an atomic write of a small file)."""
-        with self._cache_lock:
-            self._closed = True
-
-    def _store(self, path: Path, signature: str, diagnosis: Diagnosis, cost: float, warnings: list[str]) -> None:
-        """Cache a diagnosis for the status line and the next start, unless the monitor closed (:meth:`close`):
-        the check and the write hold one lock, so :meth:`close` never returns between them."""
-        with self._cache_lock:
-            if not self._closed:
-                status_cache.store(path, signature, diagnosis, cost, warnings)
-
-    def hold_diagnoses(self, seconds: float) -> None:
-        """Start no diagnosis for ``seconds``: a diagnosis holds the interpreter for most of its time, and the
-        monitor's first draw of a long list of runs would share it."""
-        self._hold_until = time.monotonic() + seconds
-
-    def _diagnose(self, slot: _Slot) -> None:
-        """The health of a run summarised from ``run.json`` (diagnosis thread): from the diagnosis cache
-        when it covers the run's files; else diagnosed here when the run is small (read whole, then tailed
-        while it runs), and in a ``tuidiag status --refresh-cache`` process when it is large, so this
-        process never holds a large run in memory. The result is cached for the status line and the next start."""
-        time.sleep(max(0.0, self._hold_until - time.monotonic()))
-        if self._closed or self._not_due(slot):
-            return
-        with slot.lock:
-            tail = slot.tail
-            if tail is None or slot.problem is not None:
-                return
-            shown, computed = (slot.health, slot.warnings), self._diagnoses.get(slot.path)
-            try:
-                signature, _ = status_cache.signature(slot.path)
-                cached = status_cache.load(slot.path)
-                whole_kept = not slot.want_whole or (cached is not None and status_cache.diagnosis_of(cached) is not None)
-                if slot.run is None and cached is not None and cached.get("signature") == signature and whole_kept:
-                    slot.health, slot.diagnosed = _cached_health(cached), (tail.seq, tail.rows)
-                    slot.warnings = _cached_warnings(cached)
-                elif slot.run is None and tail.rows > SMALL_RUN_ROWS:
-                    if cached is not None:
-                        slot.health, slot.warnings = _cached_health(cached), _cached_warnings(cached)
-                    if status_cache.due(cached):
-                        with self._cache_lock:  # none started once the monitor closed
-                            if not self._closed:
-                                status_cache.start_background(slot.path)
-                else:
-                    start = time.thread_time()
-                    run = self._open(slot)  # the tail read counts against the diagnosis budget too
-                    diagnosis = self._diagnosis(slot.path, run, time.thread_time() - start)
-                    top = diagnosis.top
-                    slot.health = Health(top.code, top.title, top.severity, top.confidence)
-                    slot.warnings = tuple(run.warnings)
-                    if self._diagnoses[slot.path].rows == run.rows_read:  # not one the CPU budget kept from before
-                        slot.diagnosed = (tail.seq, tail.rows)
-                        self._store(slot.path, signature, diagnosis, self._diagnoses[slot.path].cost, run.warnings)
-                    if effective_status(slot.manifest) != STATUS_RUNNING:
-                        slot.run = None  # a finished run is not tailed: its rows need not stay in memory
-                slot.summary = summarize_tail(slot.path, slot.manifest, tail, slot.health, self.clock(), slot.warnings)
-            except Exception:  # a diagnosis that fails leaves the row as it was; the run view says why
-                slot.diagnosed = (tail.seq, tail.rows)
-            changed = (slot.health, slot.warnings) != shown or (slot.want_whole and self._diagnoses.get(slot.path) is not computed)
-        if changed:  # a new badge, or the whole diagnosis the run view waits for: the app draws it
-            self._announce(slot.path)
-
-    def _not_due(self, slot: _Slot) -> bool:
-        """True when a run tailed here was diagnosed so recently that the CPU budget puts off the next diagnosis
-        (no event arrived since): nothing is read until then."""
-        computed = self._diagnoses.get(slot.path)
-        if slot.run is None or computed is None:
-            return False
-        mark = tuple((shard.rank, shard.last) for shard, _ in list_shards(slot.path / EVENTS_DIR))[-8:]
-        if mark != slot.events_mark:
-            slot.events_mark = mark
-            return False
-        now = time.monotonic()
-        if now - computed.at < self._rediagnose_after(now, slot.path):
-            self._growing[slot.path] = now
-            return True
-        return False
-
-    def _announce(self, path: Path) -> None:
-        """Tell the app that run ``path``'s summary changed after its refresh returned: the runs that changed
-        within :data:`ANNOUNCE_AFTER` seconds are announced together."""
-        if self.on_late is None:
-            return
-        with self._lock:
-            self._announced.add(path)
-            if self._announcing is not None:
-                return
-            self._announcing = threading.Timer(ANNOUNCE_AFTER, self._announce_now)
-            self._announcing.daemon = True
-            self._announcing.start()
-
-    def _announce_now(self) -> None:
-        with self._lock:
-            self._announcing = None
-            paths, self._announced = self._announced, set()
-        if self.on_late is not None and not self._closed:
-            for path in sorted(paths):
-                self.on_late(path)
-
-    def detail(self, key: str, at: int | None = None, points: int = 400, wait: float | None = None,
-               window: Window | None = None) -> RunDetail | None:
-        """The run view's data for run ``key`` as of step ``at``; ``None`` when the run is not
-        read yet, is unreadable, or is still being read after ``wait`` seconds (default: no limit).
-
-        A run summarised from ``run.json`` is drawn from its envelopes (``window``: the steps a zoom
-        shows), its rows never held here; others, and replays (``at``), from all their rows."""
-        with self._lock:
-            slot = self._slots.get(Path(key))
-        if slot is None or not slot.lock.acquire(timeout=-1 if wait is None else wait):
-            return None
-        self._focus = (slot.path, time.monotonic())
-        try:
-            if slot.problem is not None or (slot.run is None and slot.summary is None):
-                return None
-            if at is None and slot.tail is not None and slot.summary is not None:
-                shown = self._envelope_detail(slot, points, window)
-                if shown is not None:
-                    return shown
-            run = self._open(slot) if slot.tail is not None or slot.run is None else slot.run
-            path = slot.path
-            live = self._diagnosis(path, run)
-            diagnosis = live if at is None else diagnose(run, at=at, jobs=job_records(run))
-            points = ROWS_POINTS  # runs read whole keep their downsampling (MinMaxLTTB) at a fixed size
-            stamp = (run.rows_read, len(run.events), at, points, window)
-            model = run.manifest.get("model")
-            cached = self._details.get(path)
-            if cached is None or cached[0] != stamp or cached[1] != model:
-                cached = self._details[path] = (stamp, model, detail_data(run, at, points, window))
-            detail = build_detail(run, self._summary(path, run, live), diagnosis, at, points, live, cached[2])
-            if at is None and run.status == "running":  # live: the steps change at every flush, and only replay uses them
-                return detail
-            return replace(detail, samples=self._loss_steps(path, run))
-        except Exception:  # a run whose data breaks the view: the overview still says what it can
-            return None
-        finally:
-            slot.lock.release()
-
-    def _envelope_detail(self, slot: _Slot, points: int, window: Window | None) -> RunDetail | None:
-        """The run view from the run's envelopes (slot lock held); ``None`` for a run they cannot show as the
-        rows would: several ranks, or a later session that replaced steps (those are read whole)."""
-        envelopes = slot.envelopes
-        if envelopes is None:
-            envelopes = slot.envelopes = open_envelopes(slot.path)
-        else:
-            envelopes.refresh()
-        if len(envelopes.ranks) > 1 or envelopes.resume_steps:
-            slot.envelopes = None
-            return None
-        diagnosis = self._full_diagnosis(slot)
-        pace = slot.tail.steps_per_s if slot.tail is not None else None  # the overview's steps/s: one source
-        stamp = (envelopes.rows_read, len(envelopes.events), window, points, pace)
-        model = envelopes.manifest.get("model")
-        cached = self._details.get(slot.path)
-        if cached is None or cached[0] != stamp or cached[1] != model:
-            cached = self._details[slot.path] = (stamp, model, envelope_detail_data(envelopes, points, window, pace))
-        summary = slot.summary
-        if summary is not None and summary.health != slot.health.code:
-            summary = summarize_tail(slot.path, slot.manifest, slot.tail, slot.health, self.clock(), slot.warnings) if slot.tail else summary
-        return build_detail(envelopes, summary, diagnosis, None, points, diagnosis, cached[2])
-
-    def _full_diagnosis(self, slot: _Slot) -> Diagnosis:
-        """The whole diagnosis of a run drawn from its envelopes (slot lock held), never computed here: the newest
-        one computed on the diagnosis thread (small runs) or kept in the diagnosis cache (large ones, diagnosed in
-        their own process); when there is none yet, one is asked for and a note says so (the view is drawn again
-        when it is done)."""
-        computed = self._diagnoses.get(slot.path)
-        if computed is not None:
-            return computed.diagnosis
-        cached = status_cache.load(slot.path)
-        found = status_cache.diagnosis_of(cached) if cached is not None else None
-        if found is not None:
-            return found
-        slot.want_whole = True
-        slot.diagnosed = None
-        self._diagnose_later(slot)
-        tail = slot.tail
-        name = slot.summary.name if slot.summary is not None else slot.path.name
-        return Diagnosis(name, None, [], [], [f"diagnosing the whole run ({tail.rows if tail else 0:,} rows) in the background; "
-                                            "the findings show here when it is done"])
-
     def _summary(self, path: Path, run: Run, diagnosis: Diagnosis | None = None) -> RunSummary:
         """``summarize`` with the loss sparkline reused while the loss series is unchanged."""
         loss = run.series(LOSS)
@@ -457,59 +197,11 @@ class RunsModel:
             spark = self._sparks[path] = (loss, tuple(tail_spark(loss.values)))
         return summarize(run, self._diagnosis(path, run) if diagnosis is None else diagnosis, self.clock(), spark[1])
 
-    def _loss_steps(self, path: Path, run: Run) -> np.ndarray:
-        """The steps of ``run``'s loss, copied once per change of its data (the UI never sees the run's arrays)."""
-        kept = self._samples.get(path)
-        if kept is None or kept[0] != run.rows_read:
-            steps = np.array(run.series(LOSS).steps, dtype=np.int64)
-            steps.flags.writeable = False
-            kept = self._samples[path] = (run.rows_read, steps)
-        return kept[1]
-
     def _resolve(self, path: Path) -> Path:
         resolved = self._resolved.get(path)
         if resolved is None:
             resolved = self._resolved[path] = path.resolve()
         return resolved
-
-    def _diagnosis(self, path: Path, run: Run, read_cost: float = 0.0) -> Diagnosis:
-        """The live diagnosis of ``run``: recomputed at once when events arrived; when only
-        rows did, once the last one is older than :meth:`_rediagnose_after` seconds. ``read_cost``: CPU seconds
-        the read of its new rows took, counted with the diagnosis's own in the budget (:data:`DIAGNOSIS_BUDGET`)."""
-        rows, events = run.rows_read, len(run.events)
-        cached = self._diagnoses.get(path)
-        now = time.monotonic()
-        if cached is not None and cached.events == events:
-            if cached.rows == rows:
-                return cached.diagnosis
-            self._growing[path] = now
-            if now - cached.at < self._rediagnose_after(now, path):
-                return cached.diagnosis
-        start = time.thread_time()
-        diagnosis = diagnose(run, jobs=job_records(run))
-        self._diagnoses[path] = _Diagnosed(rows, events, diagnosis, now, time.thread_time() - start + read_cost)
-        return diagnosis
-
-    def _rediagnose_after(self, now: float, path: Path | None = None) -> float:
-        """Seconds between diagnoses of a growing run: all growing runs' diagnoses within budget; the run whose
-        view is open is never left more than :data:`DIAGNOSIS_MAX_AGE` behind, the others :data:`BADGE_MAX_AGE`."""
-        diagnosed = dict(self._diagnoses)  # copies: other runs are diagnosed on other threads
-        cost = sum(diagnosed[p].cost for p, t in list(self._growing.items()) if now - t < DIAGNOSIS_MAX_AGE and p in diagnosed)
-        shown = path is not None and path == self._focus[0] and now - self._focus[1] < DIAGNOSIS_MAX_AGE
-        return min(DIAGNOSIS_MAX_AGE if shown else BADGE_MAX_AGE, cost / DIAGNOSIS_BUDGET)
-
-    def compare(self, keys: tuple[str, ...], points: int = 300) -> CompareView:
-        """Loss, validation loss and gradient norm of several runs on shared charts, by step, and the
-        first run (A, before) compared with each later one as ``tuidiag compare`` does."""
-        with self._lock:
-            slots = [slot for key in keys if (slot := self._slots.get(Path(key))) is not None]
-        runs = []
-        for slot in slots:
-            with slot.lock:  # each run read whole while no refresh touches it
-                if slot.problem is None and (slot.run is not None or slot.summary is not None):
-                    run = self._open(slot) if slot.tail is not None or slot.run is None else slot.run
-                    runs.append(run_compared(str(slot.path), run, self._diagnosis(slot.path, run), points))
-        return compare_view(keys, runs)
 
 
 def _files_mark(path: Path) -> tuple[int, ...] | None:
@@ -520,19 +212,3 @@ def _files_mark(path: Path) -> tuple[int, ...] | None:
     except OSError:
         return None
     return (manifest.st_ino, manifest.st_size, manifest.st_mtime_ns, manifest.st_ctime_ns, metrics.st_ino, metrics.st_mtime_ns)
-
-
-def _cached_health(entry: dict[str, Any]) -> Health:
-    """The badge of a diagnosis cache entry (``PENDING`` when its top finding is malformed)."""
-    top = entry.get("top")
-    if not isinstance(top, dict) or not isinstance(top.get("code"), str):
-        return PENDING
-    confidence = top.get("confidence")
-    return Health(top["code"], str(top.get("title", "")), str(top.get("severity", "info")),
-                  float(confidence) if isinstance(confidence, (int, float)) and math.isfinite(confidence) else 0.0)
-
-
-def _cached_warnings(entry: dict[str, Any]) -> tuple[str, ...]:
-    """What the read behind a diagnosis cache entry could not read."""
-    warnings = entry.get("warnings")
-    return tuple(str(w) for w in warnings[:20]) if isinstance(warnings, list) else ()

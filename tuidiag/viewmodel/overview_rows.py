@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import PurePath
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from tuidiag.viewmodel.snapshot import RunSummary
@@ -68,3 +69,53 @@ def shorten_label(label: str, name: str, width: int) -> str:
     if label.endswith(name) and len(name) < width:
         return "\N{HORIZONTAL ELLIPSIS}" + label[len(label) - width + 1:]
     return label[: width - 1] + "\N{HORIZONTAL ELLIPSIS}"
+
+
+COLUMN_PADDING = 2
+"""Cells a table column takes beyond its widest text (the table pads each side of a cell by one)."""
+HIDDEN_FIRST = ("trend", "grad", "lr", "steps/s", "loss", "source", "step", "status", "health")
+"""The columns hidden first to last where the terminal is too narrow for all (kept last to first, each
+that fits): a column is shown whole or not at all, so no number is ever cut to a shorter, false one
+(``1,49`` for ``1,499``)."""
+RUN_FIT = 16
+"""Characters the run's label may shrink to before any column is hidden."""
+RUN_LEAST = 6
+"""Characters of the run's label shown however narrow the terminal."""
+
+
+def fit_columns(columns: Sequence[str], widths: Sequence[int], available: int, run: str = "run") -> tuple[tuple[str, ...], int]:
+    """The columns to show in ``available`` cells, in table order, and the width of the ``run`` column.
+
+    ``widths`` holds each column's widest text (header or cell; the run's at its longest allowed).
+    Columns not named in :data:`HIDDEN_FIRST` (the marks, the run) are always shown; the others are
+    added from the last of that list to the first, each if it fits whole. The run's label keeps its
+    width, or shrinks to :data:`RUN_FIT` where that shows more columns, and to :data:`RUN_LEAST` at
+    the narrowest."""
+    width = dict(zip(columns, widths))
+    run_full = width.get(run, 0)
+    fixed = [c for c in columns if c not in HIDDEN_FIRST]
+
+    def fill(run_width: int) -> tuple[list[str], int]:
+        used = sum((run_width if c == run else width[c]) + COLUMN_PADDING for c in fixed)
+        shown = list(fixed)
+        for column in reversed(HIDDEN_FIRST):
+            if column in width and used + width[column] + COLUMN_PADDING <= available:
+                shown.append(column)
+                used += width[column] + COLUMN_PADDING
+        return shown, used
+
+    shown, used = fill(run_full)
+    narrow = min(run_full, RUN_FIT)
+    shown_narrow, used_narrow = fill(narrow)
+    run_width = run_full
+    if len(shown_narrow) > len(shown):  # a shorter label shows more columns: it takes back what is left over
+        shown, run_width = shown_narrow, min(run_full, narrow + available - used_narrow)
+        used = used_narrow + run_width - narrow
+    if used > available:  # the marks and the label alone are too wide
+        run_width = max(min(run_full, RUN_LEAST), run_width - (used - available))
+    return tuple(c for c in columns if c in shown), run_width
+
+
+def full_width(widths: Sequence[int]) -> int:
+    """Cells the table needs to show every column whole (the run's label at its longest allowed)."""
+    return sum(w + COLUMN_PADDING for w in widths)

@@ -85,6 +85,9 @@ class Chart:
     """Steps at which a later session continued the run (another process recorded from there on)."""
     clock: "Clock | None" = None
     """(steps, seconds since the first step) of the run, for a wall-clock x axis; None when unknown."""
+    styles: tuple[int, ...] = ()
+    """The colour and glyph of each line, by index (empty: each line its own, in order); the legend names
+    the lines that share one together (the two edges of a band)."""
 
 
 @dataclass(frozen=True)
@@ -112,13 +115,16 @@ class RunDetail:
     marks: tuple[int, ...] = ()
     """Steps of every event and finding onset in the whole run (replay jumps to them)."""
     jobs: tuple[tuple[str, str], ...] = ()
-    """(job, rendered result) of the newest result of each job in ``RUN/jobs/``."""
+    """(job, rendered result) of the newest result of each job (``RUN/jobs/`` or, for a read-only run, the cache)."""
     ranks: "RankLines | None" = None
     """Per-rank and spread lines of the loss and gradient-norm charts (multi-rank runs only)."""
     clip_threshold: float | None = None
     """The gradient-clipping ``max_norm`` in force at the newest step (:attr:`RunView.clip_threshold`; None: no clipping)."""
     samples: np.ndarray | None = None
     """Steps with a recorded loss, ascending (a read-only copy): replay's left/right move from one to the next."""
+    dists: tuple[str, ...] = ()
+    """The run's distributions (``name`` of the ``name/q0`` ... rows), in the order the distribution tab cycles
+    through them; ``charts["dist"]`` shows one of them."""
 
 
 def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: tuple[float, ...] | None = None) -> RunSummary:

@@ -21,10 +21,11 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.text.comparison import render_findings, render_table, render_verdict
 from tuidiag.text.safe import literal
-from tuidiag.viewmodel.compare_view import CompareView
+from tuidiag.viewmodel.compare_view import COMPARE_CHARTS, CompareView
 
 NUMBERS = "numbers"
-TABS = ((NUMBERS, "Numbers", "1"), ("loss", "Train loss", "2"), ("val", "Validation loss", "3"), ("grad", "Grad norm", "4"))
+TABS = ((NUMBERS, "Numbers", "1"), *((chart.id, chart.label, str(i)) for i, chart in enumerate(COMPARE_CHARTS, 2)))
+"""The tabs (id, label, key): the numbers, then one per chart of the view (:data:`tuidiag.viewmodel.compare_view.COMPARE_CHARTS`)."""
 CHART_TABS = tuple(tab for tab, _, _ in TABS if tab != NUMBERS)
 TALL = 40
 """From this many rows, the Numbers tab also shows the train-loss overlay under the table."""
@@ -71,7 +72,7 @@ class CompareScreen(Screen):
         self.query_one("#compare-table", Static).update(_numbers(view))
         for tab in CHART_TABS:
             self.query_one(f"#cmp-chart-{tab}", MetricChart).show(view.charts[tab])
-        self.query_one(f"#cmp-chart-{NUMBERS}", MetricChart).show(view.charts["loss"])
+        self.query_one(f"#cmp-chart-{NUMBERS}", MetricChart).show(view.charts[COMPARE_CHARTS[0].id])
 
     def on_mount(self) -> None:
         self.set_class(self.app.size.height < TALL, "short")

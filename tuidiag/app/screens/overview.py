@@ -16,14 +16,15 @@ from textual.widgets import DataTable, Input, Static
 
 from tuidiag.app.widgets.steady_footer import SteadyFooter
 from tuidiag.diagnosis.codes import badge
-from tuidiag.text.numbers import fmt
-from tuidiag.viewmodel.overview_rows import SORT_NAMES, count_text, header, run_label, shorten_label, visible
+from tuidiag.text.numbers import confidence, fmt
+from tuidiag.viewmodel.overview_rows import (SORT_NAMES, count_text, fit_columns, full_width, header, run_label, shorten_label,
+                                             visible)
 from tuidiag.sources import KIND_TUIDIAG
 from tuidiag.viewmodel.snapshot import STATUS_READING, STATUS_UNREADABLE, RunSummary
 from tuidiag.text.safe import clean, literal
 
 STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashed": "bold red", "stalled": "yellow", "unknown": "dim",
-                "interrupted": "yellow",
+                "interrupted": "yellow", "idle": "yellow", "exited": "dim",
                 STATUS_UNREADABLE: "bold red", STATUS_READING: "dim"}
 PROBLEM_WIDTH = 70
 """Characters of a run's read problem shown in its status cell (the whole text is in the notice on Enter)."""
@@ -116,23 +117,50 @@ class OverviewScreen(Screen):
         title.append_text(literal(self._root, "bold"))
         return title
 
-    def _set_headers(self, table: DataTable) -> None:
+    def _columns(self) -> tuple[str, ...]:
+        """Every column this root's runs have, in table order (``source`` only for a mixed root)."""
+        return COLUMNS[:2] + (SOURCE_COLUMN,) + COLUMNS[2:] if self._mixed else COLUMNS
+
+    def _set_headers(self, table: DataTable, columns: tuple[str, ...] | None = None) -> None:
         """The column headers, the sorted column with its arrow (the rows are added again after)."""
-        columns = COLUMNS[:2] + (SOURCE_COLUMN,) + COLUMNS[2:] if self._mixed else COLUMNS
-        headers = tuple(header(column, self.sort) for column in columns)
+        headers = tuple(header(column, self.sort) for column in (columns if columns is not None else self._columns()))
         if headers != self._headers:
             table.clear(columns=True)
             table.add_columns(*headers)
             self._headers, self._shown = headers, []
 
+    def _available(self, table: DataTable) -> int:
+        """Cells the table's columns may take: the screen's width less the table's vertical scrollbar."""
+        width = self.size.width or self.app.size.width
+        return width - table.styles.scrollbar_size_vertical
+
+    def _fitted(self, table: DataTable, visible: list[RunSummary]) -> tuple[tuple[str, ...], list[tuple[str, list[object]]], str]:
+        """The columns shown at this width, each whole (:func:`fit_columns`), the rows' cells in them, and the hint
+        that names the columns hidden."""
+        columns = self._columns()
+        cells = [self._cells(s, RUN_WIDTH) for s in visible]
+        widths = [max([len(header(c, self.sort))] + [_width(row[i]) for row in cells]) for i, c in enumerate(columns)]
+        shown, run_width = fit_columns(columns, widths, self._available(table))
+        if run_width < widths[columns.index("run")]:
+            cells = [self._cells(s, run_width) for s in visible]
+        keep = [columns.index(c) for c in shown]
+        rows = [(s.key, [row[i] for i in keep]) for s, row in zip(visible, cells)]
+        hidden = [c for c in columns if c not in shown]
+        hint = f"hidden: {', '.join(hidden)} ({full_width(widths)} columns show all)" if hidden else ""
+        return shown, rows, hint
+
+    def on_resize(self) -> None:
+        if self.summaries:
+            self._fill()
+
     def _fill(self) -> None:
         table = self.query_one("#runs", DataTable)
         keep = self._current_key()
         self._mixed = any(s.source != KIND_TUIDIAG for s in self.summaries)
-        self._set_headers(table)
         visible = self._visible()
+        shown, rows, hidden_hint = self._fitted(table, visible)
+        self._set_headers(table, shown)
         self._update("#overview-title", self._title(len(visible)))
-        rows = [(s.key, self._cells(s)) for s in visible]
         if [key for key, _ in rows] == [k for k, _ in self._shown] and self._same_widths(rows):
             self._update_changed(table, rows)  # same runs, order and widths: touch only what changed
         else:  # rebuilt with widths measured afresh: a column fits what it shows now, not its widest past text
@@ -146,7 +174,7 @@ class OverviewScreen(Screen):
         self._shown = [(key, [_signature(c) for c in cells]) for key, cells in rows]
         self._shown_cells = rows
         hint = ("no runs yet: a run is a directory with run.json or metrics/, "
-                "a TensorBoard log, a W&B run (run-*.wandb) or a CSV log") if not self.summaries else ""
+                "a TensorBoard log, a W&B run (run-*.wandb) or a CSV log") if not self.summaries else hidden_hint
         self._update("#overview-hint", Text(hint))
 
     def _update(self, selector: str, text: Text) -> None:
@@ -170,17 +198,17 @@ class OverviewScreen(Screen):
     def _visible(self) -> list[RunSummary]:
         return visible(self.summaries, self._root, self.filter_text, self.sort)
 
-    def _cells(self, s: RunSummary) -> list[object]:
+    def _cells(self, s: RunSummary, run_width: int) -> list[object]:
         mark = Text("*" if s.key in self.selected else " ", style="bold magenta")
         status = s.status + (f" {_age(s.data_age)}" if s.data_age is not None else "")
         spark = SparklineRenderable(list(s.spark), width=12) if len(s.spark) > 1 else Text("")
-        health = f"{badge(s.health)} {s.health_confidence:.0%}" if s.health != "healthy" else "healthy"
+        health = f"{badge(s.health)} {confidence(s.health_confidence)}" if s.health != "healthy" else "healthy"
         status_cell = _status_cell(s, status)
         if s.recorder_losses:
             status_cell.append_text(literal(f", {s.recorder_losses}", "yellow"))
         source = [literal(s.source, "dim" if s.source == KIND_TUIDIAG else "cyan")] if self._mixed else []
         return [
-            mark, literal(shorten_label(clean(run_label(s, self._root), 1000), clean(s.name, 1000), RUN_WIDTH), "bold"), *source, status_cell,
+            mark, literal(shorten_label(clean(run_label(s, self._root), 1000), clean(s.name, 1000), run_width), "bold"), *source, status_cell,
             literal(health, HEALTH_STYLE.get(s.health_severity, ""), 30),
             literal(s.step_text()), literal(_num(s.last_loss)), spark,
             literal(_num(s.steps_per_s)), literal(_num(s.lr)), literal(_num(s.grad_norm)),

@@ -1,4 +1,8 @@
-"""The run view: charts, per-layer gradients, the diagnosis, events, system strip, replay cursor."""
+"""The run view: charts, per-layer gradients, the diagnosis, events, system strip, replay cursor.
+
+Its chart settings are :class:`~tuidiag.app.screens.run_chart_views.RunChartViews`, its replay cursor, jumps and zoom
+:class:`~tuidiag.app.screens.run_navigation.RunNavigation`.
+"""
 
 from __future__ import annotations
 
@@ -13,65 +17,40 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Static, TabbedContent, TabPane
 
-from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, tab_bindings, tab_title
-from tuidiag.app.screens.event_detail import EventDetailScreen
 from tuidiag import job_kinds
+from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, bindings, tab_bindings, tab_title
+from tuidiag.app.screens.event_detail import EventDetailScreen
+from tuidiag.app.screens.run_chart_views import DEFAULT_SMOOTHING, RunChartViews
+from tuidiag.app.screens.run_navigation import RunNavigation
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.job_bar import JobBar
 from tuidiag.app.widgets.layers import LayerHeatmap
 from tuidiag.app.widgets.steady_footer import SteadyFooter
+from tuidiag.viewmodel.distributions import DIST_CHART
 from tuidiag.viewmodel.job_progress import JobView
-from tuidiag.viewmodel.chart_cursor import move_cursor
-from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
 from tuidiag.viewmodel.jobs_view import jobs_text
-from tuidiag.viewmodel.replay_cursor import next_sample
-from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
 from tuidiag.viewmodel.snapshot import RunDetail
-from tuidiag.text.safe import literal
+from tuidiag.text.safe import clean, literal
+from tuidiag.viewmodel.header_fit import ELLIPSIS, elide, fit_figures, title_name_width
+from tuidiag.monitor_keys import CANCEL_KEY, RUN_VIEW_KEYS
 
-SPEEDS = (1, 2, 5, 10, 25, 100)
-SMOOTHED_TABS = ("loss", "grad", "update")
-"""Charts the smoothing key smooths (not the LR: smoothing a schedule only makes it lag)."""
-DEFAULT_SMOOTHING = STRENGTHS[2]
-"""0.9: a chart is 100-200 columns, not TensorBoard's 1000 points, so its default 0.6 would barely
-show; 0.9 spreads over about one percent of the run, a column or two, and noisy losses read as a line."""
 NARROW = 110
-CANCEL_KEY = "x"
-"""Cancels the running job (the progress bar names it)."""
+_TABS_AFTER = next(i for i, key in enumerate(RUN_VIEW_KEYS) if key.action == "toggle_log") + 1
+_JOBS_AFTER = next(i for i, key in enumerate(RUN_VIEW_KEYS) if key.action == "goto('end')") + 1
+"""Help lists the tab keys after back, diagnosis and log y, and the job keys after the replay keys."""
 
 
-class RunScreen(Screen):
+class RunScreen(RunNavigation, RunChartViews, Screen):
     """One run, live or replayed; ``show(detail)`` redraws it."""
 
     BINDINGS = [
-        Binding("escape", "back", "Back", tooltip="to the overview; from the full diagnosis, to the charts"),
-        Binding("d", "toggle_diagnosis", "Diagnosis", tooltip="the whole diagnosis, full height and scrollable; d again returns"),
-        Binding("g", "toggle_log", "Log y", tooltip="log or linear y axis of the chart"),
+        *bindings(RUN_VIEW_KEYS[:_TABS_AFTER]),
         *tab_bindings(),
-        Binding("f", "next_finding", "Finding", tooltip="mark the next finding's first step"),
-        Binding("space", "play", "Play/pause", show=False, tooltip="replay: play or pause"),
-        Binding("left", "step(-1)", "Step back", show=False, priority=True, tooltip="replay: move the cursor back"),
-        Binding("right", "step(1)", "Step forward", show=False, priority=True, tooltip="replay: move the cursor forward"),
-        Binding("plus,equals_sign", "speed(1)", "Faster", show=False, tooltip="replay: play faster"),
-        Binding("minus", "speed(-1)", "Slower", show=False, tooltip="replay: play slower"),
-        Binding("right_square_bracket", "jump(1)", "Event", tooltip="mark the next event or finding"),
-        Binding("left_square_bracket", "jump(-1)", "Previous event", show=False, tooltip="mark the previous event or finding"),
-        Binding("home", "goto('start')", "Start", show=False, tooltip="replay: the first step"),
-        Binding("end", "goto('end')", "End/live", show=False, tooltip="replay: the last step; live: drop the mark"),
+        *bindings(RUN_VIEW_KEYS[_TABS_AFTER:_JOBS_AFTER]),
         *[Binding(kind.key, f"job('{kind.name}')", kind.label, show=False, tooltip=kind.help) for kind in job_kinds.kinds()],
-        Binding(CANCEL_KEY, "app.cancel_job", "Cancel job", show=False, tooltip="stop the running job or the armed NaN hunt"),
-        Binding("a", "live_action", "Apply fix", show=False, tooltip="change the live training: scale the LR, clip, checkpoint"),
-        Binding("k", "rank_mode", "Ranks", show=False, tooltip="multi-rank runs: all ranks, their spread, one rank"),
-        Binding("e", "smoothing", "Smooth", show=False, tooltip="smooth the charts (EMA): off, 0.6, 0.9, 0.99; the raw series stays faint"),
-        Binding("t", "time_axis", "Step/time", show=False, tooltip="x axis: step, or wall-clock time since the first step"),
-        Binding("comma", "cursor(-1)", "Cursor left", show=False, key_display=",", tooltip="move the chart cursor one column left; the readout shows each series there"),
-        Binding("full_stop", "cursor(1)", "Cursor right", show=False, key_display=".", tooltip="move the chart cursor one column right"),
-        Binding("less_than_sign", "cursor(-1, True)", "Cursor far left", show=False, key_display="<", tooltip="move the chart cursor ten columns left"),
-        Binding("greater_than_sign", "cursor(1, True)", "Cursor far right", show=False, key_display=">", tooltip="move the chart cursor ten columns right"),
-        Binding("z", "zoom", "Zoom", show=False, tooltip="zoom: then left/right keep the left/right half of the steps shown"),
-        Binding("Z", "zoom_reset", "Unzoom", show=False, tooltip="show every step again"),
+        *bindings(RUN_VIEW_KEYS[_JOBS_AFTER:]),
     ]
 
     @dataclass
@@ -87,6 +66,13 @@ class RunScreen(Screen):
 
         key: str
         window: tuple[int, int] | None
+
+    @dataclass
+    class DistributionChanged(Message):
+        """The distribution chart is to show distribution ``dist``: the app reads its rows."""
+
+        key: str
+        dist: str | None
 
     @dataclass
     class JobRequested(Message):
@@ -129,6 +115,8 @@ class RunScreen(Screen):
         """The chart cursor's step (None: hidden); every chart marks it and reads out its series there."""
         self._texts: dict[str, Text] = {}
         """What each one-line ``Static`` shows (:meth:`_update`)."""
+        self.dist: str | None = None
+        """The distribution the distribution tab shows (None: the run's first); ``h``/``H`` cycle it."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
@@ -145,7 +133,10 @@ class RunScreen(Screen):
 
     def _pane(self, tab_id: str) -> ComposeResult:
         """What the pane of tab ``tab_id`` holds."""
-        if tab_id in {tab.id for tab in CHART_TABS}:
+        if tab_id == DIST_CHART:  # a run without distributions says how to record them, in place of a chart
+            yield Static(id="dist-note")
+            yield MetricChart(id=f"chart-{tab_id}")
+        elif tab_id in {tab.id for tab in CHART_TABS}:
             yield MetricChart(id=f"chart-{tab_id}")
         elif tab_id == "layers":
             yield LayerHeatmap(id="layer-grid")
@@ -168,6 +159,11 @@ class RunScreen(Screen):
 
     def on_resize(self) -> None:
         self._apply_width(self.size.width)
+        if self.detail is not None:  # the header's name and figures fit the new width
+            try:
+                self._title(self.detail)
+            except NoMatches:
+                pass
 
     def _apply_width(self, width: int) -> None:
         """Side-by-side on wide terminals; diagnosis under the charts on narrow ones."""
@@ -188,16 +184,7 @@ class RunScreen(Screen):
         if detail.jobs != getattr(self, "_jobs_shown", None):
             self._jobs_shown = detail.jobs
             self.query_one("#jobs-text", Static).update(jobs_text(detail.jobs))
-        self._update("#system-strip", _system(detail))
         self._cursor_bar()
-
-    def _update(self, selector: str, text: Text) -> None:
-        """Show ``text`` in the ``Static`` at ``selector`` unless it shows it already (a refresh that changed
-        nothing there repaints nothing)."""
-        shown = self._texts.get(selector)
-        if shown is None or shown != text:
-            self._texts[selector] = text
-            self.query_one(selector, Static).update(text)
 
     def show_job(self, view: JobView | None) -> None:
         """Show the progress of this run's job (None: no job); kept for ``on_mount``."""
@@ -207,94 +194,30 @@ class RunScreen(Screen):
         except NoMatches:  # not composed yet: on_mount shows it
             return
 
-    def _show_charts(self, detail: RunDetail) -> None:
-        modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
-        mode = modes[self.rank_mode % len(modes)]
-        for tab in CHART_TABS:
-            chart = chart_for_mode(detail.charts[tab.id], detail.ranks, tab.id, mode)
-            self.query_one(f"#chart-{tab.id}", MetricChart).show(chart, self._marker())
-        self._chart_views()
-
-    def _chart_views(self) -> None:
-        """Every chart with the current smoothing, x axis and cursor."""
-        for tab in CHART_TABS:
-            self.query_one(f"#chart-{tab.id}", MetricChart).view(
-                smoothing=self.smoothing if tab.id in SMOOTHED_TABS else 0.0, time_axis=self.time_axis, cursor=self.cursor)
-
-    def action_smoothing(self) -> None:
-        """Cycle the EMA smoothing of the loss, grad-norm and update charts: off, 0.6, 0.9, 0.99."""
-        self.smoothing = next_strength(self.smoothing)
-        self._chart_views()
-
-    def action_time_axis(self) -> None:
-        """Switch the charts' x axis between the step and the wall-clock time since the first step."""
-        if self.detail is not None and not self.time_axis and all(c.clock is None for c in self.detail.charts.values()):
-            self.notify("no wall times recorded: the x axis stays the step")
-            return
-        self.time_axis = not self.time_axis
-        self._chart_views()
-
-    def action_cursor(self, direction: int, big: bool = False) -> None:
-        """Show the chart cursor (at the newest step), or move it one chart column (ten when ``big``)."""
-        if self.detail is None:
-            return
-        first, last = self.detail.steps
-        active = self.query_one("#charts", TabbedContent).active
-        widget = self.query_one(f"#chart-{active}", MetricChart) if active in {tab.id for tab in CHART_TABS} else None
-        columns = max(10, (widget.size.width if widget is not None else self.size.width) - 8)
-        self.cursor = move_cursor(self.cursor, first, last, columns, direction, big)
-        self._chart_views()
-
-    def action_rank_mode(self) -> None:
-        """Cycle the loss and grad-norm charts of a multi-rank run: default, all ranks, spread, each rank."""
-        if self.detail is None or self.detail.ranks is None:
-            self.notify("one rank only: nothing to switch")
-            return
-        self.rank_mode = (self.rank_mode + 1) % len(rank_modes(self.detail.ranks.ranks))
-        self._show_charts(self.detail)
-
-    def _marker(self) -> int | None:
-        return self.at if self.replay and self.at is not None else self.marker
+    def _width(self) -> int:
+        return self.size.width or self.app.size.width
 
     def _title(self, detail: RunDetail) -> None:
+        """``name | status | step N``: the name elided where the line is narrow, the step never cut short."""
         s = detail.summary
-        title = Text(" ")
-        title.append_text(literal(s.name, "bold", 60))
-        title.append(f" | {s.status} | step {s.step_text(grouped=False)}", style="bold")
+        rest = Text(f" | {s.status} | step {s.step_text(grouped=False)}", style="bold")
         if s.recorder_losses:
-            title.append_text(literal(f" | {s.recorder_losses}", "bold yellow"))
+            rest.append_text(literal(f" | {s.recorder_losses}", "bold yellow"))
         if self.replay:
-            title.append(f"  REPLAY at step {detail.diagnosis.step}", style="bold magenta")
+            rest.append(f"  REPLAY at step {detail.diagnosis.step}", style="bold magenta")
+        name = clean(s.name, 60)
+        title = Text(" ")
+        title.append_text(literal(elide(name, title_name_width(name, rest.plain, self._width() - 1)), "bold"))
+        title.append_text(rest)
         self._update("#run-title", title)
+        self._update("#system-strip", _system(detail, self._width()))
 
-    def _cursor_bar(self) -> None:
-        if not self.replay or self.detail is None:
-            return
-        first, last = self.detail.steps
-        at = self.at if self.at is not None else last
-        width = max(10, self.size.width - 40)
-        filled = int(width * (at - first) / max(1, last - first))
-        bar = Text(f" {'playing' if self.playing else 'paused '} x{SPEEDS[self.speed_index]}  ", style="bold")
-        bar.append("=" * filled, style="magenta")
-        bar.append("-" * (width - filled), style="dim")
-        bar.append(f"  {at}/{last}")
-        self._update("#cursor-bar", bar)
-
-    def _move(self, at: int | None) -> None:
-        if self.detail is not None and at is not None:
-            first, last = self.detail.steps
-            at = max(first, min(last, at))
-        self.at = at
-        self._cursor_bar()
-        self.post_message(self.CursorMoved(self.key, at))
-
-    def _tick(self) -> None:
-        if self.playing and self.detail is not None:
-            first, last = self.detail.steps
-            at = (self.at if self.at is not None else first) + max(1, (last - first) * SPEEDS[self.speed_index] // 400)
-            if at >= last:
-                self.playing = False
-            self._move(min(at, last))
+    def _update(self, selector: str, text: Text) -> None:
+        """Show ``text`` in the ``Static`` at ``selector`` unless it shows it already (a refresh that changed
+        nothing there repaints nothing)."""
+        if self._texts.get(selector) != text:
+            self._texts[selector] = text
+            self.query_one(selector, Static).update(text)
 
     def action_back(self) -> None:
         if self.has_class("diagnosis-full"):
@@ -308,11 +231,6 @@ class RunScreen(Screen):
             self.app.pop_screen()
         else:
             self.app.exit()
-
-    def action_toggle_log(self) -> None:
-        active = self.query_one("#charts", TabbedContent).active
-        if active in {tab.id for tab in CHART_TABS}:
-            self.query_one(f"#chart-{active}", MetricChart).toggle_log()
 
     def action_toggle_diagnosis(self) -> None:
         """The diagnosis full height and scrollable, with every evidence line, in place of the charts; again: back."""
@@ -335,15 +253,6 @@ class RunScreen(Screen):
         if target is not None:  # the events table, the jobs text: their keys work at once
             self.set_focus(target)
 
-    def action_play(self) -> None:
-        if not self.replay:
-            self.notify("replay a finished run with: tuidiag replay RUN")
-            return
-        self.playing = not self.playing
-        if self.playing and self.detail is not None and (self.at or 0) >= self.detail.steps[1]:
-            self.at = self.detail.steps[0]
-        self._cursor_bar()
-
     def chart_points(self) -> int:
         """Points a chart line needs: one min/max bucket (two points) per cell of the chart's width."""
         try:
@@ -351,78 +260,6 @@ class RunScreen(Screen):
         except NoMatches:
             width = 0
         return 2 * max(40, width or (3 * self.app.size.width) // 5)
-
-    def action_zoom(self) -> None:
-        """Enter zoom: left/right then keep the left or right half of the steps shown; ``z`` again leaves it."""
-        self.zooming = not self.zooming
-        if self.zooming:
-            self.notify("zoom: left/right keep the left/right half of the steps shown, z to stop, Z to show all")
-
-    def action_zoom_reset(self) -> None:
-        """Show every step again."""
-        self.zooming = False
-        if self.window is not None:
-            self.window = None
-            self.post_message(self.ZoomChanged(self.key, None))
-
-    def _narrow(self, direction: int) -> None:
-        if self.detail is None:
-            return
-        lo, hi = self.window or self.detail.steps
-        if hi - lo < 2:
-            self.notify("zoomed in to single steps")
-            return
-        middle = (lo + hi) // 2
-        self.window = (lo, middle) if direction < 0 else (middle, hi)
-        self.notify(f"steps {self.window[0]:,} to {self.window[1]:,}")
-        self.post_message(self.ZoomChanged(self.key, self.window))
-
-    def action_step(self, direction: int) -> None:
-        """Replay: move to the next (or previous) step with a recorded loss, whatever the play speed."""
-        if self.zooming:
-            self._narrow(direction)
-            return
-        if self.detail is None or not self.replay:
-            return
-        self._move(next_sample(self.detail.samples, self.at if self.at is not None else self.detail.steps[1], direction))
-
-    def action_speed(self, change: int) -> None:
-        self.speed_index = max(0, min(len(SPEEDS) - 1, self.speed_index + change))
-        self._cursor_bar()
-
-    def action_goto(self, where: str) -> None:
-        if self.detail is not None:
-            self._move(self.detail.steps[0] if where == "start" else None if not self.replay else self.detail.steps[1])
-
-    def action_jump(self, direction: int) -> None:
-        """Move to the next/previous step where an event or a finding starts."""
-        if self.detail is None:
-            return
-        marks = self.detail.marks
-        here = self._marker() if self._marker() is not None else (self.detail.steps[0] - 1 if direction > 0 else self.detail.steps[1] + 1)
-        candidates = [m for m in marks if (m > here if direction > 0 else m < here)]
-        if not candidates:
-            self.notify("no more events or findings that way")
-            return
-        self._jump_to(candidates[0] if direction > 0 else candidates[-1])
-
-    def action_next_finding(self) -> None:
-        if self.detail is None or not self.detail.first_steps:
-            self.notify("no finding with a first step yet")
-            return
-        items = sorted(self.detail.first_steps.items(), key=lambda kv: kv[1])
-        self._finding_index = (self._finding_index + 1) % len(items)
-        code, step = items[self._finding_index]
-        self.notify(f"{code} first held at step {step}")
-        self._jump_to(step)
-
-    def _jump_to(self, step: int) -> None:
-        if self.replay:
-            self._move(step)
-        else:
-            self.marker = step
-            if self.detail is not None:
-                self.show(self.detail)
 
     def action_job(self, job: str) -> None:
         self.post_message(self.JobRequested(self.key, job))
@@ -435,12 +272,18 @@ class RunScreen(Screen):
         self.app.push_screen(EventDetailScreen(message.event))
 
 
-def _system(detail: RunDetail) -> Text:
+def _system(detail: RunDetail, width: int) -> Text:
+    """The system strip: the figures that fit whole in ``width`` cells, then ``…`` where some were left out."""
     strip = Text(" ")
-    figures = detail.system or (("system", "no timing recorded"),)
-    for label, value in figures:
+    figures = tuple(detail.system or (("system", "no timing recorded"),))
+    warnings = (f"{len(detail.summary.warnings)}", "file warnings") if detail.summary.warnings else None
+    shown, cut = fit_figures(figures + ((warnings,) if warnings else ()), width - 1)
+    for label, value in shown:
+        if (label, value) == warnings:
+            strip.append(f"{label} {value}", style="yellow")
+            continue
         strip.append(f"{label} ", style="dim")
         strip.append(f"{value}   ", style="bold")
-    if detail.summary.warnings:
-        strip.append(f"{len(detail.summary.warnings)} file warnings", style="yellow")
+    if cut:
+        strip.append(ELLIPSIS, style="dim")
     return strip

@@ -39,9 +39,10 @@ from tuidiag.text.safe import clean
 
 COLORS: tuple[tuple[int, int, int], ...] = (
     (0, 175, 215), (255, 135, 0), (95, 215, 95), (215, 95, 215), (95, 135, 255), (215, 215, 0), (208, 208, 208), (138, 138, 138),
+    (138, 138, 138),
 )
-"""Series colours: cyan, orange, green, magenta, blue, yellow, white, gray."""
-GLYPHS = ("braille", "•", "+", "x", "*", "o", "#", "%")
+"""Series colours: cyan, orange, green, magenta, blue, yellow, white, gray, and gray again (for a light glyph)."""
+GLYPHS = ("braille", "•", "+", "x", "*", "o", "#", "%", "·")
 """Series glyphs, in the same order: the first series a fine braille line, the others a character each."""
 LEGEND_GLYPHS = {"braille": "⠤"}
 """How the legend and readout write a glyph (braille lines as one braille cell)."""
@@ -147,7 +148,7 @@ def draw_chart(chart: Chart | None, *, log: bool, marker: int | None, width: int
     margin = ys.width
     xs = x_labels(data.x_axis, width, margin, width - margin - 2, data.x_name)
     plt = _figure(width - margin, frame_height, theme)
-    _plot(plt, data, rows, _canvas_rgb(theme), _ticks_color(theme))
+    _plot(plt, data, rows, _canvas_rgb(theme), _ticks_color(theme), chart.styles)
     plt.xlim(0.0, 1.0)
     plt.ylim(0.0, 1.0)
     plt.xticks(list(xs.ticks), [""] * len(xs.ticks))
@@ -211,18 +212,21 @@ def _built(plt: Plot) -> Text:
     return Text.from_ansi(plt.build().removesuffix("\n"))
 
 
-def _plot(plt: Plot, data: PlotData, rows: int, canvas: tuple[int, int, int], foreground: object) -> None:
-    """Cursor, lines (faint raw behind each smoothed line), threshold and vertical marks, in unit coordinates."""
+def _plot(plt: Plot, data: PlotData, rows: int, canvas: tuple[int, int, int], foreground: object, styles: tuple[int, ...] = ()) -> None:
+    """Cursor, lines (faint raw behind each smoothed line), threshold and vertical marks, in unit coordinates
+    (``styles``: each line's colour and glyph, :attr:`Chart.styles`)."""
     if data.cursor is not None and rows > 0:  # first: the lines drawn after it stay visible where they cross it
         plt.scatter([data.cursor] * rows, np.linspace(0.0, 1.0, rows).tolist(), marker=CURSOR_GLYPH, color=foreground)
     smoothed = [s if s is not None and len(s) else None for s in data.smoothed] + [None] * (len(data.lines) - len(data.smoothed))
     for i, (_, x, y) in enumerate(data.lines):
         if len(x):
-            color = COLORS[i % len(COLORS)]
-            plt.plot(x.tolist(), y.tolist(), marker=GLYPHS[i % len(GLYPHS)], color=_faint(color, canvas) if smoothed[i] is not None else color)
+            style = style_of(styles, i)
+            color = COLORS[style % len(COLORS)]
+            plt.plot(x.tolist(), y.tolist(), marker=GLYPHS[style % len(GLYPHS)], color=_faint(color, canvas) if smoothed[i] is not None else color)
     for i, ((_, x, _), smooth) in enumerate(zip(data.lines, smoothed)):
         if smooth is not None:
-            plt.plot(x.tolist(), smooth.tolist(), marker=GLYPHS[i % len(GLYPHS)], color=COLORS[i % len(COLORS)])
+            style = style_of(styles, i)
+            plt.plot(x.tolist(), smooth.tolist(), marker=GLYPHS[style % len(GLYPHS)], color=COLORS[style % len(COLORS)])
     if data.threshold is not None:
         plt.horizontal_line(data.threshold, color="red")
     for position, kind in data.vlines:
@@ -255,6 +259,11 @@ def _ticks_color(theme: str) -> object:
     return color if color != "default" else "white"
 
 
+def style_of(styles: tuple[int, ...], index: int) -> int:
+    """The colour and glyph index of line ``index`` (:attr:`Chart.styles`; by default the line's own index)."""
+    return styles[index] if index < len(styles) else index
+
+
 def glyph_of(index: int) -> str:
     """How the legend writes series ``index``'s glyph."""
     glyph = GLYPHS[index % len(GLYPHS)]
@@ -264,13 +273,16 @@ def glyph_of(index: int) -> str:
 def _bottom_row(chart: Chart, data: PlotData, cursor: int | None, width: int) -> str:
     """The cursor's readout, or the legend: each series' glyph and name."""
     labels = [label for label, _, _ in chart.lines]
-    glyphs = tuple(glyph_of(i) for i in range(len(labels)))
+    glyphs = tuple(glyph_of(style_of(chart.styles, i)) for i in range(len(labels)))
     if cursor is not None:
         lines = tuple((label, x, y) for label, (x, y, _) in zip(labels, data.points))
         samples = readout(lines, float(cursor), tuple(s for _, _, s in data.points))
         elapsed = float(elapsed_at(chart.clock, np.array([float(cursor)]))[0]) if data.x_name == TIME and chart.clock else None
         return " " + readout_text(cursor, samples, glyphs, elapsed, width=width - 1)
-    legend = "  ".join(f"{glyph} {clean(label, 30)}" for glyph, label in zip(glyphs, labels))
+    named: dict[str, list[str]] = {}  # lines of one style (a band's two edges) are named together
+    for glyph, label in zip(glyphs, labels):
+        named.setdefault(glyph, []).append(clean(label, 30))
+    legend = "  ".join(f"{glyph} {'/'.join(group)}" for glyph, group in named.items())
     return " " + legend + ("   faint: raw" if any(s is not None for s in data.smoothed) else "")
 
 

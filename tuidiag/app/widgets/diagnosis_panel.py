@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
@@ -27,7 +28,7 @@ class DiagnosisPanel(VerticalScroll):
     full = False
     """Whether every evidence line is shown (the full-height view)."""
 
-    def compose(self):  # noqa: D102 - Textual API
+    def compose(self) -> ComposeResult:
         yield Static(Text("waiting for data..."), id="diagnosis-text")
 
     def on_mount(self) -> None:

@@ -24,7 +24,7 @@ def _layers_over(view: RunView, prefix: str, limit: float) -> tuple[list[tuple[s
         if not name.startswith(prefix):
             continue
         steps, values = view.series(name)
-        if len(values) < 2:
+        if not len(values):  # one sample is enough: it counts every unit over a whole batch
             continue
         level = measure(name, steps[-3:], values[-3:], "median")
         if level.value > limit:
@@ -38,7 +38,8 @@ def _layers_over(view: RunView, prefix: str, limit: float) -> tuple[list[tuple[s
 def _hits_line(what: str, hits: list[tuple[str, Measure]], limit: float, refs: tuple[float, ...] = ()) -> Evidence:
     shown = hits[:5]
     items = listing([m for _, m in shown], [n for n, _ in shown], lambda v: f"{v:.0%}")
-    return Evidence(f"{what}, median of the last 3 samples: {items}", *(Level(m, above=limit) for _, m in shown), refs=(3, *refs))
+    samples = "the last 3 samples" if all(m.first < m.last for _, m in shown) else "the samples so far (up to 3)"
+    return Evidence(f"{what}, median of {samples}: {items}", *(Level(m, above=limit) for _, m in shown), refs=(3, *refs))
 
 
 def dead_relu(view: RunView) -> Finding | None:

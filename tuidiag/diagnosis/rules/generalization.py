@@ -17,6 +17,10 @@ HIGH_SHARE = 0.45
 """A plateau above this share of the starting loss is high (chance level for a classifier is ~100%)."""
 GAP_SHARE = 0.2
 """Overfitting needs validation loss this share above training loss, and a gap wider than at the best step."""
+MEMORISED = 0.01
+"""A training loss below this share of its start has memorised the training set (a train loss at ~0)."""
+RISE_ALARM, RISE_MEMORISED = 0.25, 0.1
+"""Validation loss this far above its best is an alarm; this far suffices when the training set is memorised."""
 FLAT = 0.1
 """Losses that improved less than this over the last 40% of the run have plateaued."""
 
@@ -78,9 +82,15 @@ def overfitting(view: RunView) -> Finding | None:
                  f"{train_at_best.where} to {fmt(train_now.value)} over {train_now.where}", fell),
         Evidence(f"train/val gap now {fmt(now.value - train_now.value)} (validation {fmt(now.value)} over {now.where}, training "
                  f"{fmt(train_now.value)} over {train_now.where})", Compare(now, train_now, "above"))]
+    start = start_measure(LOSS, steps, train, 10)
+    memorised = start is not None and start.value > 0 and train_now.value < MEMORISED * start.value and rise >= RISE_MEMORISED
+    if memorised and start is not None:
+        evidence.append(Evidence(f"the training set is memorised: training loss {fmt(train_now.value)} over {train_now.where} is "
+                                 f"{train_now.value / start.value:.2%} of its {fmt(start.value)} over {start.where}",
+                                 Compare(train_now, start, "below"), refs=(MEMORISED,)))
     fix = fix_text(f"stop early around step {v_steps[i_best]} (keep the best checkpoint)",
                    (REG_UP, "add regularization: weight decay 0.01-0.1, dropout 0.1-0.3, data augmentation"), "or get more data")
-    severity = "warning" if rise >= 0.25 else "info"
+    severity = "warning" if rise >= RISE_ALARM or memorised else "info"
     return Finding("overfitting", "Overfitting", min(0.9, 0.65 + rise / 2), severity, evidence, fix, int(v_steps[i_best]))
 
 
@@ -117,22 +127,33 @@ def underfitting(view: RunView) -> Finding | None:
     return Finding("underfitting", "Underfitting: both losses plateau high", 0.65, "warning", evidence, fix, int(steps[cut]))
 
 
+REPEATS, LOSS_REPEATS = 4, 2
+"""Evaluations in a row that must be exactly equal: a coarse metric (an accuracy over a small set) can repeat by chance,
+a validation loss (a mean of real numbers) cannot, once the weights moved in between."""
+
+
+def _repeats(name: str) -> int:
+    return LOSS_REPEATS if "loss" in name.lower() else REPEATS
+
+
 def frozen_val_metric(view: RunView) -> Finding | None:
     """A validation metric repeats exactly while training changes."""
-    names = [n for n in view.run.metric_names if n.startswith(("val", "eval", "valid")) and len(view.series(n)[1]) >= 4]
+    names = [n for n in view.run.metric_names
+             if n.startswith(("val", "eval", "valid")) and len(view.series(n)[1]) >= _repeats(n)]
     steps, train = view.loss
     for name in names:
+        k = _repeats(name)
         v_steps, values = view.series(name)
-        tail_values = values[-4:]
+        tail_values = values[-k:]
         if not np.isfinite(tail_values).all() or not (tail_values == tail_values[0]).all():
             continue
-        span = (steps >= v_steps[-4]) & (steps <= v_steps[-1])
-        if any(_changed(view, other, v_steps[-4], v_steps[-1]) for other in names if other != name):
+        span = (steps >= v_steps[-k]) & (steps <= v_steps[-1])
+        if any(_changed(view, other, v_steps[-k], v_steps[-1]) for other in names if other != name):
             continue  # a coarse metric (accuracy) can repeat while the others move: the eval is live
-        if not _weights_moved(view, int(v_steps[-4]), int(v_steps[-1])):
+        if not _weights_moved(view, int(v_steps[-k]), int(v_steps[-1])):
             continue  # the model itself stood still (LR ~0): an identical metric is right, not frozen
         if span.sum() >= 4 and np.ptp(train[span][np.isfinite(train[span])]) > 0:
-            same = measure(name, v_steps[-4:], tail_values, "share_equal", float(tail_values[0]))
+            same = measure(name, v_steps[-k:], tail_values, "share_equal", float(tail_values[0]))
             low, high = (measure(LOSS, steps[span], train[span], stat) for stat in ("min", "max"))
             evidence: list[str] = [
                 Evidence(f"{quoted(name)} is exactly {float(tail_values[0])!r} at the last {len(tail_values)} evaluations "
@@ -140,7 +161,7 @@ def frozen_val_metric(view: RunView) -> Finding | None:
                 Evidence(f"training loss changed over the same steps: it ranged from {fmt(low.value)} to {fmt(high.value)} over "
                          f"{low.where}", Compare(high, low, "above"))]
             fix = "evaluate the current model (not a stale copy or checkpoint), and check the eval loop reads new data and is not cached"
-            return Finding("frozen_val_metric", "Validation metric frozen", 0.9, "warning", evidence, fix, int(v_steps[-4]))
+            return Finding("frozen_val_metric", "Validation metric frozen", 0.9, "warning", evidence, fix, int(v_steps[-k]))
     return None
 
 

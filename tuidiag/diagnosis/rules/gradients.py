@@ -14,6 +14,8 @@ from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import ACT_DEAD_PREFIX, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL
 
+MIN_CLIPPED = 20
+"""Over-clipping is judged once this many steps after the quiet ones were recorded (then on the newest 30%, at least 50)."""
 ISOLATED_SHARE = 0.05
 """Gradient jumps on fewer than this share of steps, with calm norms since, are isolated (bad batches)."""
 
@@ -32,7 +34,7 @@ def _explosion(view: RunView) -> tuple[dict[str, float], dict[str, Measure]] | N
     m: dict[str, Measure] = {key: measure(GRAD_NORM_TOTAL, steps, g, stat) for key, stat in
                              (("all", "max_finite"), ("count", "count"), ("nonfinite", "nonfinite"))}
     m["recent"] = measure(GRAD_NORM_TOTAL, *tail(steps, g), "median")
-    start = start_measure(GRAD_NORM_TOTAL, steps, g, 3)
+    start = start_measure(GRAD_NORM_TOTAL, steps, g, 1)  # before any update (see measures.grad_at_start)
     if start is not None:
         m["start"] = start
     if len(calm) >= 20:
@@ -100,7 +102,7 @@ def _levels_line(m: dict[str, Measure]) -> Evidence:
     parts, claims = [], []
     start, recent_, top = m.get("start"), m["recent"], m["all"]
     if start is not None:
-        parts.append(f"median {fmt(start.value)} over {start.where}")
+        parts.append(f"{fmt(start.value)} at {start.where}")
         claims.append(Level(start))
     if np.isfinite(recent_.value) and (start is None or recent_.first > start.last):
         parts.append(f"median {fmt(recent_.value)} over {recent_.where}")
@@ -124,8 +126,8 @@ def _explosion_evidence(facts: dict[str, float], m: dict[str, Measure]) -> tuple
     if facts["start"] >= HUGE_GRAD:
         tags.add("from_start")
         start = m["start"]
-        evidence.append(Evidence(f"already {fmt(start.value)} over {start.where}, the first recorded steps, far above the healthy "
-                                 "range: initialization or input scale, not the LR", Level(start, above=HUGE_GRAD)))
+        evidence.append(Evidence(f"already {fmt(start.value)} at {start.where}, the first recorded step, before any update, far "
+                                 "above the healthy range: initialization or input scale, not the LR", Level(start, above=HUGE_GRAD)))
     if _isolated(facts) and base is not None and "high" in m:
         tags.add("isolated")
         high, recent_ = m["high"], m["recent"]
@@ -291,7 +293,7 @@ def _relus_all_dead(view: RunView) -> bool:
 def over_clipping(view: RunView) -> Finding | None:
     """Gradient clipping is active on most steps."""
     steps, clipped = after_quiet(view, *view.series("grad/clipped"))
-    if len(clipped) < 50:
+    if len(clipped) < MIN_CLIPPED:
         return None
     share = measure("grad/clipped", *tail(steps, clipped, 0.3, 50), "mean")
     if share.value <= 0.8:

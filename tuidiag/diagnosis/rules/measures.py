@@ -49,6 +49,12 @@ def finite_only(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.n
     return (steps, values) if ok.all() else (steps[ok], values[ok])
 
 
+def steps_between(steps: np.ndarray, values: np.ndarray, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+    """The points of a series whose steps lie within ``first`` ... ``last`` (both included)."""
+    keep = (steps >= first) & (steps <= last)
+    return steps[keep], values[keep]
+
+
 def first_vs_last(metric: str, steps: np.ndarray, values: np.ndarray, share: float = 0.1, minimum: int = 3) -> Change | None:
     """Median of the first ``share`` of the finite values against the last ``share`` (at least ``minimum`` each).
 
@@ -123,12 +129,16 @@ def start_measure(metric: str, steps: np.ndarray, values: np.ndarray, n: int = 5
 
 
 def grad_at_start(view: RunView) -> float:
-    """Total gradient norm over the first recorded steps, before updates could have inflated it."""
-    return start_level(view.grad_total[1], 3)
+    """Total gradient norm at the first recorded step, before any update could have inflated it.
+
+    Only that one: the first update is already the LR's doing, so a norm that was healthy
+    there and huge one step later was made huge by the steps (a cause precedes its symptoms),
+    not by the init or the inputs."""
+    return start_level(view.grad_total[1], 1)
 
 
 def huge_from_start(view: RunView) -> bool:
-    """Gradient norms were far outside the healthy range from the first step: init or input scale, not the LR."""
+    """Gradient norms were far outside the healthy range at the first step, before any update: init or input scale, not the LR."""
     return bool(grad_at_start(view) >= HUGE_GRAD)
 
 

@@ -8,6 +8,7 @@ from tuidiag.diagnosis.moves import BATCH_UP, WORKERS_UP, fix_text
 from tuidiag.diagnosis.rules.measures import tail
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
+from tuidiag.format import SYS_GPU_UTIL
 
 
 def train_mode_bug(view: RunView) -> Finding | None:
@@ -34,7 +35,11 @@ def _gpu_line(util: Measure) -> Evidence:
 
 
 def data_loading_bottleneck(view: RunView) -> Finding | None:
-    """The run is slow because steps wait for data."""
+    """The run is slow because steps wait for data.
+
+    Its evidence states step times over the steps it names, not a rate: the run's rate is the run view's
+    steps/s (steps per wall-clock second over the newest 30 s, pauses between steps included), and a
+    second rate over another window could contradict it at the same moment."""
     w_steps, wait = view.series("time/data_wait")
     s_steps, step = view.series("time/step")
     if len(wait) < 20 or len(step) < 20:
@@ -47,10 +52,11 @@ def data_loading_bottleneck(view: RunView) -> Finding | None:
     evidence: list[str] = [
         Evidence(f"waiting for data takes {wait_s / step_s:.0%} of each step ({fmt(wait_s * 1e3)} of {fmt(step_s * 1e3)} ms, "
                  f"medians over {wait_m.where} and {step_m.where})", Compare(wait_m, step_m)),
-        Evidence(f"{fmt(1 / step_s)} steps/s (median step time over {step_m.where})", Level(step_m))]
-    u_steps, util = view.series("sys/gpu_util")
+        Evidence(f"median step time {fmt(step_s * 1e3)} ms over {step_m.where}, waiting for data included "
+                 f"(the run view's steps/s also counts the time between steps)", Level(step_m))]
+    u_steps, util = view.series(SYS_GPU_UTIL)
     if len(util):
-        evidence.append(_gpu_line(measure("sys/gpu_util", u_steps, util, "median")))
+        evidence.append(_gpu_line(measure(SYS_GPU_UTIL, u_steps, util, "median")))
     fix = fix_text((WORKERS_UP, "DataLoader(num_workers=4-8, pin_memory=True, persistent_workers=True, prefetch_factor=4)"),
                    "move decoding/augmentation off the main process; faster storage")
     confidence = min(0.9, 0.5 + wait_s / step_s * 0.6)
@@ -59,13 +65,13 @@ def data_loading_bottleneck(view: RunView) -> Finding | None:
 
 def low_gpu_utilization(view: RunView) -> Finding | None:
     """The GPU is mostly idle while data loading is not the cause."""
-    steps, util = view.series("sys/gpu_util")
+    steps, util = view.series(SYS_GPU_UTIL)
     if len(util) < 10:
         return None
-    level = measure("sys/gpu_util", steps, util, "median")
+    level = measure(SYS_GPU_UTIL, steps, util, "median")
     if level.value >= 40:
         return None
-    count = measure("sys/gpu_util", steps, util, "count")
+    count = measure(SYS_GPU_UTIL, steps, util, "count")
     text = f"GPU utilization median {level.value:.0f}% over {len(util)} samples ({level.where})"
     evidence: list[str] = [Evidence(text, Level(level), Level(count))]
     fix = fix_text((BATCH_UP, "raise the batch size"),

@@ -1,0 +1,111 @@
+"""How the run view draws its charts: the rank mode, the smoothing, the x axis, the chart cursor, the log scale.
+
+A mixin of :class:`tuidiag.app.screens.run_screen.RunScreen`: each key changes one
+setting and every chart is drawn again with it (:meth:`RunChartViews._chart_views`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from rich.text import Text
+from textual.widgets import Static, TabbedContent
+
+from tuidiag.app.run_tabs import CHART_TABS
+from tuidiag.app.widgets.chart import MetricChart
+from tuidiag.viewmodel.chart_cursor import move_cursor
+from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
+from tuidiag.diagnosis.distributions import NO_DISTRIBUTIONS
+from tuidiag.monitor_keys import NEXT_DIST_KEY, PREVIOUS_DIST_KEY
+from tuidiag.viewmodel.distributions import DIST_CHART, next_distribution, shown_distribution
+from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
+from tuidiag.viewmodel.snapshot import RunDetail
+
+SMOOTHED_TABS = tuple(tab.id for tab in CHART_TABS if tab.smoothed)
+"""Charts the smoothing key smooths (:attr:`tuidiag.app.run_tabs.RunTab.smoothed`)."""
+DEFAULT_SMOOTHING = STRENGTHS[2]
+"""0.9: a chart is 100-200 columns, not TensorBoard's 1000 points, so its default 0.6 would barely
+show; 0.9 spreads over about one percent of the run, a column or two, and noisy losses read as a line."""
+
+
+class RunChartViews:
+    """The run view's chart settings (the screen's state is its own: see ``RunScreen.__init__``)."""
+
+    detail: RunDetail | None
+    rank_mode: int
+    smoothing: float
+    time_axis: bool
+    cursor: int | None
+    dist: str | None
+    _update: Callable[[str, Text], None]
+    """Sets a ``Static``'s text when it changed (``RunScreen._update``)."""
+
+    def _show_charts(self, detail: RunDetail) -> None:
+        modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
+        mode = modes[self.rank_mode % len(modes)]
+        for tab in CHART_TABS:
+            chart = chart_for_mode(detail.charts[tab.id], detail.ranks, tab.id, mode)
+            if tab.id == DIST_CHART and len(detail.dists) > 1:
+                chart = replace(chart, title=f"{chart.title}  {NEXT_DIST_KEY}/{PREVIOUS_DIST_KEY}: next/previous")
+            self.query_one(f"#chart-{tab.id}", MetricChart).show(chart, self._marker())
+        note = self.query_one("#dist-note", Static)
+        note.display = not detail.dists
+        self.query_one(f"#chart-{DIST_CHART}", MetricChart).display = bool(detail.dists)
+        if not detail.dists:
+            self._update("#dist-note", Text(NO_DISTRIBUTIONS))  # set once, not at every refresh
+        self._chart_views()
+
+    def action_distribution(self, direction: int) -> None:
+        """Show the next (``direction`` 1) or previous (-1) distribution of the run in the distribution tab."""
+        if self.detail is None or not self.detail.dists:
+            self.notify(NO_DISTRIBUTIONS)
+            return
+        shown = shown_distribution(self.detail.dists, self.dist)
+        self.dist = next_distribution(self.detail.dists, shown, direction)
+        if self.query_one("#charts", TabbedContent).active != DIST_CHART:
+            self.action_tab(DIST_CHART)
+        self.post_message(self.DistributionChanged(self.key, self.dist))
+
+    def _chart_views(self) -> None:
+        """Every chart with the current smoothing, x axis and cursor."""
+        for tab in CHART_TABS:
+            self.query_one(f"#chart-{tab.id}", MetricChart).view(
+                smoothing=self.smoothing if tab.id in SMOOTHED_TABS else 0.0, time_axis=self.time_axis, cursor=self.cursor)
+
+    def action_smoothing(self) -> None:
+        """Cycle the EMA smoothing of the loss, grad-norm and update charts: off, 0.6, 0.9, 0.99."""
+        self.smoothing = next_strength(self.smoothing)
+        self._chart_views()
+
+    def action_time_axis(self) -> None:
+        """Switch the charts' x axis between the step and the wall-clock time since the first step."""
+        if self.detail is not None and not self.time_axis and all(c.clock is None for c in self.detail.charts.values()):
+            self.notify("no wall times recorded: the x axis stays the step")
+            return
+        self.time_axis = not self.time_axis
+        self._chart_views()
+
+    def action_cursor(self, direction: int, big: bool = False) -> None:
+        """Show the chart cursor (at the newest step), or move it one chart column (ten when ``big``)."""
+        if self.detail is None:
+            return
+        first, last = self.detail.steps
+        active = self.query_one("#charts", TabbedContent).active
+        widget = self.query_one(f"#chart-{active}", MetricChart) if active in {tab.id for tab in CHART_TABS} else None
+        columns = max(10, (widget.size.width if widget is not None else self.size.width) - 8)
+        self.cursor = move_cursor(self.cursor, first, last, columns, direction, big)
+        self._chart_views()
+
+    def action_rank_mode(self) -> None:
+        """Cycle the loss and grad-norm charts of a multi-rank run: default, all ranks, spread, each rank."""
+        if self.detail is None or self.detail.ranks is None:
+            self.notify("one rank only: nothing to switch")
+            return
+        self.rank_mode = (self.rank_mode + 1) % len(rank_modes(self.detail.ranks.ranks))
+        self._show_charts(self.detail)
+
+    def action_toggle_log(self) -> None:
+        active = self.query_one("#charts", TabbedContent).active
+        if active in {tab.id for tab in CHART_TABS}:
+            self.query_one(f"#chart-{active}", MetricChart).toggle_log()
