@@ -50,8 +50,7 @@ REFRESH_BUDGET = 0.04
 """Share of one core the app may take while several runs are writing: refreshes space out to stay within it
 (with one busy run every flush is shown at once)."""
 REFRESH_PERIOD = 1.0
-"""Least seconds between two refreshes while several runs are writing: the recorder's flush period, so runs that
-flush once a second each, out of step with one another, are shown together once a second, not one by one."""
+"""Least seconds between refreshes while several runs write: the recorder's flush period (runs flushing out of step show together)."""
 BUSY_WINDOW = 2.0
 """A run with a file event in the last this many seconds counts as busy."""
 FIRST_DRAW_GRACE = 1.5
@@ -117,9 +116,8 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         summaries: list[RunSummary]
         detail: RunDetail | None
         late: bool = False
-        """Work that ended after its refresh (a read, a diagnosis): the open run's view is built again."""
+        """Work of ``runs`` that ended after its refresh (a read, a diagnosis): the open run's view is built again if it is one."""
         runs: frozenset[str] = frozenset()
-        """Late: the runs whose work ended (the open run's view is built again only when it is one of them)."""
 
         def can_replace(self, message: Message) -> bool:
             if self.late and isinstance(message, TuidiagApp.RunsRefreshed) and message.late:
@@ -299,8 +297,7 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         self.post_message(self.RunsRefreshed(summaries, detail))
 
     def _read_late(self, path: Path) -> None:
-        """A run's read or diagnosis ended after its refresh returned (reading thread): show it now, reading nothing
-        (queued ones merge: :meth:`RunsRefreshed.can_replace`)."""
+        """A run's read or diagnosis ended after its refresh (reading thread): show it now, reading nothing (queued ones merge)."""
         self.post_message(self.RunsRefreshed(self.model.summaries(), None, late=True, runs=frozenset({str(path)})))
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
