@@ -188,6 +188,9 @@ def phase_tabs(path: Path) -> dict:
                 await asyncio.sleep(0.1)  # the diagnosis is done (in a background process for a large run): idle
             out["diagnosed"] = time.perf_counter() - t0
             await pilot.pause(0.5)
+            from tuidiag.app.run_tabs import RUN_TABS
+
+            unbound = next(k for k in "90" if k not in {tab.key for tab in RUN_TABS})  # "8" became the dist tab
             times, first, floor, cpu, cpu_floor = [], {}, [], [], []
             for key in ("2", "3", "4", "5", "6", "1") * 3:
                 t, c = time.perf_counter(), time.process_time()
@@ -197,7 +200,7 @@ def phase_tabs(path: Path) -> dict:
                 cpu.append(time.process_time() - c)
                 first.setdefault(key, times[-1])
                 t, c = time.perf_counter(), time.process_time()
-                await pilot.press("8")  # bound to nothing
+                await pilot.press(unbound)  # bound to nothing
                 await pilot.pause()
                 floor.append(time.perf_counter() - t)
                 cpu_floor.append(time.process_time() - c)
