@@ -14,7 +14,8 @@ Three app processes are measured in turn:
 - ``run view``: the same with one run's view open (charts, layer grid, diagnosis).
 
 For each: CPU %, ratio to the baseline, refreshes handled per second, the CPU of
-the main (UI) thread, and the CPU time spent inside ``RunsModel`` (discover /
+the main (UI) thread and of each thread by name (the diagnosis thread, the readers, the
+file watcher's), and the CPU time spent inside ``RunsModel`` (discover /
 refresh / detail, on worker threads); the rest is the file watcher and Textual's
 worker/message machinery.
 
@@ -101,6 +102,25 @@ def main_thread_cpu():
     except OSError:
         return float("nan")
 
+def threads_cpu():
+    # CPU seconds of each live thread of this process, summed by Python thread name (numbers dropped)
+    out = {}
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                name, rest = f.read().rsplit(")", 1)
+            fields = rest.split()
+        except OSError:
+            continue
+        label = "main (UI)" if tid == str(os.getpid()) else names.get(int(tid), name.split("(", 1)[1]).split(" ")[0].rstrip("0123456789-_")
+        out[label] = out.get(label, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
 class CountingApp(TuidiagApp):
     refreshed = 0
     def on_tuidiag_app_runs_refreshed(self, message):
@@ -119,9 +139,9 @@ async def go():
         await asyncio.sleep(warmup)
         with lock:
             w0, c0 = dict(work), dict(calls)
-        r0, t0, wall0, ui0 = CountingApp.refreshed, os.times(), time.perf_counter(), main_thread_cpu()
+        r0, t0, wall0, ui0, th0 = CountingApp.refreshed, os.times(), time.perf_counter(), main_thread_cpu(), threads_cpu()
         await asyncio.sleep(window)
-        t1, wall1, ui1 = os.times(), time.perf_counter(), main_thread_cpu()
+        t1, wall1, ui1, th1 = os.times(), time.perf_counter(), main_thread_cpu(), threads_cpu()
         with lock:
             w1, c1 = dict(work), dict(calls)
         cpu = (t1.user - t0.user) + (t1.system - t0.system)
@@ -130,6 +150,7 @@ async def go():
             "refreshes": CountingApp.refreshed - r0, "runs": len(app.summaries), "watching": app.watching,
             "screen": type(app.screen).__name__, "first_refresh": time.perf_counter() - t_start,
             "work": {k: w1[k] - w0[k] for k in work}, "calls": {k: c1[k] - c0[k] for k in calls},
+            "threads": {k: 100 * (v - th0.get(k, 0.0)) / (wall1 - wall0) for k, v in th1.items() if v - th0.get(k, 0.0) > 0},
         }))
 
 asyncio.run(go())
@@ -159,6 +180,8 @@ def report(label: str, r: dict, base: float | None) -> None:
           f"UI thread {r['ui_pct']:5.2f}%  model {100 * model / r['wall']:5.2f}% (refresh {c['refresh']}x {1e3 * w['refresh'] / max(1, c['refresh']):.1f} ms, "
           f"detail {c['detail']}x {1e3 * w['detail'] / max(1, c['detail']):.1f} ms, discover {c['discover']}x)  "
           f"runs={r['runs']} screen={r['screen']}{verdict}")
+    if r.get("threads"):  # threads that ended inside the window are not counted here (the total above is exact)
+        print(" " * 11 + "by thread (% of a core): " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(r["threads"].items(), key=lambda kv: -kv[1])))
 
 
 def main() -> None:

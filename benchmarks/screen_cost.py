@@ -188,19 +188,25 @@ def phase_tabs(path: Path) -> dict:
                 await asyncio.sleep(0.1)  # the diagnosis is done (in a background process for a large run): idle
             out["diagnosed"] = time.perf_counter() - t0
             await pilot.pause(0.5)
-            times, first, floor = [], {}, []
+            from tuidiag.app.run_tabs import RUN_TABS
+
+            unbound = next(k for k in "90" if k not in {tab.key for tab in RUN_TABS})  # "8" became the dist tab
+            times, first, floor, cpu, cpu_floor = [], {}, [], [], []
             for key in ("2", "3", "4", "5", "6", "1") * 3:
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 await pilot.press(key)
                 await pilot.pause()
                 times.append(time.perf_counter() - t)
+                cpu.append(time.process_time() - c)
                 first.setdefault(key, times[-1])
-                t = time.perf_counter()
-                await pilot.press("8")  # bound to nothing
+                t, c = time.perf_counter(), time.process_time()
+                await pilot.press(unbound)  # bound to nothing
                 await pilot.pause()
                 floor.append(time.perf_counter() - t)
+                cpu_floor.append(time.process_time() - c)
             out.update(first_visit=first, revisit_median=statistics.median(times[6:]), revisit_max=max(times[6:]),
-                       pilot_floor=statistics.median(floor))
+                       pilot_floor=statistics.median(floor), cpu_median=statistics.median(cpu[6:]),
+                       cpu_floor=statistics.median(cpu_floor))
 
     asyncio.run(go())
     out["rss"] = ms._rss_mb()
@@ -275,6 +281,8 @@ def report(label: str, src: Path, big: Path, ten: Path, root: Path, raw_big: dic
           f"({tabs['revisit_median'] / raw_ten['read']:.4f}x raw pyarrow read)  target 50 ms: {_ok(tabs['revisit_median'], TARGETS['tab'])};"
           f"  an unbound key {tabs['pilot_floor'] * 1e3:.0f} ms; first visits (ms) {visits}; (whole diagnosis shown at "
           f"{tabs.get('diagnosed', float('nan')):.1f} s)")
+    print(f"tab switch CPU (process time, all threads), {names[1]:<10} {tabs['cpu_median'] * 1e3:7.1f} ms median "
+          f"({tabs['cpu_median'] / raw_ten['read']:.4f}x raw pyarrow read); an unbound key {tabs['cpu_floor'] * 1e3:.1f} ms")
     over = measure("overview", root, src)
     raw_root = measure("raw_root", root, REPO)["read"]
     print(f"overview of {over['runs']} runs first drawn  {over['first_drawn']:7.3f} s  ({over['first_drawn'] / raw_root:.3f}x raw pyarrow "

@@ -145,3 +145,35 @@ def test_nothing_to_draw_says_so() -> None:
     assert "train" in draw_chart(negative, log=False, marker=None, width=40, height=10).plain
     nan = Chart("loss", (("train", np.arange(3.0), np.full(3, math.nan)),))
     assert "no finite values to draw" in draw_chart(nan, log=False, marker=None, width=40, height=10).plain
+
+
+@settings(max_examples=max(10, EXAMPLES // 2), deadline=None, derandomize=True)
+@given(chart=charts, size=sizes, log=st.booleans(), smoothing=st.sampled_from([0.0, 0.9]),
+       theme=st.sampled_from(["default", "textual-dark", "textual-light", "dark", "clear", "pro"]),
+       cursor=st.one_of(st.none(), st.integers(0, 10**6)))
+def test_figure_rows_are_the_parsed_ansi_rows(chart: Chart, size: tuple[int, int], log: bool, smoothing: float, theme: str,
+                                              cursor: int | None) -> None:
+    """The chart's rows read from plotext's matrix (``figure_rows``) are exactly ``Text.from_ansi`` of the figure's
+    ANSI output, row by row: the same characters, spans and styles (the SVG snapshots see no difference)."""
+    from rich.text import Text
+
+    from tuidiag.app.widgets import chart as chart_module
+    from tuidiag.app.widgets.plot_rows import figure_rows
+
+    compared = []
+    drawn = chart_module.figure_rows
+
+    def checked(figure):
+        twin = copy.deepcopy(figure)  # a figure is built once (plotext changes it while building)
+        rows = figure_rows(figure)
+        assert list(Text.from_ansi(twin.build().removesuffix("\n")).split("\n")) == rows
+        compared.append(len(rows))
+        return rows
+
+    chart_module.figure_rows = checked
+    try:
+        draw_chart(chart, log=log, marker=None, width=size[0], height=size[1], theme=theme, smoothing=smoothing, cursor=cursor)
+    finally:
+        chart_module.figure_rows = drawn
+    data = plot_data(chart, log, None, 2, 2, smoothing=smoothing, cursor=cursor)
+    assert bool(compared) == (data is not None and size[0] >= 12 and size[1] >= 5)

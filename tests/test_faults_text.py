@@ -77,6 +77,11 @@ def _fix_times(run_dir: Path) -> None:
         pq.write_table(table.set_column(1, "wall_time", walls), shard)
     manifest = json.loads((run_dir / "run.json").read_text())
     manifest.update(created=FIXED_NOW - 100, heartbeat=FIXED_NOW - 50, ended=FIXED_NOW - 50)
+    summary = manifest.get("summary")
+    if isinstance(summary, dict):  # the recorder's summary of the newest rows: the same fixed times and pace
+        summary["steps_per_s"] = 2.0
+        for entry in (summary.get("last") or {}).values():
+            entry[2] = entry[0] * 0.5 + FIXED_NOW - 100
     (run_dir / "run.json").write_text(json.dumps(manifest))
 
 

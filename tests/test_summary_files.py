@@ -97,3 +97,46 @@ def test_compact_writes_what_older_runs_lack_and_leaves_live_runs_unmerged(tmp_p
     assert capsys.readouterr().out.strip().endswith("wrote 3 summaries (live run: shards not merged)")
     assert len(list_shards(tmp_path / "live" / METRICS_DIR)) == 3
     writer.close()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(table_rows=rows, forge=st.sampled_from(["none", "bucket order", "count", "bad", "shift"]), seed=st.integers(0, 2**16))
+def test_a_summary_with_impossible_levels_is_refused(tmp_path_factory: pytest.TempPathFactory, table_rows: list, forge: str,
+                                                     seed: int) -> None:
+    """Every level of a summary is checked (buckets rising within a level, counts not negative, a metric and shift that
+    exists): one forged row anywhere is refused; buckets that restart at the next level or metric are not forged."""
+    import pyarrow as pa
+
+    from tuidiag.store.envelope import Pyramid
+    from tuidiag.store.shards import write_table_atomic
+    from tuidiag.store.summary_files import summary_table
+
+    steps = np.array([s for s, _, _ in table_rows], np.int64)
+    names = np.array([n for _, n, _ in table_rows])
+    values = np.array([v for _, _, v in table_rows], np.float64)
+    pyramids = {n: Pyramid.of(from_rows(steps[names == n], values[names == n])) for n in sorted(set(names.tolist()))}
+    table = summary_table(pyramids, len(table_rows))
+    columns = {name: table.column(name).to_numpy().copy() for name in ("bucket", "count", "bad", "shift")}
+    rng = np.random.default_rng(seed)
+    row = int(rng.integers(table.num_rows))
+    same_level = [i for i in range(1, table.num_rows) if (table.column("metric").to_pylist()[i], columns["shift"][i])
+                  == (table.column("metric").to_pylist()[i - 1], columns["shift"][i - 1])]
+    if forge == "bucket order":
+        if not same_level:
+            return  # every level holds one bucket: nothing to put out of order
+        row = same_level[int(rng.integers(len(same_level)))]
+        columns["bucket"][row] = columns["bucket"][row - 1]
+    elif forge in ("count", "bad"):
+        columns[forge][row] = -1
+    elif forge == "shift":
+        columns["shift"][row] = 63
+
+    arrays = [pa.array(columns[f.name], f.type) if f.name in columns else table.column(f.name) for f in table.schema]
+    path = tmp_path_factory.mktemp("forged") / "summary.parquet"
+    write_table_atomic(path, pa.Table.from_arrays(arrays, schema=table.schema))
+    if forge == "none":
+        levels = read_levels(path, len(table_rows), min_shift=0)
+        assert {name: sorted(p.levels) for name, p in pyramids.items()} == {name: sorted(lv) for name, lv in levels.items()}
+    else:
+        with pytest.raises(ShardError):
+            read_levels(path, len(table_rows), min_shift=0)

@@ -49,6 +49,8 @@ EVENT_GRACE = 2 * SLOW_POLL
 REFRESH_BUDGET = 0.04
 """Share of one core the app may take while several runs are writing: refreshes space out to stay within it
 (with one busy run every flush is shown at once)."""
+REFRESH_PERIOD = 1.0
+"""Least seconds between refreshes while several runs write: the recorder's flush period (runs flushing out of step show together)."""
 BUSY_WINDOW = 2.0
 """A run with a file event in the last this many seconds counts as busy."""
 FIRST_DRAW_GRACE = 1.5
@@ -114,7 +116,14 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         summaries: list[RunSummary]
         detail: RunDetail | None
         late: bool = False
-        """Work that ended after its refresh (a read, a diagnosis): the open run's view is built again."""
+        """Work of ``runs`` that ended after its refresh (a read, a diagnosis): the open run's view is built again if it is one."""
+        runs: frozenset[str] = frozenset()
+
+        def can_replace(self, message: Message) -> bool:
+            if self.late and isinstance(message, TuidiagApp.RunsRefreshed) and message.late:
+                self.runs = self.runs | message.runs  # the newer summaries stand for both
+                return True
+            return False
 
     @dataclass
     class DetailReady(Message):
@@ -259,7 +268,7 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         busy = sum(1 for seen in self._event_times.values() if now - seen < BUSY_WINDOW)
         if busy <= 1:
             return COALESCE
-        return max(COALESCE, self._last_refresh + self._refresh_cost / REFRESH_BUDGET - now)
+        return max(COALESCE, self._last_refresh + max(REFRESH_PERIOD, self._refresh_cost / REFRESH_BUDGET) - now)
 
     def _flush_pending(self) -> None:
         self._flush_timer = None
@@ -288,8 +297,8 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         self.post_message(self.RunsRefreshed(summaries, detail))
 
     def _read_late(self, path: Path) -> None:
-        """A run's read ended after its refresh returned (reading thread): show it now, reading nothing."""
-        self.post_message(self.RunsRefreshed(self.model.summaries(), None, late=True))
+        """A run's read or diagnosis ended after its refresh (reading thread): show it now, reading nothing (queued ones merge)."""
+        self.post_message(self.RunsRefreshed(self.model.summaries(), None, late=True, runs=frozenset({str(path)})))
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def load_detail(self, key: str, at: int | None, window: tuple[int, int] | None = None, points: int = 400,
@@ -322,7 +331,7 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         if message.detail is not None:
             self._show_detail(message.detail)
         top = self._top_screen()
-        if message.late and isinstance(top, RunScreen):
+        if message.late and isinstance(top, RunScreen) and top.key in message.runs:
             self.load_detail(top.key, top.at, top.window, top.chart_points(), top.dist)
 
     def _top_screen(self) -> object:

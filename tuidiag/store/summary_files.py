@@ -97,14 +97,17 @@ def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT)
     result: dict[str, dict[int, Level]] = {}
     if not len(keep):
         return result
-    key_change = np.flatnonzero((codes[1:] != codes[:-1]) | (shifts[1:] != shifts[:-1])) + 1
+    same_key = (codes[1:] == codes[:-1]) & (shifts[1:] == shifts[:-1])
+    key_change = np.flatnonzero(~same_key) + 1
+    # checked once over every level (not level by level: a summary holds hundreds of them)
+    if np.any(codes < 0) or np.any(codes >= len(names)) or np.any(shifts < 0) or np.any(shifts > 62):
+        raise ShardError("a summary row names no metric or an impossible level")
+    bucket = arrays["bucket"]
+    if np.any(same_key & (bucket[1:] <= bucket[:-1])) or np.any(arrays["count"] < 0) or np.any(arrays["bad"] < 0):
+        raise ShardError("a summary's buckets are out of order or its counts negative")
     for a, b in zip(np.concatenate(([0], key_change)), np.append(key_change, len(keep))):
         code, shift = int(codes[a]), int(shifts[a])
-        if not 0 <= code < len(names) or not 0 <= shift <= 62:
-            raise ShardError("a summary row names no metric or an impossible level")
         level = Level(shift, *(np.ascontiguousarray(arrays[c][a:b]) for c in _LEVEL_COLUMNS))
-        if np.any(np.diff(level.bucket) <= 0) or np.any(level.count < 0) or np.any(level.bad < 0):
-            raise ShardError("a summary's buckets are out of order or its counts negative")
         result.setdefault(str(names[code]), {})[shift] = level
     return result
 

@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from tuidiag.diagnosis import Diagnosis
-from tuidiag.format import LOSS
+from tuidiag.format import LOSS, MANIFEST_NAME, METRICS_DIR
 from tuidiag.sources import KIND_TUIDIAG, discover, open_source
 from tuidiag.store import Run
 from tuidiag.store.manifest import read_manifest
@@ -62,15 +62,19 @@ class RunsModel(RunDiagnoses, RunDetails):
         """Each run's loss steps (a read-only copy) and the ``rows_read`` they were copied at."""
         self._lock = threading.Lock()
         """Guards ``_slots`` (not the runs: each slot has its own lock)."""
-        self._diagnosis_pool = ReadPool(workers=1, top_up=False)
+        self._diagnosis_pool = ReadPool(workers=1, top_up=False, name="tuidiag-diagnose")
         """Diagnoses run one at a time, on one thread, after the reads: they never delay a run's row."""
         self._focus: tuple[Path | None, float] = (None, -math.inf)
         """The run whose view was last built, and when (``time.monotonic()``)."""
         self._hold_until = 0.0
         """``time.monotonic()`` before which no diagnosis starts (:meth:`hold_diagnoses`)."""
         self._announcing: threading.Timer | None = None
+        self._announced: set[Path] = set()
+        """Runs whose summary changed since the last announcement (:meth:`_announce`)."""
         self._closed = False
         """Set by :meth:`close`: queued diagnoses are dropped and nothing more is cached."""
+        self._cache_lock = threading.Lock()
+        """Held while ``_closed`` is set and while a diagnosis checks it and writes the cache (:meth:`_store`)."""
 
     @property
     def runs(self) -> dict[Path, Run]:
@@ -168,22 +172,22 @@ class RunsModel(RunDiagnoses, RunDetails):
     @staticmethod
     def _current_tail(slot: RunSlot) -> TailSummary | None:
         """The summary in the run's ``run.json`` if it covers the shards on disk (slot lock held); another
-        tracker's run has none: it is read whole."""
+        tracker's run has none: it is read whole. When neither ``run.json`` nor the list of metrics shards
+        changed since the last call (:func:`_files_mark`), the summary found then is kept: nothing is parsed."""
         if slot.kind != KIND_TUIDIAG:
             return None
+        mark = _files_mark(slot.path)
+        if mark is not None and mark == slot.files_mark and slot.tail is not None:
+            return slot.tail
+        slot.files_mark = None
         try:
             manifest = read_manifest(slot.path)
         except (OSError, ValueError, RecursionError):  # read whole instead: the reader says what is wrong
             return None
         tail = current_summary(slot.path, manifest)
         if tail is not None:
-            slot.manifest = manifest
+            slot.manifest, slot.files_mark = manifest, mark
         return tail
-
-    def close(self) -> None:
-        """The monitor is closing: diagnoses still queued start no read and write no cache entry (their thread
-        outlives the app, and the environment that named the cache directory may be gone)."""
-        self._closed = True
 
     def _summary(self, path: Path, run: Run, diagnosis: Diagnosis | None = None) -> RunSummary:
         """``summarize`` with the loss sparkline reused while the loss series is unchanged."""
@@ -199,3 +203,12 @@ class RunsModel(RunDiagnoses, RunDetails):
             resolved = self._resolved[path] = path.resolve()
         return resolved
 
+
+def _files_mark(path: Path) -> tuple[int, ...] | None:
+    """What changes when ``run.json`` is replaced or written (its inode, size and modification time) or a metrics
+    shard is added, renamed or removed (the directory's modification time); ``None`` when either cannot be read."""
+    try:
+        manifest, metrics = (path / MANIFEST_NAME).stat(), (path / METRICS_DIR).stat()
+    except OSError:
+        return None
+    return (manifest.st_ino, manifest.st_size, manifest.st_mtime_ns, manifest.st_ctime_ns, metrics.st_ino, metrics.st_mtime_ns)

@@ -45,8 +45,10 @@ class ReadTask:
 class ReadPool:
     """A few worker threads, topped up while slow reads hold them."""
 
-    def __init__(self, workers: int = WORKERS, top_up: bool = True) -> None:
+    def __init__(self, workers: int = WORKERS, top_up: bool = True, name: str = "tuidiag-read") -> None:
         self.workers = workers
+        self.name = name
+        """The worker threads' name (what a profiler or ``/proc`` shows)."""
         self.top_up = top_up
         """False: never more than ``workers`` threads, however long a task runs (work that only waits its turn)."""
         self._queue: deque[ReadTask] = deque()
@@ -89,7 +91,7 @@ class ReadPool:
             self._threads += 1
             self._starting += 1
             waiting -= 1
-            threading.Thread(target=self._work, name="tuidiag-read", daemon=True).start()
+            threading.Thread(target=self._work, name=self.name, daemon=True).start()
         if waiting > 0 and self._recheck is None and self.top_up:
             soonest = min((SLOW_AFTER - task.running_for(now) for task in self._running
                            if task.running_for(now) <= SLOW_AFTER), default=SLOW_AFTER)

@@ -28,7 +28,7 @@ from tuidiag.viewmodel.run_slot import Diagnosed, RunSlot
 from tuidiag.viewmodel.snapshot import PENDING, Health, summarize_tail
 
 DIAGNOSIS_BUDGET = 0.02
-"""Share of one core that re-diagnosing runs which only got new rows may take."""
+"""Share of one core that re-diagnosing runs which only got new rows may take (reading their new rows included)."""
 DIAGNOSIS_MAX_AGE = 30.0
 """The live diagnosis of the growing run whose view is open is never older than this (seconds, plus one refresh)."""
 BADGE_MAX_AGE = 300.0
@@ -54,7 +54,9 @@ class RunDiagnoses:
     _focus: tuple[Path | None, float]
     _hold_until: float
     _announcing: threading.Timer | None
+    _announced: set[Path]
     _closed: bool
+    _cache_lock: threading.Lock
 
     def _diagnose_later(self, slot: RunSlot) -> None:
         """Queue the diagnosis of a run summarised from ``run.json``, unless it covers the newest rows already."""
@@ -92,16 +94,19 @@ class RunDiagnoses:
                     if cached is not None:
                         slot.health, slot.warnings = _cached_health(cached), _cached_warnings(cached)
                     if status_cache.due(cached):
-                        status_cache.start_background(slot.path)
+                        with self._cache_lock:  # none started once the monitor closed
+                            if not self._closed:
+                                status_cache.start_background(slot.path)
                 else:
-                    run = self._open(slot)
-                    diagnosis = self._diagnosis(slot.path, run)
+                    start = time.thread_time()
+                    run = self._open(slot)  # the tail read counts against the diagnosis budget too
+                    diagnosis = self._diagnosis(slot.path, run, time.thread_time() - start)
                     top = diagnosis.top
                     slot.health = Health(top.code, top.title, top.severity, top.confidence)
                     slot.warnings = tuple(run.warnings)
-                    if self._diagnoses[slot.path].rows == run.rows_read and not self._closed:  # not one kept from before
+                    if self._diagnoses[slot.path].rows == run.rows_read:  # not one the CPU budget kept from before
                         slot.diagnosed = (tail.seq, tail.rows)
-                        status_cache.store(slot.path, signature, diagnosis, self._diagnoses[slot.path].cost, run.warnings)
+                        self._store(slot.path, signature, diagnosis, self._diagnoses[slot.path].cost, run.warnings)
                     if effective_status(slot.manifest) != STATUS_RUNNING:
                         slot.run = None  # a finished run is not tailed: its rows need not stay in memory
                 slot.summary = summarize_tail(slot.path, slot.manifest, tail, slot.health, self.clock(), slot.warnings)
@@ -109,7 +114,7 @@ class RunDiagnoses:
                 slot.diagnosed = (tail.seq, tail.rows)
             changed = (slot.health, slot.warnings) != shown or (slot.want_whole and self._diagnoses.get(slot.path) is not computed)
         if changed:  # a new badge, or the whole diagnosis the run view waits for: the app draws it
-            self._announce()
+            self._announce(slot.path)
 
     def _not_due(self, slot: RunSlot) -> bool:
         """True when a run tailed here was diagnosed so recently that the CPU budget puts off the next diagnosis
@@ -127,11 +132,28 @@ class RunDiagnoses:
             return True
         return False
 
-    def _announce(self) -> None:
-        """Tell the app that summaries changed after their refresh returned: at most once per :data:`ANNOUNCE_AFTER`."""
+    def close(self) -> None:
+        """The monitor is closing: diagnoses still queued start no read, and once this returns no diagnosis writes a
+        cache entry or starts a background one, not even one that was running when it was called (its thread
+        outlives the app, and the environment that named the cache directory may be gone). A write in progress
+        is waited for (an atomic write of a small file)."""
+        with self._cache_lock:
+            self._closed = True
+
+    def _store(self, path: Path, signature: str, diagnosis: Diagnosis, cost: float, warnings: list[str]) -> None:
+        """Cache a diagnosis for the status line and the next start, unless the monitor closed (:meth:`close`):
+        the check and the write hold one lock, so :meth:`close` never returns between them."""
+        with self._cache_lock:
+            if not self._closed:
+                status_cache.store(path, signature, diagnosis, cost, warnings)
+
+    def _announce(self, path: Path) -> None:
+        """Tell the app that run ``path``'s summary changed after its refresh returned: the runs that changed
+        within :data:`ANNOUNCE_AFTER` seconds are announced together."""
         if self.on_late is None:
             return
         with self._lock:
+            self._announced.add(path)
             if self._announcing is not None:
                 return
             self._announcing = threading.Timer(ANNOUNCE_AFTER, self._announce_now)
@@ -141,8 +163,10 @@ class RunDiagnoses:
     def _announce_now(self) -> None:
         with self._lock:
             self._announcing = None
-        if self.on_late is not None:
-            self.on_late(self.root)
+            paths, self._announced = self._announced, set()
+        if self.on_late is not None and not self._closed:
+            for path in sorted(paths):
+                self.on_late(path)
 
     def _full_diagnosis(self, slot: RunSlot) -> Diagnosis:
         """The whole diagnosis of a run drawn from its envelopes (slot lock held), never computed here: the newest
@@ -164,9 +188,10 @@ class RunDiagnoses:
         return Diagnosis(name, None, [], [], [f"diagnosing the whole run ({tail.rows if tail else 0:,} rows) in the background; "
                                             "the findings show here when it is done"])
 
-    def _diagnosis(self, path: Path, run: Run) -> Diagnosis:
+    def _diagnosis(self, path: Path, run: Run, read_cost: float = 0.0) -> Diagnosis:
         """The live diagnosis of ``run``: recomputed at once when events arrived; when only
-        rows did, once the last one is older than :meth:`_rediagnose_after` seconds."""
+        rows did, once the last one is older than :meth:`_rediagnose_after` seconds. ``read_cost``: CPU seconds
+        the read of its new rows took, counted with the diagnosis's own in the budget (:data:`DIAGNOSIS_BUDGET`)."""
         rows, events = run.rows_read, len(run.events)
         cached = self._diagnoses.get(path)
         now = time.monotonic()
@@ -178,7 +203,7 @@ class RunDiagnoses:
                 return cached.diagnosis
         start = time.thread_time()
         diagnosis = diagnose(run, jobs=job_records(run))
-        self._diagnoses[path] = Diagnosed(rows, events, diagnosis, now, time.thread_time() - start)
+        self._diagnoses[path] = Diagnosed(rows, events, diagnosis, now, time.thread_time() - start + read_cost)
         return diagnosis
 
     def _rediagnose_after(self, now: float, path: Path | None = None) -> float:

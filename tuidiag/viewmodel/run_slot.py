@@ -67,3 +67,5 @@ class RunSlot:
     """The run view wants the whole diagnosis, not only the badge a cache entry may hold."""
     envelopes: EnvelopeRun | None = None
     """The run's envelopes, while its view is drawn from them (:meth:`RunsModel.detail`)."""
+    files_mark: tuple[int, ...] | None = None
+    """What the run's files were (``model._files_mark``) when ``tail`` was read from its ``run.json``."""

@@ -12,8 +12,9 @@ from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.screen import Screen
 from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
+from tuidiag.app.widgets.steady_footer import SteadyFooter
 from tuidiag.diagnosis.codes import badge
 from tuidiag.text.numbers import confidence, fmt
 from tuidiag.viewmodel.overview_rows import (SORT_NAMES, count_text, fit_columns, full_width, header, run_label, shorten_label,
@@ -76,13 +77,15 @@ class OverviewScreen(Screen):
         """(key, cells) of the rows on screen, to tell when a column's width changes."""
         self._mixed = False
         """True while the source column is shown (some run is not tuidiag's own)."""
+        self._texts: dict[str, Text] = {}
+        """What the title and the hint show (:meth:`_update`)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="overview-title")
         yield Input(placeholder="filter runs by name, status or source (Enter to apply, Esc to clear)", id="filter")
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
         yield Static(id="overview-hint")
-        yield Footer(compact=True)
+        yield SteadyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
@@ -95,7 +98,10 @@ class OverviewScreen(Screen):
     def show(self, summaries: list[RunSummary], root: str) -> None:
         """Replace the table with ``summaries`` (keeps the cursor on the same run).
 
-        Before the screen's widgets exist the summaries are kept and drawn by ``on_mount``."""
+        Before the screen's widgets exist the summaries are kept and drawn by ``on_mount``; summaries equal
+        to those shown (a refresh in which no run changed) change nothing."""
+        if summaries == self.summaries and root == self._root and self._shown_cells:
+            return
         self.summaries, self._root = summaries, root
         try:
             self.query_one("#overview-title", Static)
@@ -154,7 +160,7 @@ class OverviewScreen(Screen):
         visible = self._visible()
         shown, rows, hidden_hint = self._fitted(table, visible)
         self._set_headers(table, shown)
-        self.query_one("#overview-title", Static).update(self._title(len(visible)))
+        self._update("#overview-title", self._title(len(visible)))
         if [key for key, _ in rows] == [k for k, _ in self._shown] and self._same_widths(rows):
             self._update_changed(table, rows)  # same runs, order and widths: touch only what changed
         else:  # rebuilt with widths measured afresh: a column fits what it shows now, not its widest past text
@@ -169,7 +175,13 @@ class OverviewScreen(Screen):
         self._shown_cells = rows
         hint = ("no runs yet: a run is a directory with run.json or metrics/, "
                 "a TensorBoard log, a W&B run (run-*.wandb) or a CSV log") if not self.summaries else hidden_hint
-        self.query_one("#overview-hint", Static).update(hint)
+        self._update("#overview-hint", Text(hint))
+
+    def _update(self, selector: str, text: Text) -> None:
+        """Show ``text`` in the ``Static`` at ``selector`` unless it shows it already (nothing to repaint)."""
+        if self._texts.get(selector) != text:
+            self._texts[selector] = text
+            self.query_one(selector, Static).update(text)
 
     def _same_widths(self, rows: list[tuple[str, list[object]]]) -> bool:
         """Whether every column's widest cell is as wide as in the rows shown now."""
@@ -181,7 +193,7 @@ class OverviewScreen(Screen):
         for row, ((_, cells), (_, before)) in enumerate(zip(rows, self._shown)):
             for column, (cell, old) in enumerate(zip(cells, before)):
                 if _signature(cell) != old:
-                    table.update_cell_at(Coordinate(row, column), cell, update_width=True)  # a longer text widens it
+                    table.update_cell_at(Coordinate(row, column), cell, update_width=False)  # same widths (_same_widths): none to measure again
 
     def _visible(self) -> list[RunSummary]:
         return visible(self.summaries, self._root, self.filter_text, self.sort)

@@ -7,6 +7,7 @@ setting and every chart is drawn again with it (:meth:`RunChartViews._chart_view
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable
 
 from rich.text import Text
 from textual.widgets import Static, TabbedContent
@@ -37,6 +38,8 @@ class RunChartViews:
     time_axis: bool
     cursor: int | None
     dist: str | None
+    _update: Callable[[str, Text], None]
+    """Sets a ``Static``'s text when it changed (``RunScreen._update``)."""
 
     def _show_charts(self, detail: RunDetail) -> None:
         modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
@@ -50,7 +53,7 @@ class RunChartViews:
         note.display = not detail.dists
         self.query_one(f"#chart-{DIST_CHART}", MetricChart).display = bool(detail.dists)
         if not detail.dists:
-            note.update(Text(NO_DISTRIBUTIONS))
+            self._update("#dist-note", Text(NO_DISTRIBUTIONS))  # set once, not at every refresh
         self._chart_views()
 
     def action_distribution(self, direction: int) -> None:

@@ -8,8 +8,9 @@ step instead. The zoom narrows the steps the charts show to a half at a time
 
 from __future__ import annotations
 
+from typing import Callable
+
 from rich.text import Text
-from textual.widgets import Static
 
 from tuidiag.viewmodel.replay_cursor import next_sample
 from tuidiag.viewmodel.snapshot import RunDetail
@@ -31,6 +32,8 @@ class RunNavigation:
     _finding_index: int
     window: tuple[int, int] | None
     zooming: bool
+    _update: Callable[[str, Text], None]
+    """Sets a one-line ``Static``'s text when it changed (``RunScreen._update``)."""
 
     def _marker(self) -> int | None:
         return self.at if self.replay and self.at is not None else self.marker
@@ -46,7 +49,7 @@ class RunNavigation:
         bar.append("=" * filled, style="magenta")
         bar.append("-" * (width - filled), style="dim")
         bar.append(f"  {at}/{last}")
-        self.query_one("#cursor-bar", Static).update(bar)
+        self._update("#cursor-bar", bar)
 
     def _move(self, at: int | None) -> None:
         if self.detail is not None and at is not None:

@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 
 from tuidiag import job_kinds
 from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, bindings, tab_bindings, tab_title
@@ -27,6 +27,7 @@ from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.job_bar import JobBar
 from tuidiag.app.widgets.layers import LayerHeatmap
+from tuidiag.app.widgets.steady_footer import SteadyFooter
 from tuidiag.viewmodel.distributions import DIST_CHART
 from tuidiag.viewmodel.job_progress import JobView
 from tuidiag.viewmodel.jobs_view import jobs_text
@@ -112,6 +113,8 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         """Whether the charts' x axis is the wall-clock time since the first step instead of the step."""
         self.cursor: int | None = None
         """The chart cursor's step (None: hidden); every chart marks it and reads out its series there."""
+        self._texts: dict[str, Text] = {}
+        """What each one-line ``Static`` shows (:meth:`_update`)."""
         self.dist: str | None = None
         """The distribution the distribution tab shows (None: the run's first); ``h``/``H`` cycle it."""
 
@@ -126,7 +129,7 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
             yield DiagnosisPanel(id="diagnosis")
         yield JobBar(CANCEL_KEY, id="job-bar")
         yield Static(id="cursor-bar")
-        yield Footer(compact=True)
+        yield SteadyFooter(compact=True)
 
     def _pane(self, tab_id: str) -> ComposeResult:
         """What the pane of tab ``tab_id`` holds."""
@@ -206,8 +209,15 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         title = Text(" ")
         title.append_text(literal(elide(name, title_name_width(name, rest.plain, self._width() - 1)), "bold"))
         title.append_text(rest)
-        self.query_one("#run-title", Static).update(title)
-        self.query_one("#system-strip", Static).update(_system(detail, self._width()))
+        self._update("#run-title", title)
+        self._update("#system-strip", _system(detail, self._width()))
+
+    def _update(self, selector: str, text: Text) -> None:
+        """Show ``text`` in the ``Static`` at ``selector`` unless it shows it already (a refresh that changed
+        nothing there repaints nothing)."""
+        if self._texts.get(selector) != text:
+            self._texts[selector] = text
+            self.query_one(selector, Static).update(text)
 
     def action_back(self) -> None:
         if self.has_class("diagnosis-full"):

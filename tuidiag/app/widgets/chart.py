@@ -28,6 +28,7 @@ from textual_plotext.plot import Plot
 from plotext._dict import themes as plotext_themes
 
 from tuidiag.app.widgets.guard import failure_text
+from tuidiag.app.widgets.plot_rows import figure_rows
 from tuidiag.viewmodel.chart_axes import ACTION, Axis, FAILED_ACTION, MARKER, NONFINITE, RESUME, TIME, PlotData, plot_data
 from tuidiag.viewmodel.chart_clock import elapsed_at
 from tuidiag.viewmodel.chart_cursor import readout, readout_text
@@ -152,7 +153,7 @@ def draw_chart(chart: Chart | None, *, log: bool, marker: int | None, width: int
     plt.ylim(0.0, 1.0)
     plt.xticks(list(xs.ticks), [""] * len(xs.ticks))
     plt.yticks(list(ys.ticks), [""] * len(ys.ticks))
-    body = Text.from_ansi(plt.build().removesuffix("\n")).split("\n")
+    body = figure_rows(plt)  # = Text.from_ansi(plt.build()) split in rows, without writing and parsing the ANSI
     style = _style_at_start(body[0])
     title = one_cell_each(_title(chart, data, smoothing), width)
     lines = [_words(title.center(width), style, style + Style(bold=True))]
