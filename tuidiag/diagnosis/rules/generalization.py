@@ -22,7 +22,9 @@ MEMORISED = 0.01
 RISE_ALARM, RISE_MEMORISED = 0.25, 0.1
 """Validation loss this far above its best is an alarm; this far suffices when the training set is memorised."""
 FLAT = 0.1
-"""Losses that improved less than this over the last 40% of the run have plateaued."""
+"""Losses that improved less than this over the last 40% of the run, and rose less than this, have plateaued."""
+ABOVE_START = 1.2
+"""A training loss that ends above this multiple of its start diverged: it is not a plateau, whatever its recent slope."""
 
 
 def smooth3(values: np.ndarray) -> np.ndarray:
@@ -109,6 +111,8 @@ def underfitting(view: RunView) -> Finding | None:
     val_drop = (val_tail[0] - val_tail[-1]) / abs(val_tail[0]) if len(val_tail) >= 3 and val_tail[0] else 0.0
     if start is None or max(tail_drop, val_drop) > FLAT or not start.value > 0 or not end.value >= HIGH_SHARE * start.value:
         return None
+    if tail_drop < -FLAT or val_drop < -FLAT or end.value > ABOVE_START * start.value:
+        return None  # rising, or far above its start: a divergence (or worse), not a plateau
     val_now = measure(name, v_steps[-3:], val[-3:], "median")
     gap = abs(val_now.value - end.value) / max(abs(end.value), 1e-12)
     if gap > 0.2:
