@@ -90,10 +90,13 @@ def overfitting(view: RunView) -> Finding | None:
         evidence.append(Evidence(f"the training set is memorised: training loss {fmt(train_now.value)} over {train_now.where} is "
                                  f"{train_now.value / start.value:.2%} of its {fmt(start.value)} over {start.where}",
                                  Compare(train_now, start, "below"), refs=(MEMORISED,)))
-    fix = fix_text(f"stop early around step {v_steps[i_best]} (keep the best checkpoint)",
-                   (REG_UP, "add regularization: weight decay 0.01-0.1, dropout 0.1-0.3, data augmentation"), "or get more data")
     severity = "warning" if rise >= RISE_ALARM or memorised else "info"
-    return Finding("overfitting", "Overfitting", min(0.9, 0.65 + rise / 2), severity, evidence, fix, int(v_steps[i_best]))
+    # below the alarm level the run is healthy: a note says what to keep, not that the training must stop
+    stop = (f"stop early around step {v_steps[i_best]} (keep the best checkpoint)" if severity == "warning" else
+            f"if the best validation loss matters, keep the checkpoint of step {v_steps[i_best]} (its best evaluation)")
+    fix = fix_text(stop, (REG_UP, "add regularization: weight decay 0.01-0.1, dropout 0.1-0.3, data augmentation"), "or get more data")
+    title = "Overfitting" if severity == "warning" else "Slight overfitting (below the alarm level)"
+    return Finding("overfitting", title, min(0.9, 0.65 + rise / 2), severity, evidence, fix, int(v_steps[i_best]))
 
 
 def underfitting(view: RunView) -> Finding | None:
