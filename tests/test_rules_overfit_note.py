@@ -2,7 +2,7 @@
 
 Generated runs (``tests/synthetic_runs.py``): training loss falling throughout, validation
 loss bottoming at step 100 and then rising by a range of amounts. Below the alarm level the
-run stays healthy and the overfitting note is titled and worded as a note (keep the best
+run stays healthy and the overfitting note is titled "Slight overfitting" and worded as a note (keep the best
 checkpoint, not "stop early"); at and above it the alarm says to stop early. The named
 example: the healthy demo.
 """

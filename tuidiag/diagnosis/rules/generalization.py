@@ -95,7 +95,7 @@ def overfitting(view: RunView) -> Finding | None:
     stop = (f"stop early around step {v_steps[i_best]} (keep the best checkpoint)" if severity == "warning" else
             f"if the best validation loss matters, keep the checkpoint of step {v_steps[i_best]} (its best evaluation)")
     fix = fix_text(stop, (REG_UP, "add regularization: weight decay 0.01-0.1, dropout 0.1-0.3, data augmentation"), "or get more data")
-    title = "Overfitting" if severity == "warning" else "Slight overfitting (below the alarm level)"
+    title = "Overfitting" if severity == "warning" else "Slight overfitting"
     return Finding("overfitting", title, min(0.9, 0.65 + rise / 2), severity, evidence, fix, int(v_steps[i_best]))
 
 
