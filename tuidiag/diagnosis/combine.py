@@ -177,6 +177,14 @@ def healthy(view: RunView) -> Finding:
     return Finding("healthy", "No problem detected", 0.8 if view.n_steps >= 100 else 0.5, "info", evidence, fix="none", first_step=None)
 
 
+def unreadable(view: RunView, reasons: list[str]) -> Finding:
+    """The single finding of a run whose log could not be read at all (never ``healthy``): what to do, and why."""
+    what = view.run.unreadable or "cannot be read"
+    evidence = [Evidence(reason) for reason in reasons] or [Evidence(f"no data could be read: {what}")]
+    return Finding("unreadable", f"Unreadable: {what}", 1.0, "warning", evidence,
+                   fix=f"{what}, then read the log again", first_step=None)
+
+
 def _support(finding: Finding) -> tuple[int, float]:
     """How well a finding is supported, for ranking conflicts: alarms above notes, then confidence."""
     return (0 if finding.severity == "info" else 1, finding.confidence)

@@ -115,6 +115,12 @@ def list_results(run_dir: str | os.PathLike[str], job: str | None = None) -> lis
     return sorted(files, key=_saved_order)
 
 
+def results_mark(run_dir: str | os.PathLike[str]) -> tuple[str, ...]:
+    """The names of every result file of the run, in both places (:func:`list_results`): changes when a job
+    saves a result, so whatever a diagnosis derived from the run's results keys on it too."""
+    return tuple(p.name for p in list_results(run_dir))
+
+
 def _saved_order(path: Path) -> tuple[str, int, str]:
     """``(UTC stamp, n, name)`` of ``<job>-<stamp>Z[-n].json``: results saved in the same millisecond get ``-n``."""
     rest = path.name.split("-", 1)[-1]
