@@ -60,7 +60,7 @@ def test_strip_and_evidence_give_one_figure(n: int, step_ms: float, share: float
     elif found.share >= 0.3:
         assert finding is not None
         line = finding.evidence[0]
-        assert line.startswith(f"waiting for data takes {strip} of each step")
+        assert line.startswith(f"the time between steps takes {strip} of each step")
         ranges = re.findall(r"steps? \d[\d,]*(?:-\d[\d,]*)?", line.split("medians over ", 1)[1])
         assert len(ranges) == len(set(ranges))  # no step range named twice
         if every == 1:
@@ -74,5 +74,5 @@ def test_reviewed_example_one_range() -> None:
     run = _run(757, 20.0, 0.87, 0.0, 1, 0)
     finding = data_loading_bottleneck(RunView(run))
     assert finding is not None
-    assert "waiting for data takes 87% of each step" in finding.evidence[0]
+    assert "the time between steps takes 87% of each step" in finding.evidence[0]
     assert finding.evidence[0].count("531-757") == 1 and dict(system_figures(RunView(run)))["data wait"] == "87%"

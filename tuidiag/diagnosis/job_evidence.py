@@ -107,11 +107,11 @@ def lr_evidence(findings: list[Finding], result: Mapping[str, Any], lr_now: floa
             found[i] = finding.changed(evidence=[f"{text}: it disagrees", *finding.evidence], confidence=finding.confidence * CONFLICT_DISCOUNT)
     if high is None and low is None and ratio >= ALONE:
         found.append(_alone("lr_too_high", "Learning rate too high", text,
-                            f"reduce LR 10x, from {fmt(current)} to {fmt(current / MAX_UNSUPPORTED_STEP)}, and watch the loss; "
+                            f"reduce LR 10x (LR finder), from {fmt(current)} to {fmt(current / MAX_UNSUPPORTED_STEP)}, and watch the loss; "
                             "lower it further only if the loss improves"))
     if high is None and low is None and ratio <= 1 / ALONE:
         found.append(_alone("lr_too_low", "Learning rate too low", text,
-                            f"raise LR 10x, from {fmt(current)} to {fmt(current * MAX_UNSUPPORTED_STEP)}, and watch the loss; "
+                            f"raise LR 10x (LR finder), from {fmt(current)} to {fmt(current * MAX_UNSUPPORTED_STEP)}, and watch the loss; "
                             "raise it further only if the loss improves"))
     return found
 

@@ -35,7 +35,11 @@ def _gpu_line(util: Measure) -> Evidence:
 
 
 def data_loading_bottleneck(view: RunView) -> Finding | None:
-    """The run is slow because steps wait for data.
+    """The run is slow because of the time between steps: waiting for the next batch, or other work in the loop.
+
+    ``time/data_wait`` (:mod:`tuidiag.recorder.step_timer`) runs from the end of the previous step's
+    ``optimizer.step()`` (its ``rec.step()`` when the optimizer is not watched) to the next ``rec.batch()``,
+    so a sleep, logging or checkpointing there counts as much as a slow DataLoader; the finding says so.
 
     Its evidence states step times over the steps it names, not a rate: the run's rate is the run view's
     steps/s (steps per wall-clock second over the newest 30 s, pauses between steps included), and a
@@ -48,18 +52,24 @@ def data_loading_bottleneck(view: RunView) -> Finding | None:
     if not step_s > 0 or found.share < 0.3 or step_s < 2e-3:
         return None
     evidence: list[str] = [
-        Evidence(f"waiting for data takes {found.percent} of each step ({fmt(wait_s * 1e3)} of {fmt(step_s * 1e3)} ms, "
-                 f"medians over {found.where})", Compare(wait_m, step_m)),
-        Evidence(f"median step time {fmt(step_s * 1e3)} ms over {step_m.where}, waiting for data included "
+        Evidence(f"the time between steps takes {found.percent} of each step ({fmt(wait_s * 1e3)} of {fmt(step_s * 1e3)} ms, "
+                 f"medians over {found.where}): from the end of one step's optimizer.step() (or rec.step() when the optimizer "
+                 "is not watched) to the next rec.batch(), waiting for the next batch or other work the loop does there",
+                 Compare(wait_m, step_m)),
+        Evidence(f"median step time {fmt(step_s * 1e3)} ms over {step_m.where}, the time between steps included "
                  f"(the run view's steps/s also counts the time between steps)", Level(step_m))]
     u_steps, util = view.series(SYS_GPU_UTIL)
     if len(util):
         evidence.append(_gpu_line(measure(SYS_GPU_UTIL, u_steps, util, "median")))
-    fix = fix_text((WORKERS_UP, "DataLoader(num_workers=4-8, pin_memory=True, persistent_workers=True, prefetch_factor=4)"),
-                   "move decoding/augmentation off the main process; faster storage")
+    fix = fix_text((WORKERS_UP, "if the batches come from a DataLoader: DataLoader(num_workers=4-8, pin_memory=True, "
+                                "persistent_workers=True, prefetch_factor=4), decoding/augmentation off the main process, "
+                                "faster storage"),
+                   "otherwise, shorten what the loop does between optimizer.step() and the next batch (sleeps, logging, "
+                   "checkpointing, evaluation, host-side work)")
     confidence = min(0.9, 0.5 + wait_s / step_s * 0.6)
     first = int(view.series(DATA_WAIT)[0][0])
-    return Finding("data_loading_bottleneck", "Data loading is the bottleneck", confidence, "warning", evidence, fix, first)
+    return Finding("data_loading_bottleneck", "Time between steps is the bottleneck (data loading or loop work)", confidence,
+                   "warning", evidence, fix, first)
 
 
 def low_gpu_utilization(view: RunView) -> Finding | None:
