@@ -20,7 +20,8 @@ a result made at step 593, so a diagnosis or a replay as of step 400 cannot see 
 Like every file of a run it is written under a hidden ``.<name>.<random>.partial`` name
 in the same directory and renamed into place (:mod:`tuidiag.store.safe_write`), so
 readers see a whole file or none and must ignore names starting with ``.``. This
-module does not need torch.
+module does not need torch, and imports numpy only where it reads a run's loss (``tuidiag status``
+lists result names through :func:`results_mark` and stays numpy-free).
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ from pathlib import Path
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
-
-import numpy as np
 
 from tuidiag.format import LOSS
 from tuidiag.store.cache_dir import cache_root, run_key
@@ -227,6 +226,8 @@ def step_from_run(run: Any) -> StepOf:
         loss = run.series(LOSS)
         if not isinstance(created, (int, float)) or not len(loss):
             return None
+        import numpy as np  # here, not at the top: tuidiag status reads results_mark and stays numpy-free
+
         before = np.flatnonzero(loss.wall_times <= created)
         return int(loss.steps[before[-1]]) if len(before) else None
 
