@@ -42,3 +42,13 @@ def drawn_text(widget) -> str:
 
     width, height = widget.size
     return "\n".join("".join(segment.text for segment in strip) for strip in widget.render_lines(Region(0, 0, width, height)))
+
+
+def settled(app, count: int) -> bool:
+    """The overview lists ``count`` runs, each read and diagnosed: what a snapshot or a check of the health
+    column may look at. A run summarised from its run.json shows the pending badge until its diagnosis
+    lands, after the app's ``FIRST_DRAW_GRACE`` (later still on a loaded machine)."""
+    from tuidiag.viewmodel.snapshot import PENDING, STATUS_READING, STATUS_UNREADABLE
+
+    return len(app.summaries) == count and all(
+        s.status != STATUS_READING and (s.health != PENDING.code or s.status == STATUS_UNREADABLE) for s in app.summaries)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# One intra-op thread per process, set before any test imports torch and inherited by every
+# training the tests start as a subprocess: the models are tiny, and on a shared 2-core machine
+# a second OpenMP thread per process only spins against the other xdist worker (the README's
+# quickstart took 7 s of CPU and 20 s under load with two threads, 3 s and 8 s with one).
+# A value the user set is kept.
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 
 @pytest.fixture

@@ -6,13 +6,12 @@ import numpy as np
 from textual.widgets import DataTable, Static
 
 import tuidiag
-from tests.app_helpers import DEMO_RUNS, fixed_clock, run_keys, wait_for
+from tests.app_helpers import DEMO_RUNS, fixed_clock, run_keys, settled, wait_for
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
-from tuidiag.viewmodel.snapshot import STATUS_READING
 
 
 def _diagnosis_text(app) -> str:
@@ -24,7 +23,7 @@ async def test_overview_lists_runs_with_health_and_opens_one() -> None:
     app = TuidiagApp(DEMO_RUNS, clock=fixed_clock)
     async with app.run_test(size=(120, 30)) as pilot:
         # five rows, each read (a run still being read is listed first, without its health)
-        assert await wait_for(pilot, lambda: len(run_keys(app)) == 5 and all(s.status != STATUS_READING for s in app.summaries))
+        assert await wait_for(pilot, lambda: len(run_keys(app)) == 5 and settled(app, 5), timeout=60)
         healths = {s.name: s.health for s in app.summaries}
         assert healths["lr-too-high"] == "lr_too_high" and healths["healthy"] == "healthy"
         table = app.screen.query_one("#runs", DataTable)

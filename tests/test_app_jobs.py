@@ -33,7 +33,9 @@ async def test_nan_hunt_from_the_monitor(tmp_path, monkeypatch) -> None:
         await pilot.press("y")
         bar = app.screen.query_one(JobBar)  # a factory job runs in a process: the bar says so until it ends
         assert bar.display and "starting the job process" in str(bar.query_one("#job-figures", Static).render())
-        assert await wait_for(pilot, lambda: any(job == "nan_hunt" for job, _ in app.screen.detail.jobs), timeout=120)
+        assert await wait_for(pilot, lambda: any(job == "nan_hunt" for job, _ in app.screen.detail.jobs), timeout=120), (
+            [n.message for n in app._notifications], str(bar.query_one("#job-figures", Static).render()),
+            sorted(p.name for p in (run / "jobs").glob("*")) if (run / "jobs").exists() else None)
         assert await wait_for(pilot, lambda: app.job is None and not bar.display)
         assert any("the NaN hunt finished: found the op of the forward pass" in n.message for n in app._notifications)
         await pilot.press("7")

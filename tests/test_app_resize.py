@@ -168,6 +168,10 @@ async def test_a_widget_that_cannot_draw_shows_the_error_and_the_app_stays_up() 
     app = TuidiagApp(DEMO_RUNS / "lr-too-high", clock=fixed_clock)
     async with app.run_test(size=(120, 40)) as pilot:
         assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        # the diagnosis lands in the background after the first draw and redraws the view with good data:
+        # wait for it, or under load it replaces the bad data below before the asserts read it
+        assert await wait_for(pilot, lambda: app.screen.detail.diagnosis.step is not None, timeout=60)
+        await pilot.pause()
         screen = app.screen
         loss = screen.query_one("#chart-loss", MetricChart)
         good = loss.chart

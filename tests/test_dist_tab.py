@@ -65,3 +65,41 @@ async def test_dist_tab_cycles_the_distributions_and_names_the_one_shown(snapsho
             await _title_is(pilot, chart, f"{distribution_label(dists[0])} (1/7)")
     shots.check()
 
+
+
+def _tensorboard_with_histograms(directory: Path) -> Path:
+    """A TensorBoard log written by tensorboard's own writer: a scalar loss and a histogram (``add_histogram``'s form)."""
+    import numpy as np
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(directory))
+    for step in range(30):
+        values = np.random.default_rng(step).standard_normal(100)
+        histogram = HistogramProto(min=float(values.min()), max=float(values.max()), num=100, sum=float(values.sum()),
+                                   sum_squares=float((values**2).sum()), bucket_limit=[0.0, 1e12], bucket=[50, 50])
+        writer.add_event(Event(wall_time=1_700_000_000.0 + step, step=step, summary=Summary(value=[
+            Summary.Value(tag="Loss/train", simple_value=1.0 / (step + 1)), Summary.Value(tag="weights", histo=histogram)])))
+    writer.close()
+    return directory
+
+
+async def test_a_tensorboard_run_says_its_histograms_are_not_read_and_a_key_toasts_once(tmp_path: Path) -> None:
+    """The Recorder's advice does not fit a TensorBoard user: the note says what is true; h/H pressed again
+    while the toast is up shows no second toast."""
+    from tuidiag.diagnosis.distributions import FOREIGN_NO_DISTRIBUTIONS, no_distributions
+
+    app = TuidiagApp(_tensorboard_with_histograms(tmp_path / "exp1"), clock=fixed_clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _loaded(pilot, app)
+        assert screen.detail.summary.source == "tensorboard" and not screen.detail.dists
+        await pilot.press(tab_of(DIST_CHART).key)
+        note = screen.query_one("#dist-note", Static)
+        assert await wait_for(pilot, lambda: note.display and str(note.render()) == FOREIGN_NO_DISTRIBUTIONS["tensorboard"])
+        await pilot.press(NEXT_DIST_KEY, NEXT_DIST_KEY, PREVIOUS_DIST_KEY)
+        await pilot.pause()
+        shown = [n.message for n in app._notifications]
+        assert shown.count(FOREIGN_NO_DISTRIBUTIONS["tensorboard"]) == 1, shown
+    assert no_distributions("tuidiag").startswith("no distributions recorded: Recorder(")
+    assert all("Recorder" not in no_distributions(kind) for kind in ("tensorboard", "wandb", "csv", "other"))

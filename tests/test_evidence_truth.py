@@ -100,7 +100,7 @@ def test_the_demo_runs_evidence_is_true(demo: str) -> None:
 
 def test_the_matrix_reaches_every_rule_and_short_runs(diagnosed: Diagnosed) -> None:
     fired = {f.code for runs in diagnosed.values() for _, d, _ in runs for f in _all_findings(d)}
-    detected = {name for name, code in CODES.items() if code.detected}
+    detected = {name for name, code in CODES.items() if code.detected} - {"unreadable"}  # no data: test_foreign_unreadable
     assert fired == detected, f"never fired: {sorted(detected - fired)}"
     short = [d for name, runs in diagnosed.items() if name in MATRIX and MATRIX[name].n <= 11 for _, d, _ in runs]
     assert len(short) == 6 * 7 * 2 and all(f.evidence for d in short for f in _all_findings(d))

@@ -21,6 +21,9 @@ TRIALS = 30
 FLUSH_INTERVAL = 0.05
 SLACK_SECONDS = 1.0
 """Scheduling slack on a loaded machine on top of one flush interval (a bound, not a speed claim)."""
+POLL_PAUSE = FLUSH_INTERVAL / 5
+"""The tailing reader's pause between polls: several polls per flush, without taking a whole core
+from the trainings it watches (a busy loop took 5 s of the test's 10 s of CPU)."""
 
 
 def _tail(root: Path, stop: threading.Event, warnings: list[str], polls: list[int]) -> None:
@@ -35,6 +38,7 @@ def _tail(root: Path, stop: threading.Event, warnings: list[str], polls: list[in
                 run.refresh()
             warnings.extend(w for w in run.warnings if w not in warnings)
         polls[0] += 1
+        stop.wait(POLL_PAUSE)
 
 
 def test_thirty_sigkills_leave_readable_crashed_runs_losing_at_most_one_flush(tmp_path, python) -> None:

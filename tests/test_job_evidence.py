@@ -64,7 +64,7 @@ def test_lr_finder_alone_raises_a_weak_finding_only_when_far_off_and_moves_the_l
     [low] = lr_evidence([], _result(1.0), lr_now=1e-3)
     assert low.code == "lr_too_low" and "1000x below" in low.evidence[0]
     assert low.confidence < 0.5 and FINDER_ONLY in low.tags
-    assert low.fix.startswith("raise LR 10x, from 0.001 to 0.01") and "1.0" not in low.fix
+    assert low.fix.startswith("raise LR 10x (LR finder), from 0.001 to 0.01") and "1.0" not in low.fix
 
 
 def test_lr_finder_without_a_reliable_suggestion_changes_nothing_but_says_why() -> None:

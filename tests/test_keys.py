@@ -16,7 +16,7 @@ from textual.widgets._footer import FooterKey
 
 import tuidiag
 import tuidiag.app
-from tests.app_helpers import DEMO_RUNS, fixed_clock, wait_for
+from tests.app_helpers import DEMO_RUNS, fixed_clock, settled, wait_for
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.run_tabs import RUN_TABS, tab_title
 from tuidiag.app.screens.compare import CompareScreen
@@ -279,11 +279,12 @@ async def test_no_health_badge_or_footer_label_is_cut_in_the_overview(small_runs
     later read ("data_loading_bottleneck" after "lr_too_high") showed cut ("data_loading_bo")."""
     app = TuidiagApp(small_runs, clock=fixed_clock)
     async with app.run_test(size=(WIDTHS[0], 24)) as pilot:
-        assert await wait_for(pilot, lambda: bool(app.summaries))
+        assert await wait_for(pilot, lambda: bool(app.summaries) and settled(app, len(app.summaries)))
         overview = app.screen
         assert isinstance(overview, OverviewScreen)
-        app._poll_timer.stop()  # keep the rows shown here: no refresh replaces them
+        app._poll_timer.stop()  # keep the rows shown here: no refresh or late diagnosis replaces them
         app.watcher.stop()
+        app.model.on_late = None
         overview.show(_rows(["healthy"] * 3, status="running"), "root")  # the first read: short cells
         await pilot.pause()
         rows = _rows([code.name for code in sorted(CODES.values(), key=lambda c: -len(c.short))[:3]])

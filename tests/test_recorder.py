@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import textwrap
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -218,23 +219,54 @@ def test_activation_hooks_skip_validation_passes_when_batch_is_used(run_dir) -> 
     assert not any(name.endswith("#2") for name in run.metric_names)
 
 
-@pytest.mark.parametrize("kind", ["nan", "inf", "huge"])
-def test_the_nonfinite_event_says_only_what_the_norms_show(tmp_path, kind) -> None:
-    """NaN norms mean NaN gradients; an inf norm is an inf element or a float32 overflow of finite ones: the event says which it can tell."""
-    model = torch.nn.Linear(3, 1)
+GRADS = {"nan": float("nan"), "inf": float("inf"), "-inf": -float("inf"), "huge": None, "mixed": None}
+"""What the weight's gradient holds at the bad step: ``huge``: finite elements at half the dtype's largest value,
+whose norm overflows (in the dtype, or as float32 on the way to the host); ``mixed``: a NaN weight, an inf bias."""
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("kind", list(GRADS))
+def test_the_nonfinite_event_says_only_what_the_norms_show(tmp_path, kind, dtype) -> None:
+    """NaN norms mean NaN elements; an inf norm is an inf element or an overflow of finite ones: the event never
+    calls finite gradients non-finite, and names every parameter whose gradient has a non-finite element."""
+    model = torch.nn.Linear(8, 1).to(dtype)
     opt = torch.optim.SGD(model.parameters(), 0.0)
     with tuidiag.Recorder(tmp_path / "r", capture_nonfinite=False) as rec:
         rec.watch(model, opt)
-        for step in range(3):
-            model(torch.randn(4, 3)).sum().backward()
-            if step == 2:
-                model.weight.grad.fill_({"nan": float("nan"), "inf": float("inf"), "huge": 1e25}[kind])
+        for step in range(2):
+            for p in model.parameters():
+                p.grad = torch.full_like(p, 0.5)
+            if step == 1:
+                huge = torch.finfo(dtype).max / 2
+                model.weight.grad.fill_(huge if kind == "huge" else float("nan") if kind == "mixed" else GRADS[kind])
+                if kind == "mixed":
+                    model.bias.grad.fill_(float("inf"))
+                grads = {n: p.grad.clone() for n, p in model.named_parameters()}
             rec.step(1.0)
-            opt.zero_grad()
     (event,) = [e for e in tuidiag.open_run(tmp_path / "r").events if e.kind == "nonfinite"]
-    assert event.step == 2 and event.data["params"] == ["weight"]
-    if kind == "nan":
-        assert "NaN gradients in weight" in event.message and "inf" not in event.message
-    else:  # 1e25 elements are finite: the event must not call them non-finite gradients
-        assert "NaN" not in event.message and "non-finite gradients" not in event.message
-        assert "gradient norm inf (an element inf, or beyond float32's range) in weight" in event.message
+    has_nan = {n for n, g in grads.items() if torch.isnan(g).any()}
+    not_finite = {n for n, g in grads.items() if not torch.isfinite(g).all()}
+    assert event.step == 1 and not_finite <= set(event.data["params"])
+    assert "non-finite gradients" not in event.message
+    named_nan = event.message.split("NaN gradients in ")[1].split(";")[0].split(", ") if "NaN gradients in" in event.message else []
+    assert set(named_nan) == has_nan  # a NaN element is named as one, and only then
+    if kind == "huge":  # finite elements: nothing may call them NaN or inf
+        assert "NaN" not in event.message and "its elements may be finite" in event.message
+    assert "gradient norm inf in" in event.message or kind in ("nan",)
+
+
+def test_the_lr_too_high_demo_event_is_what_the_recorder_writes_now() -> None:
+    """The shipped demo's event was written before the recorder said only what the norms show: it holds the text the
+    recorder makes from its own recorded loss and gradient norms at that step."""
+    from tuidiag.recorder.layouts import nonfinite_message
+
+    run = tuidiag.open_run(Path(__file__).resolve().parent.parent / "demo_runs" / "lr-too-high")
+    (event,) = [e for e in run.events if e.kind == "nonfinite"]
+    norms = []
+    for name in run.metric_names:
+        if name.startswith("grad_norm/") and name != "grad_norm/total":
+            series = run.series(name)
+            norms.append((name[len("grad_norm/"):], float(series.values[series.steps == event.step][0])))
+    order = event.data["params"]  # in the recorder's order of the model's parameters
+    norms.sort(key=lambda norm: order.index(norm[0]) if norm[0] in order else len(order))
+    assert event.message == nonfinite_message(event.step, float(event.data["loss"]), norms)

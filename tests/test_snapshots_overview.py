@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable
 
-from tests.app_helpers import DEMO_RUNS, fixed_clock, run_keys, wait_for
+from tests.app_helpers import DEMO_RUNS, fixed_clock, run_keys, settled, wait_for
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.compare import CompareScreen
-from tuidiag.viewmodel.snapshot import STATUS_READING
 
 SIZES = [(80, 24), (200, 50)]
 
@@ -27,7 +26,7 @@ def demo_root(monkeypatch) -> Path:
 
 async def _read(pilot, app: TuidiagApp) -> None:
     app.animation_level = "none"
-    assert await wait_for(pilot, lambda: len(app.summaries) == 5 and all(s.status != STATUS_READING for s in app.summaries), 60)
+    assert await wait_for(pilot, lambda: settled(app, 5), 60)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

@@ -17,7 +17,7 @@ import pytest
 from pytest_textual_snapshot import SVGImageExtension
 from textual.widgets import Static
 
-from tests.app_helpers import DEMO_RUNS, fixed_clock, wait_for
+from tests.app_helpers import DEMO_RUNS, fixed_clock, settled, wait_for
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.run_tabs import RUN_TABS
 from tuidiag.app.screens.compare import CompareScreen
@@ -135,8 +135,7 @@ async def test_compare_and_replay(snapshot, two_runs, size) -> None:
     shots = Shots(snapshot, app, size)
     async with app.run_test(size=size) as pilot:
         app.animation_level = "none"
-        assert await wait_for(pilot, lambda: len(app.summaries) == 2
-                              and all(s.status != STATUS_READING for s in app.summaries), timeout=60)
+        assert await wait_for(pilot, lambda: settled(app, 2), timeout=60)
         await pilot.press("space", "down", "space", "c")
         assert await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
         assert await wait_for(pilot, lambda: app.screen.query_one("#cmp-chart-loss", MetricChart).chart is not None)

@@ -20,7 +20,7 @@ import pytest
 from textual.widgets import DataTable
 
 import tuidiag
-from tests.app_helpers import wait_for
+from tests.app_helpers import settled, wait_for
 from tests.conftest import ROOT
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.overview import SOURCE_COLUMN, OverviewScreen
@@ -150,12 +150,10 @@ def static_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _loaded(app: TuidiagApp, tab: str | None = None):
-    from tuidiag.viewmodel.snapshot import STATUS_READING
-
     app.animation_level = "none"
 
     async def run_before(pilot) -> None:
-        assert await wait_for(pilot, lambda: len(app.summaries) == 4 and all(s.status != STATUS_READING for s in app.summaries), 60)
+        assert await wait_for(pilot, lambda: settled(app, 4), 60)
         if tab is not None:
             assert await wait_for(pilot, lambda: getattr(app.screen, "detail", None) is not None, 60)
             await pilot.press(tab)

@@ -3,8 +3,8 @@
 A diagnosis reads the whole run; on a large run that takes seconds. The cache
 (``$TUIDIAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/tuidiag``, else ``~/.cache/tuidiag``)
 keeps the last top finding with the run's *signature* (the newest flush of each
-rank and table). A small run never diagnosed before is diagnosed inline. When the
-signature changed, the run is re-diagnosed in a detached ``tuidiag status --refresh-cache`` process (tuidiag's own
+rank and table, and the names of its job results: a new result changes the diagnosis).
+A small run never diagnosed before is diagnosed inline. When the signature changed, the run is re-diagnosed in a detached ``tuidiag status --refresh-cache`` process (tuidiag's own
 code, isolated from the working directory: :mod:`tuidiag.self_command`; one at a
 time, guarded by a lock file, at most every ``max(MIN_INTERVAL, COST_FACTOR x its
 cost)`` seconds), while the status line shows the previous finding marked stale.
@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from tuidiag.store.cache_dir import cache_root, run_key
 from tuidiag.store.safe_write import create_new, write_text_atomic
 from tuidiag.store.limits import MAX_STATUS_CACHE_BYTES, read_json_bounded
 from tuidiag.store.discovery import list_shards
+from tuidiag.store.job_results import results_mark
 
 INLINE_BYTES = 4 * 1024 * 1024
 """Runs whose metric shards total less than this are diagnosed inline (a fraction of a second) the first time;
@@ -46,7 +48,8 @@ def _entry(run_dir: Path) -> Path:
 
 
 def signature(run_dir: Path) -> tuple[str, int]:
-    """(the newest flush of each table and rank, total metric shard bytes): changes whenever data arrives."""
+    """(the newest flush of each table and rank and the job results saved, total metric shard bytes): changes
+    whenever data arrives or a job saves a result (the diagnosis reads both)."""
     parts, size = [], 0
     for table in (METRICS_DIR, EVENTS_DIR):
         newest: dict[int, int] = {}
@@ -58,6 +61,9 @@ def signature(run_dir: Path) -> tuple[str, int]:
                 except OSError:
                     continue
         parts.append(",".join(f"r{r}:{s}" for r, s in sorted(newest.items())))
+    jobs = results_mark(run_dir)
+    if jobs:  # a run without job results keeps the signature older entries were stored with
+        parts.append(f"j{len(jobs)}:{zlib.crc32(chr(0).join(jobs).encode('utf-8', 'surrogateescape')):08x}")
     return "/".join(parts), size
 
 

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 UNICODE = {"sep": " \N{BLACK RIGHT-POINTING SMALL TRIANGLE} ", "wait": "diagnosing\N{HORIZONTAL ELLIPSIS}"}
 ASCII = {"sep": " > ", "wait": "diagnosing..."}
+UNREADABLE = "unreadable"
+"""The finding of a log that could not be read at all: the line shows its title (what to do)."""
 TMUX_COLOURS = {"critical": "red", "warning": "yellow", "info": "green"}
 
 
@@ -120,7 +122,10 @@ def status_line(
 
 def run_status_line(run: Run, finding: tuple[dict[str, Any] | None, bool] | None, symbols: dict[str, str] = UNICODE,
                     tmux: bool = False, now: float | None = None) -> str:
-    """The same line for a run read whole (another tracker's log): its newest loss by step, its own status."""
+    """The same line for a run read whole (another tracker's log): its newest loss by step, its own status;
+    a log that could not be read says ``unreadable: <what to do>`` in the finding's place, even with no diagnosis."""
+    if run.unreadable is not None:
+        finding = ({"code": UNREADABLE, "title": f"unreadable: {run.unreadable}", "severity": "warning"}, True)
     series = run.series(LOSS)
     loss = Latest(int(series.steps[-1]), float(series.values[-1]), float(series.wall_times[-1])) if len(series) else None
     manifest = run.manifest
@@ -161,7 +166,10 @@ def _finding(top: dict[str, Any] | None, fresh: bool, symbols: dict[str, str], t
         return symbols["wait"]
     code = _text(top.get("code", "?"), tmux, 40)
     confidence = top.get("confidence")
-    text = code if code == "healthy" or not isinstance(confidence, (int, float)) else f"{code} {percent(confidence)}"
+    if code == UNREADABLE:  # what to do, not a likelihood
+        text = _text(top.get("title") or code, tmux, 60)
+    else:
+        text = code if code == "healthy" or not isinstance(confidence, (int, float)) else f"{code} {percent(confidence)}"
     text += "" if fresh else "*"
     if tmux:
         colour = TMUX_COLOURS.get(str(top.get("severity")), "default")

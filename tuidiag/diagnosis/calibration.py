@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tuidiag.diagnosis.combine import AFTER_FAILURE, SYMPTOM_DISCOUNT
 from tuidiag.diagnosis.finding import Finding
 
 TABLE_PATH = Path(__file__).with_name("calibration.json")
@@ -55,7 +56,8 @@ def calibrated(findings: list[Finding], skipped: list[str], path: Path = TABLE_P
     ``raw_confidence``, most likely first (the findings given are not changed).
 
     A symptom a finding explains (its ``related``) is never more likely than that cause, and stays
-    listed below it: the cause's evidence says so. Equal confidences keep the combiner's order.
+    listed below it: the cause's evidence says so. A speed finding the combiner ranked after a failing
+    training (tagged ``AFTER_FAILURE``) stays below the strongest critical finding likewise. Equal confidences keep the combiner's order.
     An unreadable table (``path``) leaves the raw scores and says so in ``skipped``.
     """
     try:
@@ -71,5 +73,9 @@ def calibrated(findings: list[Finding], skipped: list[str], path: Path = TABLE_P
             for symptom in findings:
                 if symptom.code in cause.related and symptom.confidence > cause.confidence:
                     symptom.confidence, capped = cause.confidence, True
+    failures = [f.confidence for f in findings if f.severity == "critical" and AFTER_FAILURE not in f.tags]
+    for finding in findings:  # a speed finding stays below the failing training's cause whatever the tables say
+        if AFTER_FAILURE in finding.tags and failures:
+            finding.confidence = min(finding.confidence, max(failures) * SYMPTOM_DISCOUNT)
     order = {id(f): i for i, f in enumerate(findings)}  # the combiner ranks a cause above its symptoms: ties keep that
     return sorted(findings, key=lambda f: (-f.confidence, order[id(f)]))

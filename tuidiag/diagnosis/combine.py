@@ -67,6 +67,10 @@ CONDITIONS: dict[tuple[str, str], Condition] = {
     ("dead_layer", "lr_too_low"): lambda cause, _: NOTHING_TRAINS in cause.tags,
 }
 """Pairs that hold only under a condition on the cause or the symptom."""
+SPEED_CODES = frozenset({"data_loading_bottleneck", "low_gpu_utilization", "straggler_rank"})
+"""Findings about how fast the steps run, not whether the training learns: none of them explains a failing training."""
+AFTER_FAILURE = "after_failure"
+"""The tag of a speed finding ranked below a failing training's cause (calibration keeps it there)."""
 SYMPTOM_DISCOUNT = 0.6
 CAUSE_BOOST = 0.05
 CAP = 0.97
@@ -115,7 +119,26 @@ def combine(findings: list[Finding]) -> list[Finding]:
                 continue
             current[i], current[j] = _absorb(cause, symptom)
             absorbed.add(code)
-    return sorted(current, key=lambda f: -f.confidence)
+    return sorted(_speed_after_failure(current), key=lambda f: -f.confidence)
+
+
+def _speed_after_failure(findings: list[Finding]) -> list[Finding]:
+    """``findings`` anew, each speed finding (:data:`SPEED_CODES`) ranked below the strongest critical finding about
+    the training, if one fired: a slow loop does not make the loss NaN nor the gradients pile up, so the speed
+    finding is not the cause of that failure; it keeps its evidence and fix, says why it is listed after, and
+    takes a symptom's discount of the failure's confidence at most."""
+    failures = [f for f in findings if f.severity == "critical" and f.code not in SPEED_CODES]
+    if not failures:
+        return findings
+    failure = max(failures, key=lambda f: f.confidence)
+    out = []
+    for f in findings:
+        if f.code in SPEED_CODES and f.severity != "info":
+            note = "listed after the critical finding above it: how fast the steps run does not explain a failing training"
+            f = f.changed(confidence=min(f.confidence, failure.confidence) * SYMPTOM_DISCOUNT, evidence=[*f.evidence, note],
+                          tags={*f.tags, AFTER_FAILURE})
+        out.append(f)
+    return out
 
 
 def _loss_line(view: RunView) -> Evidence:
@@ -152,6 +175,14 @@ def healthy(view: RunView) -> Finding:
     if losses := run_losses(view.run, view.at):
         evidence.append(counts_line(view, f"judged on what was recorded; the recorder reports: {losses.text()} (see the notes)"))
     return Finding("healthy", "No problem detected", 0.8 if view.n_steps >= 100 else 0.5, "info", evidence, fix="none", first_step=None)
+
+
+def unreadable(view: RunView, reasons: list[str]) -> Finding:
+    """The single finding of a run whose log could not be read at all (never ``healthy``): what to do, and why."""
+    what = view.run.unreadable or "cannot be read"
+    evidence = [Evidence(reason) for reason in reasons] or [Evidence(f"no data could be read: {what}")]
+    return Finding("unreadable", f"Unreadable: {what}", 1.0, "warning", evidence,
+                   fix=f"{what}, then read the log again", first_step=None)
 
 
 def _support(finding: Finding) -> tuple[int, float]:

@@ -15,7 +15,19 @@ from tuidiag.format import DIST_GRAD_PREFIX, DIST_WEIGHT_PREFIX, SUMMARY_NONFINI
 
 MEDIAN = "q50"
 NO_DISTRIBUTIONS = "no distributions recorded: Recorder(histograms_every=N) or rec.log(name=tensor)"
-"""What the monitor's distribution tab and the report say of a run without any."""
+"""What the monitor's distribution tab and the report say of a tuidiag run without any."""
+FOREIGN_NO_DISTRIBUTIONS = {
+    "tensorboard": "histograms in TensorBoard logs are not read yet: scalars only",
+    "wandb": "histograms in W&B runs are not read yet: scalars only",
+    "csv": "a CSV log holds scalars only: no distributions",
+}
+"""What the distribution tab says of another tracker's run, by its kind (the Recorder's advice does not apply)."""
+
+
+def no_distributions(source: str) -> str:
+    """What to say of a run of kind ``source`` (``tuidiag``, ``tensorboard``, ...) that shows no distributions."""
+    return FOREIGN_NO_DISTRIBUTIONS.get(source, NO_DISTRIBUTIONS if source == "tuidiag" else
+                                        "distributions from this log are not read: scalars only")
 
 
 def distribution_names(metric_names: Iterable[str], param_order: Sequence[str] = ()) -> tuple[str, ...]:

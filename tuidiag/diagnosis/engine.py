@@ -7,9 +7,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from tuidiag.diagnosis.calibration import calibrated
-from tuidiag.diagnosis.combine import combine, healthy, resolve_fix_conflicts
+from tuidiag.diagnosis.combine import combine, healthy, resolve_fix_conflicts, unreadable
 from tuidiag.diagnosis.finding import Diagnosis, Finding
 from tuidiag.diagnosis.job_evidence import lr_evidence, nan_evidence
+from tuidiag.diagnosis.lr_target import one_lr_target
 from tuidiag.diagnosis.rules import RULES
 from tuidiag.diagnosis.view import RunView
 from tuidiag.store import Run
@@ -51,10 +52,12 @@ def diagnose(run: Run, at: int | None = None, jobs: Sequence[JobRecord] = ()) ->
     and named in ``Diagnosis.skipped``.
     """
     view = RunView(run, at, jobs)
+    if run.unreadable is not None:  # nothing read is nothing judged: never "no problem detected"
+        return Diagnosis(run.name, view.last_step, [unreadable(view, list(run.warnings))], [], [])
     skipped = list(run.warnings)
     found = with_job_results(run_rules(view, skipped), view)
     alarms = calibrated(combine([f for f in found if f.severity != "info"]) or [healthy(view)], skipped)
     notes = sorted((f for f in found if f.severity == "info"), key=lambda f: -f.confidence)
-    resolved = resolve_fix_conflicts(alarms + notes)
+    resolved = one_lr_target(resolve_fix_conflicts(alarms + notes))
     alarms, notes = resolved[: len(alarms)], resolved[len(alarms) :]
     return Diagnosis(run.name, view.last_step, alarms, notes, skipped)

@@ -107,11 +107,11 @@ def lr_evidence(findings: list[Finding], result: Mapping[str, Any], lr_now: floa
             found[i] = finding.changed(evidence=[f"{text}: it disagrees", *finding.evidence], confidence=finding.confidence * CONFLICT_DISCOUNT)
     if high is None and low is None and ratio >= ALONE:
         found.append(_alone("lr_too_high", "Learning rate too high", text,
-                            f"reduce LR 10x, from {fmt(current)} to {fmt(current / MAX_UNSUPPORTED_STEP)}, and watch the loss; "
+                            f"reduce LR 10x (LR finder), from {fmt(current)} to {fmt(current / MAX_UNSUPPORTED_STEP)}, and watch the loss; "
                             "lower it further only if the loss improves"))
     if high is None and low is None and ratio <= 1 / ALONE:
         found.append(_alone("lr_too_low", "Learning rate too low", text,
-                            f"raise LR 10x, from {fmt(current)} to {fmt(current * MAX_UNSUPPORTED_STEP)}, and watch the loss; "
+                            f"raise LR 10x (LR finder), from {fmt(current)} to {fmt(current * MAX_UNSUPPORTED_STEP)}, and watch the loss; "
                             "raise it further only if the loss improves"))
     return found
 
@@ -147,11 +147,25 @@ FINDER_ONLY = "finder_only"
 """Tag of a finding raised by the LR finder alone, without the curves' support."""
 
 
+def nan_hunt_counts(result: Mapping[str, Any] | None) -> bool:
+    """Whether a NaN hunt's result is evidence (it replayed the failing step and says what it found): then the
+    fix no longer offers the hunt; one that found no capture or no non-finite step is not."""
+    return result is not None and bool(result.get("summary")) and result.get("verdict") not in (None, "no_capture", "no_nonfinite")
+
+
+def _where(result: Mapping[str, Any]) -> str:
+    """`` at FILE:LINE`` of the innermost user frame the hunt found for the op (its ``op_stack``), or ""."""
+    stack = result.get("op_stack")
+    if isinstance(stack, list) and stack and isinstance(stack[-1], str):
+        return f" at {clean(stack[-1].split(' in ')[0])[:200]}"
+    return ""
+
+
 def nan_evidence(findings: list[Finding], result: Mapping[str, Any]) -> list[Finding]:
     """New findings with the NaN hunt's culprit put into the one that explains the non-finite loss (``findings`` are left as they were)."""
     found = list(findings)
     summary = result.get("summary")
-    if not summary or result.get("verdict") in (None, "no_capture", "no_nonfinite"):
+    if not nan_hunt_counts(result):
         return found
     i = _index(found, "nonfinite_loss")
     i = i if i is not None else next((i for i, f in enumerate(found) if "nonfinite_loss" in f.related), None)
@@ -165,6 +179,7 @@ def nan_evidence(findings: list[Finding], result: Mapping[str, Any]) -> list[Fin
         fix = (f"keep the non-finite value that {result['op']} in {result.get('module') or 'the model'} writes on purpose "
                "(a -inf mask, a constant) out of the loss; ") + fix
     elif result.get("op"):
-        fix = f"guard the operation {result['op']} in {result.get('module') or 'the model'} (clamp its input, add an epsilon); " + fix
+        fix = (f"guard the operation {result['op']} in {result.get('module') or 'the model'}{_where(result)} "
+               "(clamp its input, add an epsilon); ") + fix
     found[i] = target.changed(evidence=[f"NaN hunt{f' (step {step})' if step is not None else ''}: {summary}", *target.evidence], fix=fix)
     return found

@@ -35,6 +35,16 @@ class RunView:
         self.jobs = tuple(jobs)
         self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
+    @property
+    def can_run_jobs(self) -> bool:
+        """Whether a job (the NaN hunt, the LR finder) can run on this run: its ``run.json`` names a factory that
+        rebuilds the model, or its recorder is running and takes requests. Never for another tracker's log."""
+        manifest = self.run.manifest
+        if isinstance(manifest.get("source"), dict):  # another tracker's log, watched or imported
+            return False
+        live = manifest.get("status") == "running" and isinstance(manifest.get("control"), dict)
+        return bool(manifest.get("factory")) or live
+
     def job_result(self, job: str) -> Mapping[str, Any] | None:
         """The ``result`` object of ``job``'s newest result that counts at ``at`` (none made after it), or None
         (no such result, or the newest holds no object)."""

@@ -41,6 +41,8 @@ INSTALL_HINT = (
     "reading TensorBoard files needs the tensorboard package: "
     "pip install 'tuidiag[tensorboard]' (or pip install tensorboard)"
 )
+UNREADABLE = "install tuidiag[tensorboard]"
+"""What a TensorBoard log that cannot be read without the package says, in a few words."""
 SCALARS_PLUGIN = "scalars"
 KERAS_SPLITS = {"train": "", "validation": "validation/"}
 """Keras' subdirectories and the prefix their tags get in the joined run."""

@@ -72,17 +72,27 @@ class LayoutCache:
     def _report_nonfinite(self, step: int, loss: float | None, values: np.ndarray, params: list[tuple[int, str]]) -> None:
         """Writer thread: emit the one ``nonfinite`` event of the run."""
         self.nonfinite_step = step
-        bad = [name for i, name in params if not math.isfinite(values[i])]
-        nan = [name for i, name in params if math.isnan(values[i])]
-        inf = [name for i, name in params if math.isinf(values[i])]
-        what = "loss" if loss is not None and not math.isfinite(loss) else "gradient norm"
-        message = f"first non-finite {what} at step {step}"
-        if nan:
-            message += f"; NaN gradients in {_listed(nan)}"
-        if inf:  # an inf element, or finite elements whose float32 norm overflows: the norm alone cannot tell
-            message += f"; gradient norm inf (an element inf, or beyond float32's range) in {_listed(inf)}"
-        data = {"loss": None if loss is None else repr(loss), "params": bad}
+        norms = [(name, float(values[i])) for i, name in params]
+        message = nonfinite_message(step, loss, norms)
+        data = {"loss": None if loss is None else repr(loss), "params": [n for n, v in norms if not math.isfinite(v)]}
         self._recorder._writer.add_event(EventRow(step, time.time(), EVENT_NONFINITE, "critical", message, data))
+
+
+def nonfinite_message(step: int, loss: float | None, norms: list[tuple[str, float]]) -> str:
+    """The ``nonfinite`` event's text from what the recorder has on the host: the loss and each parameter's
+    gradient norm (float32 on the way to the host). It says only what the norms show: a NaN norm means a NaN
+    gradient element; an inf norm is an inf element or finite elements whose norm overflows float32 (the
+    lr-too-high demo's gradients reached 1.6e27, every element finite), which the norm cannot tell apart."""
+    nan = [name for name, value in norms if math.isnan(value)]
+    inf = [name for name, value in norms if math.isinf(value)]
+    what = "loss" if loss is not None and not math.isfinite(loss) else "gradient norm"
+    message = f"first non-finite {what} at step {step}"
+    if nan:
+        message += f"; NaN gradients in {_listed(nan)}"
+    if inf:
+        message += (f"; gradient norm inf in {_listed(inf)} (its elements may be finite: "
+                    "a norm beyond float32's range overflows)")
+    return message
 
 
 def _listed(names: list[str]) -> str:

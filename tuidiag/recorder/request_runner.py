@@ -180,8 +180,9 @@ class RequestRunner:
             path = save_result(self.run_dir, job, result, run=self.run_dir.name, device=result.get("device"), source="live",
                                step=step)
             summary = str(result.get("summary") or result.get("comparison") or "finished")
-            self._finish(request, "done", summary, result=str(path.relative_to(self.run_dir)))
+            # the event first: once the final status says done, a Ctrl-C that follows cannot lose the event
             self._event("job", f"{job.replace('_', ' ')} (live): {summary}", "info", {"result": str(path.name)})
+            self._finish(request, "done", summary, result=str(path.relative_to(self.run_dir)))
 
     def _act(self, request: dict[str, Any], step: int, action_runner: Callable[[dict[str, Any]], Applied]) -> None:
         try:
@@ -217,12 +218,13 @@ class RequestRunner:
         request, step = item.request, item.step
         failed = verdict is not None and not verdict.held
         message = item.applied.message + (f"; FAILED: {verdict.message}" if failed else f"; {verdict.message}" if verdict else "")
-        self._finish(request, "failed" if failed else "done", message, applied_step=step)
         data = {"action": request["job"], "args": request.get("args", {}), "request": request["id"],
                 "status": "failed" if failed else "applied"}
         if failed:
             data["reason"] = verdict.message
+        # the event first: once the final status says done, a Ctrl-C that follows cannot lose the event
         self._event(EVENT_ACTION, f"live action at step {step}: {message}", "error" if failed else "warning", data, step)
+        self._finish(request, "failed" if failed else "done", message, applied_step=step)
 
     def _arm(self, request: dict[str, Any], step: int) -> None:
         steps = int(request.get("args", {}).get("steps", ARM_STEPS))

@@ -42,6 +42,17 @@ class Metric:
         return (self.b - self.a) / abs(self.a) * 100
 
     @property
+    def change_text(self) -> str:
+        """The change as the table and the verdict both print it: ``+327.5%`` (B relative to A, signed as the
+        value moved), ``A NaN/Inf`` / ``B NaN/Inf`` where one side is not finite, else empty."""
+        change = self.change_pct
+        if change is None:
+            if _finite(self.a) != _finite(self.b) and self.a is not None and self.b is not None:
+                return "B NaN/Inf" if _finite(self.a) else "A NaN/Inf"
+            return ""
+        return f"{change:+.1f}%" if abs(change) < 10_000 else f"{change:+.2g}%"  # -5.5e+09%, not cut to -5545285250.…
+
+    @property
     def improvement_pct(self) -> float | None:
         """The change with its sign turned so that positive means B is better."""
         change = self.change_pct
@@ -190,7 +201,7 @@ def verdict(result: Comparison) -> str:
         text = f"B {'improves on' if head.outcome == 'better' else 'is worse than'} A: {head.label} {head.a:.4g} -> {head.b:.4g}"
     else:
         gain = head.improvement_pct or 0.0
-        change = f"{head.label} {head.change_pct:+.0f}%"
+        change = f"{head.label} {head.change_text}"
         if gain >= THRESHOLD_PCT:
             text = f"B improves on A: {change}"
         elif gain <= -THRESHOLD_PCT:

@@ -161,8 +161,9 @@ class ForeignRun(Run):
         self._last_write = batch.last_write if batch.last_write is not None else self._last_write
         self._log_name = batch.name or self._log_name
         self._writers.update(batch.writers)
-        for note in batch.notes:
-            self._warn(note)
+        self.unreadable = batch.unreadable
+        for note in batch.notes:  # an unreadable log's reason is its diagnosis and status: not logged a second time
+            self._warn(note, quiet=self.unreadable is not None)
         self.manifest = self._manifest()
         return self.rows_read - before
 

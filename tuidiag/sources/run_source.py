@@ -65,6 +65,9 @@ class Batch:
     """TensorBoard-style ``hparams`` (``{"params": ..., "metrics": ...}``), given with ``config`` when they changed."""
     notes: list[str] = field(default_factory=list)
     """What the user should know about how the log was read (shown as the run's warnings)."""
+    unreadable: str | None = None
+    """The log cannot be read at all: what to do, in a few words (``install tuidiag[tensorboard]``); the run then
+    reads ``unreadable``, never healthy, and the full reason goes to ``notes``."""
     restart: bool = False
     """The log was rewritten from the start: drop every row read before this batch."""
     ended: str | None = None

@@ -31,7 +31,9 @@ from typing import Callable
 
 from tuidiag.importers.source import ImportSourceError, SourceSeries
 from tuidiag.importers.tables import LIGHTNING_HPARAMS, lightning_hparams
-from tuidiag.importers.tensorboard import KERAS_SPLITS, SCALARS_PLUGIN, Scalars, add_event, is_event_file, load_modules
+from tuidiag.importers.tensorboard import (
+    KERAS_SPLITS, SCALARS_PLUGIN, UNREADABLE, Scalars, add_event, is_event_file, load_modules,
+)
 from tuidiag.importers.tensorboard_hparams import (
     HPARAMS_PLUGIN, SESSION_START_TAG, HParamsRecord, hparam_series_name, newest_hparams,
 )
@@ -232,6 +234,7 @@ class TensorBoardTail(Tail):
             masked_crc32c, event_proto, tensor_util = load_modules()
         except ImportSourceError as exc:
             batch.notes.append(str(exc))
+            batch.unreadable = UNREADABLE
             return batch
         parts = self.parts()
         if any(self.roles.get(directory, role) != role for directory, _, role in parts) or \

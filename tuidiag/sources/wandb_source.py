@@ -30,6 +30,8 @@ from tuidiag.store.limits import LimitError
 
 KIND = "wandb"
 INSTALL_HINT = "reading W&B runs needs the wandb package: pip install 'tuidiag[wandb]' (or pip install wandb)"
+UNREADABLE = "install tuidiag[wandb]"
+"""What a W&B run that cannot be read without the package says, in a few words."""
 RUN_FILE_PREFIX, RUN_FILE_SUFFIX = "run-", ".wandb"
 WANDB_KEYS = ("_step", "_runtime", "_timestamp", "_wandb")
 """Keys wandb adds to every history row (and config) itself."""
@@ -115,6 +117,7 @@ class WandbTail(Tail):
                 from wandb.proto.wandb_internal_pb2 import Record
             except ImportError:
                 batch.notes.append(INSTALL_HINT)
+                batch.unreadable = UNREADABLE
                 return batch
             self.record_class = Record
         rows: dict[str, tuple[list[int], list[float], list[float]]] = {}

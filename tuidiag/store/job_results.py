@@ -20,7 +20,8 @@ a result made at step 593, so a diagnosis or a replay as of step 400 cannot see 
 Like every file of a run it is written under a hidden ``.<name>.<random>.partial`` name
 in the same directory and renamed into place (:mod:`tuidiag.store.safe_write`), so
 readers see a whole file or none and must ignore names starting with ``.``. This
-module does not need torch.
+module does not need torch, and imports numpy only where it reads a run's loss (``tuidiag status``
+lists result names through :func:`results_mark` and stays numpy-free).
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ from pathlib import Path
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
-
-import numpy as np
 
 from tuidiag.format import LOSS
 from tuidiag.store.cache_dir import cache_root, run_key
@@ -118,6 +117,12 @@ def list_results(run_dir: str | os.PathLike[str], job: str | None = None) -> lis
     if job is not None:
         files = [p for p in files if p.name.startswith(f"{job}-")]
     return sorted(files, key=_saved_order)
+
+
+def results_mark(run_dir: str | os.PathLike[str]) -> tuple[str, ...]:
+    """The names of every result file of the run, in both places (:func:`list_results`): changes when a job
+    saves a result, so whatever a diagnosis derived from the run's results keys on it too."""
+    return tuple(p.name for p in list_results(run_dir))
 
 
 def _saved_order(path: Path) -> tuple[str, int, str]:
@@ -226,6 +231,8 @@ def step_from_run(run: Any) -> StepOf:
         loss = run.series(LOSS)
         if not isinstance(created, (int, float)) or not len(loss):
             return None
+        import numpy as np  # here, not at the top: tuidiag status reads results_mark and stays numpy-free
+
         before = np.flatnonzero(loss.wall_times <= created)
         return int(loss.steps[before[-1]]) if len(before) else None
 

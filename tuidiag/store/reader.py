@@ -52,6 +52,8 @@ class Run:
         self.path = Path(path)
         self.manifest: dict[str, Any] = {}
         self.warnings: list[str] = []
+        self.unreadable: str | None = None
+        """Why no data can be read at all, as what to do (``install tuidiag[tensorboard]``); ``None`` when readable."""
         self.events: list[Event] = []
         self._metrics: dict[tuple[int, str], MetricBuffer] = {}
         self._seen: dict[tuple[str, int], SeqSet] = {}
@@ -302,10 +304,12 @@ class Run:
             pass
         self._warn(message)
 
-    def _warn(self, message: str) -> None:
+    def _warn(self, message: str, quiet: bool = False) -> None:
+        """Keep ``message`` among the run's warnings (once) and log it, unless ``quiet`` (shown by other means)."""
         if message not in self.warnings:
             self.warnings.append(message)
-            log.warning("%s: %s", self.path, message)
+            if not quiet:
+                log.warning("%s: %s", self.path, message)
 
 
 

@@ -23,27 +23,18 @@ def _num(metric: Metric, value: float | None) -> str:
 
 
 def _pct(metric: Metric) -> Text:
-    gain = metric.improvement_pct
-    if gain is None:
-        change = metric.change_pct
-        if change is not None:
-            text = f"({change:+.0f}%)"
-        else:
-            text = {"better": "A NaN/Inf", "worse": "B NaN/Inf"}.get(metric.outcome, "")
-    else:
-        text = f"{gain:+.1f}%" if abs(gain) < 10_000 else f"{gain:+.2g}%"  # -5.5e+09%, not cut to -5545285250.…
-    return Text(text, style=OUTCOME_STYLE.get(metric.outcome, ""))
+    return Text(metric.change_text, style=OUTCOME_STYLE.get(metric.outcome, ""))
 
 
 def render_table(result: Comparison) -> Table:
-    """Metric | A | B | improvement | verdict per metric; run names shown literally."""
+    """Metric | A | B | change of B vs A | verdict per metric; run names shown literally."""
     table = Table(title=Text("Before (A) vs after (B)", style="bold"), title_justify="left",
-                  caption=Text(METHOD + "; (in parentheses): the change, where better or worse does not apply", style="dim"),
+                  caption=Text(METHOD + "; change: (B - A) / |A|, signed as the value moved", style="dim"),
                   caption_justify="left")
     table.add_column("metric", no_wrap=True)
     table.add_column(literal(f"A: {result.a['name']} ({result.a['status']})", max_len=60), justify="right")
     table.add_column(literal(f"B: {result.b['name']} ({result.b['status']})", max_len=60), justify="right")
-    table.add_column("improvement of B", justify="right")
+    table.add_column("change B vs A", justify="right")
     table.add_column("B is")
     for metric in result.metrics:
         table.add_row(literal(metric.label), _num(metric, metric.a), _num(metric, metric.b), _pct(metric),

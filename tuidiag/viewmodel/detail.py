@@ -7,7 +7,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tuidiag.diagnosis import Diagnosis
-from tuidiag.diagnosis.stats import median
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView, VAL_LOSS_NAMES
 from tuidiag.format import (
@@ -16,6 +15,7 @@ from tuidiag.format import (
 from tuidiag.viewmodel.actions import past_actions
 from tuidiag.viewmodel.chart_clock import Clock, clock_of
 from tuidiag.diagnosis.distributions import distribution_names, nonfinite_name
+from tuidiag.diagnosis.rules.data_wait import data_wait_share
 from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, shown_distribution
 from tuidiag.viewmodel.downsample import downsample, minmax_points
 from tuidiag.viewmodel.jobs_view import job_texts
@@ -193,14 +193,12 @@ def system_figures(view: RunView) -> tuple[tuple[str, str], ...]:
     """Steps/s (:func:`run_speed`, as the overview shows it), data-wait share, device memory and GPU
     utilisation, as labelled strings."""
     figures = []
-    _, step_time = view.series("time/step")
-    _, wait = view.series("time/data_wait")
-    recent_step = median(step_time[-200:])
     speed = run_speed(view.run, view.at)
     if speed is not None:
         figures.append(("steps/s", fmt(speed)))
-    if len(wait) and np.isfinite(recent_step) and recent_step > 0:
-        figures.append(("data wait", f"{median(wait[-200:]) / recent_step:.0%}"))
+    waiting = data_wait_share(view)
+    if waiting is not None and np.isfinite(waiting.share):
+        figures.append(("data wait", waiting.percent))
     for name, label in MEMORY_FIGURES:
         values = view.series(name)[1]
         if len(values):

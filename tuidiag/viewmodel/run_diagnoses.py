@@ -4,7 +4,7 @@ A mixin of :class:`tuidiag.viewmodel.model.RunsModel`. A run summarised from ``r
 is diagnosed after its row is listed, on one diagnosis thread: from the diagnosis cache
 when it covers the run's files, here when the run is small, in a ``tuidiag status
 --refresh-cache`` process when it is large. A growing run is re-diagnosed at once when
-events arrived, and when only rows did at most as often as :data:`DIAGNOSIS_BUDGET`
+events arrived or a job saved a result, and when only rows did at most as often as :data:`DIAGNOSIS_BUDGET`
 allows; diagnoses that finish after their refresh are announced to the app together.
 """
 
@@ -21,7 +21,7 @@ from tuidiag.diagnosis import Diagnosis, diagnose
 from tuidiag.format import EVENTS_DIR, STATUS_RUNNING
 from tuidiag.store import Run
 from tuidiag.store.discovery import list_shards
-from tuidiag.store.job_results import job_records
+from tuidiag.store.job_results import job_records, results_mark
 from tuidiag.store.manifest import effective_status
 from tuidiag.viewmodel.read_pool import ReadPool
 from tuidiag.viewmodel.run_slot import Diagnosed, RunSlot
@@ -61,7 +61,9 @@ class RunDiagnoses:
     def _diagnose_later(self, slot: RunSlot) -> None:
         """Queue the diagnosis of a run summarised from ``run.json``, unless it covers the newest rows already."""
         tail = slot.tail
-        if tail is None or slot.diagnosed == (tail.seq, tail.rows) or (slot.diagnosing is not None and not slot.diagnosing.done()):
+        if tail is None or (slot.diagnosing is not None and not slot.diagnosing.done()):
+            return
+        if slot.diagnosed == (tail.seq, tail.rows, results_mark(slot.path)):
             return
         slot.diagnosing = self._diagnosis_pool.submit(lambda: self._diagnose(slot))
 
@@ -82,13 +84,15 @@ class RunDiagnoses:
             tail = slot.tail
             if tail is None or slot.problem is not None:
                 return
-            shown, computed = (slot.health, slot.warnings), self._diagnoses.get(slot.path)
+            shown, computed, before = (slot.health, slot.warnings), self._diagnoses.get(slot.path), slot.diagnosed
+            jobs = results_mark(slot.path)  # taken first: a result saved meanwhile is diagnosed next time
+            covered = (tail.seq, tail.rows, jobs)
             try:
                 signature, _ = status_cache.signature(slot.path)
                 cached = status_cache.load(slot.path)
                 whole_kept = not slot.want_whole or (cached is not None and status_cache.diagnosis_of(cached) is not None)
                 if slot.run is None and cached is not None and cached.get("signature") == signature and whole_kept:
-                    slot.health, slot.diagnosed = _cached_health(cached), (tail.seq, tail.rows)
+                    slot.health, slot.diagnosed = _cached_health(cached), covered
                     slot.warnings = _cached_warnings(cached)
                 elif slot.run is None and tail.rows > SMALL_RUN_ROWS:
                     if cached is not None:
@@ -105,15 +109,19 @@ class RunDiagnoses:
                     slot.health = Health(top.code, top.title, top.severity, top.confidence)
                     slot.warnings = tuple(run.warnings)
                     if self._diagnoses[slot.path].rows == run.rows_read:  # not one the CPU budget kept from before
-                        slot.diagnosed = (tail.seq, tail.rows)
+                        slot.diagnosed = covered
                         self._store(slot.path, signature, diagnosis, self._diagnoses[slot.path].cost, run.warnings)
                     if effective_status(slot.manifest) != STATUS_RUNNING:
                         slot.run = None  # a finished run is not tailed: its rows need not stay in memory
                 slot.summary = summarize_tail(slot.path, slot.manifest, tail, slot.health, self.clock(), slot.warnings)
             except Exception:  # a diagnosis that fails leaves the row as it was; the run view says why
-                slot.diagnosed = (tail.seq, tail.rows)
-            changed = (slot.health, slot.warnings) != shown or (slot.want_whole and self._diagnoses.get(slot.path) is not computed)
-        if changed:  # a new badge, or the whole diagnosis the run view waits for: the app draws it
+                slot.diagnosed = covered
+            new_jobs = before is not None and before[2] != jobs and slot.diagnosed == covered
+            changed = ((slot.health, slot.warnings) != shown or new_jobs
+                       or (slot.want_whole and self._diagnoses.get(slot.path) is not computed))
+        # a new badge, one that covers a new job result (the open view's evidence and fix change, the badge perhaps
+        # not), or the whole diagnosis the run view waits for: the app draws it
+        if changed:
             self._announce(slot.path)
 
     def _not_due(self, slot: RunSlot) -> bool:
@@ -125,6 +133,8 @@ class RunDiagnoses:
         mark = tuple((shard.rank, shard.last) for shard, _ in list_shards(slot.path / EVENTS_DIR))[-8:]
         if mark != slot.events_mark:
             slot.events_mark = mark
+            return False
+        if results_mark(slot.path) != computed.jobs:  # a job saved a result: its evidence is shown at once
             return False
         now = time.monotonic()
         if now - computed.at < self._rediagnose_after(now, slot.path):
@@ -192,10 +202,10 @@ class RunDiagnoses:
         """The live diagnosis of ``run``: recomputed at once when events arrived; when only
         rows did, once the last one is older than :meth:`_rediagnose_after` seconds. ``read_cost``: CPU seconds
         the read of its new rows took, counted with the diagnosis's own in the budget (:data:`DIAGNOSIS_BUDGET`)."""
-        rows, events = run.rows_read, len(run.events)
+        rows, events, jobs = run.rows_read, len(run.events), results_mark(path)
         cached = self._diagnoses.get(path)
         now = time.monotonic()
-        if cached is not None and cached.events == events:
+        if cached is not None and cached.events == events and cached.jobs == jobs:
             if cached.rows == rows:
                 return cached.diagnosis
             self._growing[path] = now
@@ -203,7 +213,7 @@ class RunDiagnoses:
                 return cached.diagnosis
         start = time.thread_time()
         diagnosis = diagnose(run, jobs=job_records(run))
-        self._diagnoses[path] = Diagnosed(rows, events, diagnosis, now, time.thread_time() - start + read_cost)
+        self._diagnoses[path] = Diagnosed(rows, events, diagnosis, now, time.thread_time() - start + read_cost, jobs)
         return diagnosis
 
     def _rediagnose_after(self, now: float, path: Path | None = None) -> float:

@@ -32,6 +32,8 @@ class Diagnosed:
     """``time.monotonic()`` when computed."""
     cost: float
     """CPU seconds it took."""
+    jobs: tuple[str, ...] = ()
+    """The run's job results it covered (:func:`tuidiag.store.job_results.results_mark`)."""
 
 
 @dataclass
@@ -58,8 +60,9 @@ class RunSlot:
     health: Health = PENDING
     warnings: tuple[str, ...] = ()
     """What the last whole read of the run (for its diagnosis, here or in the cache's process) could not read."""
-    diagnosed: tuple[int, int] | None = None
-    """(``tail.seq``, ``tail.rows``) that ``health`` covers."""
+    diagnosed: tuple[int, int, tuple[str, ...]] | None = None
+    """(``tail.seq``, ``tail.rows``, the job results' names) that ``health`` covers: a new job result is
+    diagnosed again like new rows."""
     diagnosing: ReadTask | None = None
     events_mark: tuple[tuple[int, int], ...] = ()
     """The newest events shards when the run was last diagnosed: an event is diagnosed at once."""

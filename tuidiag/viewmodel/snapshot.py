@@ -144,6 +144,9 @@ def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: t
         status = "stalled"
     if run.warnings and not run.manifest and not run.rows_read and not run.events:
         status = STATUS_UNREADABLE  # nothing of it could be read
+    problem = _problem(run.warnings)
+    if run.unreadable is not None:  # a log that needs a missing package: what to do, in the status cell
+        status, problem = STATUS_UNREADABLE, run.unreadable
     reached = progress(run.manifest, run.last_step)
     return RunSummary(
         key=str(run.path), name=run.name, status=status, step=reached.step, logged_to=reached.logged_to,
@@ -151,7 +154,7 @@ def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: t
         spark=tuple(tail_spark(loss.values)) if spark is None else spark, lr=run.series("lr/group0").last,
         grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code,
         health_severity=top.severity, health_confidence=top.confidence, data_age=age,
-        warnings=tuple(run.warnings), recorder_losses=run_losses(run).text(), problem=_problem(run.warnings),
+        warnings=tuple(run.warnings), recorder_losses=run_losses(run).text(), problem=problem,
         source=source_kind(run.manifest),
     )
 

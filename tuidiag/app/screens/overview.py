@@ -28,6 +28,8 @@ STATUS_STYLE = {"running": "green", "finished": "blue", "failed": "red", "crashe
                 STATUS_UNREADABLE: "bold red", STATUS_READING: "dim"}
 PROBLEM_WIDTH = 70
 """Characters of a run's read problem shown in its status cell (the whole text is in the notice on Enter)."""
+NO_CONFIDENCE = ("healthy", "unreadable")
+"""Health codes shown without a likelihood: nothing found, or nothing read (what to do is in the run view)."""
 HEALTH_STYLE = {"critical": "bold red", "warning": "yellow", "info": "green"}
 COLUMNS = ("", "run", "status", "health", "step", "loss", "trend", "steps/s", "lr", "grad")
 """Headers; ``step`` is the last recorded step (the same number as the run view's "step N" and ``tuidiag ls``)."""
@@ -202,7 +204,7 @@ class OverviewScreen(Screen):
         mark = Text("*" if s.key in self.selected else " ", style="bold magenta")
         status = s.status + (f" {_age(s.data_age)}" if s.data_age is not None else "")
         spark = TrendSparkline(list(s.spark), width=12) if len(s.spark) > 1 else Text("")
-        health = f"{badge(s.health)} {confidence(s.health_confidence)}" if s.health != "healthy" else "healthy"
+        health = f"{badge(s.health)} {confidence(s.health_confidence)}" if s.health not in NO_CONFIDENCE else badge(s.health)
         status_cell = _status_cell(s, status)
         if s.recorder_losses:
             status_cell.append_text(literal(f", {s.recorder_losses}", "yellow"))

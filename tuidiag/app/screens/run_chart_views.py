@@ -6,6 +6,8 @@ setting and every chart is drawn again with it (:meth:`RunChartViews._chart_view
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import replace
 from typing import Callable
 
@@ -16,7 +18,7 @@ from tuidiag.app.run_tabs import CHART_TABS
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.viewmodel.chart_cursor import move_cursor
 from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
-from tuidiag.diagnosis.distributions import NO_DISTRIBUTIONS
+from tuidiag.diagnosis.distributions import no_distributions
 from tuidiag.monitor_keys import NEXT_DIST_KEY, PREVIOUS_DIST_KEY
 from tuidiag.viewmodel.distributions import DIST_CHART, next_distribution, shown_distribution
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
@@ -40,6 +42,16 @@ class RunChartViews:
     dist: str | None
     _update: Callable[[str, Text], None]
     """Sets a ``Static``'s text when it changed (``RunScreen._update``)."""
+    _toasts: dict[str, float]
+    """When each message of :meth:`_notify_once` was last shown."""
+
+    def _notify_once(self, message: str) -> None:
+        """Show ``message`` as a toast unless the same one is still on screen (a key pressed again)."""
+        now = time.monotonic()
+        if now - self._toasts.get(message, -math.inf) < self.app.NOTIFICATION_TIMEOUT:
+            return
+        self._toasts[message] = now
+        self.notify(message)
 
     def _show_charts(self, detail: RunDetail) -> None:
         modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
@@ -53,13 +65,13 @@ class RunChartViews:
         note.display = not detail.dists
         self.query_one(f"#chart-{DIST_CHART}", MetricChart).display = bool(detail.dists)
         if not detail.dists:
-            self._update("#dist-note", Text(NO_DISTRIBUTIONS))  # set once, not at every refresh
+            self._update("#dist-note", Text(no_distributions(detail.summary.source)))  # set once, not at every refresh
         self._chart_views()
 
     def action_distribution(self, direction: int) -> None:
         """Show the next (``direction`` 1) or previous (-1) distribution of the run in the distribution tab."""
         if self.detail is None or not self.detail.dists:
-            self.notify(NO_DISTRIBUTIONS)
+            self._notify_once(no_distributions(self.detail.summary.source if self.detail else "tuidiag"))
             return
         shown = shown_distribution(self.detail.dists, self.dist)
         self.dist = next_distribution(self.detail.dists, shown, direction)

@@ -115,6 +115,8 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         """The chart cursor's step (None: hidden); every chart marks it and reads out its series there."""
         self._texts: dict[str, Text] = {}
         """What each one-line ``Static`` shows (:meth:`_update`)."""
+        self._toasts: dict[str, float] = {}
+        """When each message of :meth:`_notify_once` was last shown (``time.monotonic()``)."""
         self.dist: str | None = None
         """The distribution the distribution tab shows (None: the run's first); ``h``/``H`` cycle it."""
 

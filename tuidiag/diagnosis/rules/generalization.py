@@ -22,7 +22,9 @@ MEMORISED = 0.01
 RISE_ALARM, RISE_MEMORISED = 0.25, 0.1
 """Validation loss this far above its best is an alarm; this far suffices when the training set is memorised."""
 FLAT = 0.1
-"""Losses that improved less than this over the last 40% of the run have plateaued."""
+"""Losses that improved less than this over the last 40% of the run, and rose less than this, have plateaued."""
+ABOVE_START = 1.2
+"""A training loss that ends above this multiple of its start diverged: it is not a plateau, whatever its recent slope."""
 
 
 def smooth3(values: np.ndarray) -> np.ndarray:
@@ -88,10 +90,13 @@ def overfitting(view: RunView) -> Finding | None:
         evidence.append(Evidence(f"the training set is memorised: training loss {fmt(train_now.value)} over {train_now.where} is "
                                  f"{train_now.value / start.value:.2%} of its {fmt(start.value)} over {start.where}",
                                  Compare(train_now, start, "below"), refs=(MEMORISED,)))
-    fix = fix_text(f"stop early around step {v_steps[i_best]} (keep the best checkpoint)",
-                   (REG_UP, "add regularization: weight decay 0.01-0.1, dropout 0.1-0.3, data augmentation"), "or get more data")
     severity = "warning" if rise >= RISE_ALARM or memorised else "info"
-    return Finding("overfitting", "Overfitting", min(0.9, 0.65 + rise / 2), severity, evidence, fix, int(v_steps[i_best]))
+    # below the alarm level the run is healthy: a note says what to keep, not that the training must stop
+    stop = (f"stop early around step {v_steps[i_best]} (keep the best checkpoint)" if severity == "warning" else
+            f"if the best validation loss matters, keep the checkpoint of step {v_steps[i_best]} (its best evaluation)")
+    fix = fix_text(stop, (REG_UP, "add regularization: weight decay 0.01-0.1, dropout 0.1-0.3, data augmentation"), "or get more data")
+    title = "Overfitting" if severity == "warning" else "Slight overfitting"
+    return Finding("overfitting", title, min(0.9, 0.65 + rise / 2), severity, evidence, fix, int(v_steps[i_best]))
 
 
 def underfitting(view: RunView) -> Finding | None:
@@ -109,6 +114,8 @@ def underfitting(view: RunView) -> Finding | None:
     val_drop = (val_tail[0] - val_tail[-1]) / abs(val_tail[0]) if len(val_tail) >= 3 and val_tail[0] else 0.0
     if start is None or max(tail_drop, val_drop) > FLAT or not start.value > 0 or not end.value >= HIGH_SHARE * start.value:
         return None
+    if tail_drop < -FLAT or val_drop < -FLAT or end.value > ABOVE_START * start.value:
+        return None  # rising, or far above its start: a divergence (or worse), not a plateau
     val_now = measure(name, v_steps[-3:], val[-3:], "median")
     gap = abs(val_now.value - end.value) / max(abs(end.value), 1e-12)
     if gap > 0.2:

@@ -6,6 +6,7 @@ import numpy as np
 
 from tuidiag.diagnosis.evidence import Compare, Evidence, Fact, Level, Occurrences, Periodic, at_step, measure, quoted
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.job_evidence import nan_hunt_counts
 from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, WARMUP_UP, fix_text
 from tuidiag.diagnosis.rules.measures import after_quiet, lr_change
 from tuidiag.diagnosis.rules.precursors import before_nonfinite
@@ -59,9 +60,11 @@ def nonfinite_loss(view: RunView) -> Finding | None:
     if before is not None:
         evidence.insert(1, before.evidence)
     if before is not None and not before.grew:
+        offer = view.can_run_jobs and not nan_hunt_counts(view.job_result("nan_hunt"))  # not on a foreign log, nor twice
+        hunt = ("run the NaN hunt to name the operation",) if offer else ()
         fix = fix_text("guard the operation that made it, in the loss or the model: clamp the inputs of log, division and sqrt "
                        "(e.g. torch.log(x.clamp_min(1e-7)), x / (d + 1e-8))", f"check the batch of step {steps[i]} for non-finite inputs",
-                       "run the NaN hunt to name the operation")
+                       *hunt)
     elif steps[i] < 100:
         fix = fix_text((LR_DOWN, f"reduce LR {lr_change(view, 0.1)}"), (WARMUP_UP, "add warmup"),
                        "check weight init (the loss went non-finite within the first 100 steps)")

@@ -154,11 +154,15 @@ def _divergence_points(view: RunView) -> Part:
         first = Occurrences((LOSS,), int(steps[0]), at, "nonfinite", (at,), 1)
         g_steps, g = finite_only(*view.grad_total)
         start = measure(GRAD_NORM_TOTAL, g_steps[:3], g[:3], "median") if len(g) else None
-        from_grad = f", from a gradient norm of {fmt(start.value)} over {start.where}" if start is not None else ""
+        ran = [what for what, did in (("the loss", before is not None and before.loss_grew),
+                                       ("the gradient norm", before is not None and before.grad_grew)) if did]
+        after_run = f", after {' and '.join(ran)} ran away in the steps before it" if ran else ""
+        normal_start = (f"; at the start the gradient norm was {fmt(start.value)} over {start.where}, not out of range"
+                        if start is not None else "")
         claims = [first] + ([Level(start, below=100.0)] if start is not None else [])
         onset = before.grew_from if before is not None and before.grew_from is not None else at
-        return 1.0, Evidence(f"training diverged: the loss is non-finite from step {at}{from_grad}: the steps overshoot", *claims), \
-            (onset, onset)
+        return 1.0, Evidence(f"training diverged: the loss is non-finite from step {at}{after_run}{normal_start}: the steps "
+                             "overshoot", *claims), (onset, onset)
     assert growth is not None
     before_g, after_g = growth.before, growth.after
     g_steps, g = view.grad_total

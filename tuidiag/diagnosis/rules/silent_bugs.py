@@ -104,9 +104,16 @@ def grad_not_zeroed(view: RunView) -> Finding | None:
                    "loss.backward(), or right after optimizer.step()",
                    "with gradient accumulation on purpose, zero right after each optimizer.step()")
     confidence = 0.95 if share.value >= 0.9 else 0.8
-    first = int(steps[np.argmax(stale > 0)])
+    seen = int(np.argmax(stale > 0))
+    first = int(steps[seen])
     title = "Gradients are never zeroed (zero_grad missing)"
-    return Finding("grad_not_zeroed", title, confidence, "critical", evidence, fix, first)
+    finding = Finding("grad_not_zeroed", title, confidence, "critical", evidence, fix, first)
+    # the probe samples every few steps: the left-over gradient may have been there since the step after the last
+    # sample that read none, or, when the first sample already found one, since one sampling interval before it
+    # (never before step 1, the first step that can hold an earlier step's gradient)
+    every = int(np.median(np.diff(steps))) if len(steps) > 1 else first
+    finding.onset_from = int(steps[seen - 1]) + 1 if seen > 0 else min(first, max(1, first - every + 1))
+    return finding
 
 
 # ---- double_softmax ---------------------------------------------------------------------------------------------

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from tuidiag.diagnosis.rules.data_wait import DATA_WAIT, STEP_TIME, data_wait_share
 from tuidiag.diagnosis.evidence import Compare, Evidence, Fact, Level, Measure, measure
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import BATCH_UP, WORKERS_UP, fix_text
-from tuidiag.diagnosis.rules.measures import tail
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import SYS_GPU_UTIL
@@ -35,32 +35,41 @@ def _gpu_line(util: Measure) -> Evidence:
 
 
 def data_loading_bottleneck(view: RunView) -> Finding | None:
-    """The run is slow because steps wait for data.
+    """The run is slow because of the time between steps: waiting for the next batch, or other work in the loop.
+
+    ``time/data_wait`` (:mod:`tuidiag.recorder.step_timer`) runs from the end of the previous step's
+    ``optimizer.step()`` (its ``rec.step()`` when the optimizer is not watched) to the next ``rec.batch()``,
+    so a sleep, logging or checkpointing there counts as much as a slow DataLoader; the finding says so.
 
     Its evidence states step times over the steps it names, not a rate: the run's rate is the run view's
     steps/s (steps per wall-clock second over the newest 30 s, pauses between steps included), and a
     second rate over another window could contradict it at the same moment."""
-    w_steps, wait = view.series("time/data_wait")
-    s_steps, step = view.series("time/step")
-    if len(wait) < 20 or len(step) < 20:
+    found = data_wait_share(view)
+    if found is None or len(view.series(DATA_WAIT)[1]) < 20 or len(view.series(STEP_TIME)[1]) < 20:
         return None
-    wait_m = measure("time/data_wait", *tail(w_steps, wait, 0.3), "median")
-    step_m = measure("time/step", *tail(s_steps, step, 0.3), "median")
+    wait_m, step_m = found.wait, found.step
     wait_s, step_s = wait_m.value, step_m.value
-    if not step_s > 0 or wait_s / step_s < 0.3 or step_s < 2e-3:
+    if not step_s > 0 or found.share < 0.3 or step_s < 2e-3:
         return None
     evidence: list[str] = [
-        Evidence(f"waiting for data takes {wait_s / step_s:.0%} of each step ({fmt(wait_s * 1e3)} of {fmt(step_s * 1e3)} ms, "
-                 f"medians over {wait_m.where} and {step_m.where})", Compare(wait_m, step_m)),
-        Evidence(f"median step time {fmt(step_s * 1e3)} ms over {step_m.where}, waiting for data included "
+        Evidence(f"the time between steps takes {found.percent} of each step ({fmt(wait_s * 1e3)} of {fmt(step_s * 1e3)} ms, "
+                 f"medians over {found.where}): from the end of one step's optimizer.step() (or rec.step() when the optimizer "
+                 "is not watched) to the next rec.batch(), waiting for the next batch or other work the loop does there",
+                 Compare(wait_m, step_m)),
+        Evidence(f"median step time {fmt(step_s * 1e3)} ms over {step_m.where}, the time between steps included "
                  f"(the run view's steps/s also counts the time between steps)", Level(step_m))]
     u_steps, util = view.series(SYS_GPU_UTIL)
     if len(util):
         evidence.append(_gpu_line(measure(SYS_GPU_UTIL, u_steps, util, "median")))
-    fix = fix_text((WORKERS_UP, "DataLoader(num_workers=4-8, pin_memory=True, persistent_workers=True, prefetch_factor=4)"),
-                   "move decoding/augmentation off the main process; faster storage")
+    fix = fix_text((WORKERS_UP, "if the batches come from a DataLoader: DataLoader(num_workers=4-8, pin_memory=True, "
+                                "persistent_workers=True, prefetch_factor=4), decoding/augmentation off the main process, "
+                                "faster storage"),
+                   "otherwise, shorten what the loop does between optimizer.step() and the next batch (sleeps, logging, "
+                   "checkpointing, evaluation, host-side work)")
     confidence = min(0.9, 0.5 + wait_s / step_s * 0.6)
-    return Finding("data_loading_bottleneck", "Data loading is the bottleneck", confidence, "warning", evidence, fix, int(w_steps[0]))
+    first = int(view.series(DATA_WAIT)[0][0])
+    return Finding("data_loading_bottleneck", "Time between steps is the bottleneck (data loading or loop work)", confidence,
+                   "warning", evidence, fix, first)
 
 
 def low_gpu_utilization(view: RunView) -> Finding | None:

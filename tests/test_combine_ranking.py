@@ -1,0 +1,70 @@
+"""A failing training's cause ranks above a speed finding, and grad_not_zeroed above the LR symptoms it explains.
+
+Generated runs (``tests/cause_runs.py``): each critical fault planted together with a slow
+loop (the time between steps 80% of each step) from several onsets, before and after the
+fault. The fault's finding must lead, every speed finding must sit strictly below every
+critical finding about the training, and the two must never print the same percentage
+(no ">99%" tie between a NaN loss and a slow loop). Zero_grad missing from the first
+steps, with an overshooting LR's signature planted from a few steps on, must lead and
+claim it. Every evidence line is checked against the run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+for path in (ROOT, Path(__file__).resolve().parent):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import cause_runs  # noqa: E402
+from evidence_checker import check_diagnosis  # noqa: E402
+from tuidiag.diagnosis import diagnose  # noqa: E402
+from tuidiag.diagnosis.combine import SPEED_CODES  # noqa: E402
+from tuidiag.store import open_run  # noqa: E402
+from tuidiag.text.numbers import confidence as confidence_text  # noqa: E402
+
+FAULTS = ("nonfinite_loss", "diverged_to_nan", "grad_not_zeroed", "bad_input_data")
+CASES = [(fault, fault_at, slow_at) for fault in FAULTS for fault_at, slow_at in ((0, 0), (60, 0), (60, 200), (150, 30))]
+
+
+@pytest.mark.parametrize(("fault", "fault_at", "slow_at"), CASES, ids=[f"{f}-{a}-{s}" for f, a, s in CASES])
+def test_failure_outranks_slow_loop(tmp_path: Path, fault: str, fault_at: int, slow_at: int) -> None:
+    run_dir = cause_runs.write(tmp_path, "run", [(fault, fault_at), ("data_loading_bottleneck", slow_at)])
+    diagnosis = diagnose(open_run(run_dir))
+    check_diagnosis(run_dir, diagnosis)
+    codes = [f.code for f in diagnosis.findings]
+    assert "data_loading_bottleneck" in codes, codes
+    failures = [f for f in diagnosis.findings if f.severity == "critical" and f.code not in SPEED_CODES]
+    assert failures, codes
+    assert diagnosis.top.code not in SPEED_CODES, codes
+    strongest = max(failures, key=lambda f: f.confidence)
+    for slow in (f for f in diagnosis.findings if f.code in SPEED_CODES):
+        assert slow.confidence < strongest.confidence, (slow.code, slow.confidence, strongest.code, strongest.confidence)
+        assert confidence_text(slow.confidence) != confidence_text(strongest.confidence), (slow.confidence, strongest.confidence)
+        assert diagnosis.findings.index(slow) > diagnosis.findings.index(strongest)
+        assert any("does not explain a failing training" in str(line) for line in slow.evidence)
+
+
+@pytest.mark.parametrize("slow_at", [0, 100])
+def test_slow_loop_alone_keeps_its_rank(tmp_path: Path, slow_at: int) -> None:
+    """The near miss: a slow loop with nothing failing still leads, at its own confidence."""
+    diagnosis = diagnose(open_run(cause_runs.write(tmp_path, "run", [("data_loading_bottleneck", slow_at)])))
+    assert diagnosis.top.code == "data_loading_bottleneck"
+    assert not any("failing training" in str(line) for line in diagnosis.top.evidence)
+
+
+@pytest.mark.parametrize("lr_at", [3, 8, 20, 60])
+def test_zero_grad_missing_claims_the_lr_symptom(tmp_path: Path, lr_at: int) -> None:
+    """Zero_grad missing from the start: the probe first samples step 10, yet the LR symptom seen from step ``lr_at`` is its."""
+    run_dir = cause_runs.write(tmp_path, "run", [("grad_not_zeroed", 0), ("lr_too_high", lr_at)])
+    diagnosis = diagnose(open_run(run_dir))
+    check_diagnosis(run_dir, diagnosis)
+    codes = [f.code for f in diagnosis.findings]
+    assert codes[0] == "grad_not_zeroed", codes
+    if "lr_too_high" in codes:
+        assert "lr_too_high" in diagnosis.top.related, (codes, diagnosis.top.related)
