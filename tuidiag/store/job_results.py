@@ -60,6 +60,14 @@ def mark_read_only(run_dir: str | os.PathLike[str]) -> None:
     write_manifest(Path(run_dir), {**manifest, READ_ONLY: True})
 
 
+def marked_read_only(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether ``run.json`` marks the run read-only (no readable ``run.json``: not marked)."""
+    try:
+        return read_manifest(Path(run_dir)).get(READ_ONLY) is True
+    except (OSError, ValueError):
+        return False
+
+
 def cached_results_dir(run_dir: str | os.PathLike[str]) -> Path:
     """Where the results of jobs run on a read-only run are kept: ``<cache>/jobs/<run_key>/``."""
     return cache_root() / JOBS_DIR / run_key(Path(run_dir))
@@ -69,11 +77,8 @@ def keeps_own_results(run_dir: str | os.PathLike[str]) -> bool:
     """Whether a new result goes into ``RUN/jobs``: not when ``run.json`` marks the run read-only, nor when
     the directory (or its ``jobs/``) cannot be written by this process."""
     run_dir = Path(run_dir)
-    try:
-        if read_manifest(run_dir).get(READ_ONLY) is True:
-            return False
-    except (OSError, ValueError):
-        pass  # no readable run.json: nothing marks it read-only
+    if marked_read_only(run_dir):
+        return False
     jobs = run_dir / JOBS_DIR
     return os.access(jobs if jobs.is_dir() else run_dir, os.W_OK)
 

@@ -105,6 +105,10 @@ def plot_data(chart: Chart, log: bool, marker: int | None = None, x_ticks: int =
     vlines += [(float(s), FAILED_ACTION) for s in chart.failed_actions] + [(float(s), RESUME) for s in chart.resumes]
     if marker is not None:
         vlines.append((float(marker), MARKER))
+    if chart.window is not None:  # a zoom: what lies outside it is not drawn, nor widens the step axis
+        lo, hi = chart.window
+        vlines = [(s, kind) for s, kind in vlines if lo <= s <= hi]
+        cursor = cursor if cursor is None or lo <= cursor <= hi else None
     vlines = [(float(to_x(np.array([s]))[0]), kind) for s, kind in vlines if math.isfinite(s)]
     at = None if cursor is None else float(to_x(np.array([float(cursor)]))[0])
     xs = np.concatenate([x for _, x, _ in kept] + [np.array([s for s, _ in vlines])] + ([np.array([at])] if at is not None else []))

@@ -150,7 +150,8 @@ def mark_resumes(charts: dict[str, Chart], resumes: tuple[int, ...]) -> dict[str
 
 def marks_within(charts: dict[str, Chart], window: tuple[int, int] | None) -> dict[str, Chart]:
     """``charts`` without the marked steps (non-finite values, actions, resumes) outside ``window`` (a zoom):
-    a mark outside would widen the step axis past the window."""
+    a mark outside would widen the step axis past the window. Each chart keeps the window, so that the
+    event marker and the cursor, set later, are left out there too (:func:`~tuidiag.viewmodel.chart_axes.plot_data`)."""
     if window is None:
         return charts
 
@@ -158,7 +159,7 @@ def marks_within(charts: dict[str, Chart], window: tuple[int, int] | None) -> di
         return tuple(s for s in steps if window[0] <= s <= window[1])
 
     return {name: replace(chart, nonfinite_steps=inside(chart.nonfinite_steps), actions=inside(chart.actions),
-                          failed_actions=inside(chart.failed_actions), resumes=inside(chart.resumes))
+                          failed_actions=inside(chart.failed_actions), resumes=inside(chart.resumes), window=window)
             for name, chart in charts.items()}
 
 

@@ -88,6 +88,9 @@ class Chart:
     styles: tuple[int, ...] = ()
     """The colour and glyph of each line, by index (empty: each line its own, in order); the legend names
     the lines that share one together (the two edges of a band)."""
+    window: tuple[int, int] | None = None
+    """The steps a zoom shows (None: all): a mark, the event marker or the cursor outside it is not drawn,
+    so it cannot widen the step axis past the window."""
 
 
 @dataclass(frozen=True)

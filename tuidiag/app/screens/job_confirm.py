@@ -33,8 +33,8 @@ class JobConfirmScreen(ModalScreen[bool]):
         text.append(f"Run {kind.title if kind is not None else self.job}?\n\n", style="bold")
         if self.live is not None:
             text.append("It runs inside ")
-            text.append_text(literal(self.live, "bold yellow", 200))
-            text.append(" at its next step, on the training's device and recent batches; no code is imported.\n"
+            text.append_text(literal(self.live, "bold yellow", 1000))  # whole: it says how long and when it stops
+            text.append(".\nIt starts at the training's next step, on its device and recent batches; no code is imported.\n"
                         "Model, optimizer and RNG are restored, so training goes on as before.\n\n"
                         "The monitor sends the request itself, as this command would:\n  ")
         else:

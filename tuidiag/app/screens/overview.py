@@ -8,13 +8,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.screen import Screen
 from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Input, Static
 
 from tuidiag.app.widgets.steady_footer import SteadyFooter
+from tuidiag.app.widgets.trend_sparkline import TrendSparkline
 from tuidiag.diagnosis.codes import badge
 from tuidiag.text.numbers import confidence, fmt
 from tuidiag.viewmodel.overview_rows import (SORT_NAMES, count_text, fit_columns, full_width, header, run_label, shorten_label,
@@ -203,7 +203,7 @@ class OverviewScreen(Screen):
     def _cells(self, s: RunSummary, run_width: int) -> list[object]:
         mark = Text("*" if s.key in self.selected else " ", style="bold magenta")
         status = s.status + (f" {_age(s.data_age)}" if s.data_age is not None else "")
-        spark = SparklineRenderable(list(s.spark), width=12) if len(s.spark) > 1 else Text("")
+        spark = TrendSparkline(list(s.spark), width=12) if len(s.spark) > 1 else Text("")
         health = f"{badge(s.health)} {confidence(s.health_confidence)}" if s.health not in NO_CONFIDENCE else badge(s.health)
         status_cell = _status_cell(s, status)
         if s.recorder_losses:

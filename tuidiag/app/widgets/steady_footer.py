@@ -17,6 +17,12 @@ from textual.widgets import Footer
 class SteadyFooter(Footer):
     """A ``Footer`` that recomposes only when the keys it shows change."""
 
+    DEFAULT_CSS = """
+    SteadyFooter.-compact FooterKey.-command-palette { margin-right: 0; }
+    """
+    """Textual's compact footer gives every key a right margin, the right-docked palette key too: its last
+    column then showed a key cut off under it (``^p palette]`` at 40 columns). The palette key ends at the edge."""
+
     _shown: tuple[object, ...] | None = None
 
     def _keys(self, screen: Screen) -> tuple[object, ...]:
