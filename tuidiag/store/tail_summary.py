@@ -201,7 +201,7 @@ def steps_per_second(steps: "np.ndarray", walls: "np.ndarray", window: float = P
     start = int(np.searchsorted(walls, walls[-1] - window))
     start = min(start, len(steps) - 2)
     elapsed = float(walls[-1] - walls[start])
-    return float(steps[-1] - steps[start]) / elapsed if elapsed > 0 else None
+    return (float(steps[-1]) - float(steps[start])) / elapsed if elapsed > 0 else None  # as floats: int64 steps may differ by more than int64 holds
 
 
 def current_summary(run_dir: Path, manifest: Any) -> TailSummary | None:
