@@ -78,28 +78,27 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _without(batch: Any, x: Any) -> Any:
-    """``batch`` with ``x`` taken out (a dict or sequence keeps its other items; ``x`` itself: a hole)."""
-    if batch is x:
-        return _HOLE
+def _swapped(batch: Any, old: Any, new: Any) -> Any:
+    """``batch`` with every item that is ``old`` (by identity) replaced by ``new``: a dict or sequence keeps its
+    other items and its type (a named tuple too); ``batch`` itself when it is ``old``."""
+    if batch is old:
+        return new
     if isinstance(batch, Mapping):
-        return {key: _HOLE if value is x else value for key, value in batch.items()}
+        return {key: new if value is old else value for key, value in batch.items()}
     if isinstance(batch, (list, tuple)):
-        items = [_HOLE if value is x else value for value in batch]
+        items = [new if value is old else value for value in batch]
         return items if isinstance(batch, list) else type(batch)(*items) if hasattr(batch, "_fields") else tuple(items)
     return batch
 
 
+def _without(batch: Any, x: Any) -> Any:
+    """``batch`` with ``x`` taken out (a dict or sequence keeps its other items; ``x`` itself: a hole)."""
+    return _swapped(batch, x, _HOLE)
+
+
 def _with(kept: Any, x: Any) -> Any:
     """The batch :func:`_without` took ``x`` out of, whole again."""
-    if kept is _HOLE:
-        return x
-    if isinstance(kept, dict):
-        return {key: x if value is _HOLE else value for key, value in kept.items()}
-    if isinstance(kept, (list, tuple)):
-        items = [x if value is _HOLE else value for value in kept]
-        return items if isinstance(kept, list) else type(kept)(*items) if hasattr(kept, "_fields") else tuple(items)
-    return kept
+    return _swapped(kept, _HOLE, x)
 
 
 def input_of(x: Any, batch: Any) -> Any:
