@@ -171,6 +171,10 @@ class OverviewScreen(Screen):
                 column.content_width = column.label.cell_len  # as add_column starts it
             for key, cells in rows:
                 table.add_row(*cells, key=key)
+            for column, cells in zip(table.ordered_columns, zip(*(cells for _, cells in rows))):
+                # measured now, not on the table's next idle: a header line drawn before then is cached by
+                # DataTable with the label widths and would stay narrower than its rows
+                column.content_width = max(column.content_width, *(_width(cell) for cell in cells))
             if keep is not None and keep in table.rows:
                 table.move_cursor(row=table.get_row_index(keep))
         self._shown = [(key, [_signature(c) for c in cells]) for key, cells in rows]
