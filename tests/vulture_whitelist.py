@@ -38,7 +38,6 @@ predicate  # Occurrences.predicate
 _.writeable  # numpy's ndarray.flags.writeable, set to make shared series read-only
 
 # Set on Textual objects, read by Textual.
-_.content_width  # DataTable Column.content_width: reset so a rebuilt table measures its columns afresh
 _.border_subtitle  # Widget.border_subtitle: drawn by Textual in the panel's bottom border
 
 # Named by the job kinds as "module:function" strings (tuidiag/job_kinds/builtin.py), loaded by name.
