@@ -29,8 +29,7 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.run)
     if not path.is_dir() or not is_run_dir(path):
         return fail("compact", f"{path} is not a tuidiag run (no run.json or metrics/ inside)")
-    from tuidiag.format import EVENTS_SCHEMA, METRICS_SCHEMA  # type: ignore[attr-defined]
-    from tuidiag.store.shards import compact, plan_compaction
+    from tuidiag.store.shards import compact_all
     from tuidiag.store.summary_files import build_missing
 
     try:
@@ -40,12 +39,8 @@ def run(args: argparse.Namespace) -> int:
     merged = 0
     try:
         if not live:
-            for table_dir, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
-                for rank in sorted({shard.rank for shard, _ in list_shards(path / table_dir)}):
-                    while group := plan_compaction(list_shards(path / table_dir), rank, 2):
-                        if compact(path / table_dir, group, schema, root=path) is None:
-                            break
-                        merged += len(group)
+            ranks = {shard.rank for table_dir in (METRICS_DIR, EVENTS_DIR) for shard, _ in list_shards(path / table_dir)}
+            merged = sum(compact_all(path, rank) for rank in sorted(ranks))
         written = build_missing(path)
         shards = {p.name for _, p in list_shards(path / METRICS_DIR)}
         stale = [p for _, p in list_shards(path / SUMMARIES_DIR) if p.name not in shards]

@@ -11,16 +11,13 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-import numpy as np
-
 from tuidiag.format import EVENT_CONFIG, EVENT_TEXT, HPARAM_PREFIX
 from tuidiag.recorder.errors import Rejections, guarded
-from tuidiag.recorder.layouts import LayoutCache
 from tuidiag.recorder.run_config import Changes, RunConfig, hparams_record
 from tuidiag.recorder.run_manifest import change_text
 from tuidiag.recorder.user_json import event_data, event_texts
 from tuidiag.recorder.values import convert, leaves
-from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
+from tuidiag.recorder.writer import EventRow, ShardWriter
 
 
 class LoggedValues:
@@ -28,7 +25,6 @@ class LoggedValues:
 
     _torch: Any
     _writer: ShardWriter
-    _layouts: LayoutCache
     config: RunConfig
     rejections: Rejections
 
@@ -50,11 +46,7 @@ class LoggedValues:
         wall = time.time()
         for key, text in values.texts:
             self._writer.submit(EventRow(s, wall, EVENT_TEXT, "info", text, {"key": key}))
-        if values.host_names:
-            host = np.asarray(values.host_values, np.float64)
-            self._writer.submit(MetricBatch(s, wall, self._layouts.host(values.host_names), host), len(host))
-        if values.dev_names:
-            self._submit_device(s, wall, values.dev_names, values.dev_values, derive=False)
+        self._submit_values(s, wall, values)
 
     @guarded
     def event(self, kind: str, message: str, severity: str = "info", data: Mapping[str, Any] | None = None, step: int | None = None) -> None:

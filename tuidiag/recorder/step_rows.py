@@ -18,7 +18,7 @@ from tuidiag.format import EVENT_NO_GRAD, GRAD_MAX_NORM, GRAD_NONE_COUNT, LR_PRE
 from tuidiag.recorder.actions import LiveChanges
 from tuidiag.recorder.errors import ErrorReporter, Rejections
 from tuidiag.recorder.layouts import LayoutCache
-from tuidiag.recorder.values import convert
+from tuidiag.recorder.values import Converted, convert
 from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
 
 
@@ -41,12 +41,16 @@ class StepRows:
         """``histograms_every``: each parameter's weights and gradient as summary rows (on the device, no sync)."""
         from tuidiag.recorder.distributions import distribution_values
 
-        values = convert(distribution_values(self._watch.named_params), self._torch)
-        if values.dev_names:
-            self._submit_device(s, time.time(), values.dev_names, values.dev_values, derive=False)
+        self._submit_values(s, time.time(), convert(distribution_values(self._watch.named_params), self._torch))
+
+    def _submit_values(self, s: int, wall: float, values: Converted) -> None:
+        """The numbers of converted values (:func:`~tuidiag.recorder.values.convert`) as rows at step ``s``:
+        host values as one batch, device values as one vector copied without a sync."""
         if values.host_names:
             host = np.asarray(values.host_values, np.float64)
-            self._writer.submit(MetricBatch(s, time.time(), self._layouts.host(values.host_names), host), len(host))
+            self._writer.submit(MetricBatch(s, wall, self._layouts.host(values.host_names), host), len(host))
+        if values.dev_names:
+            self._submit_device(s, wall, values.dev_names, values.dev_values, derive=False)
 
     def _is_tensor(self, value: Any) -> bool:
         return self._torch is not None and isinstance(value, self._torch.Tensor)

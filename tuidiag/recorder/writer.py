@@ -39,7 +39,7 @@ from tuidiag.format import (
 from tuidiag.recorder.shard_tables import ShardTables
 from tuidiag.recorder.values import storable_name
 from tuidiag.recorder.writer_items import EventRow, Layout, MetricBatch
-from tuidiag.store.shards import COMPACT_MIN_FILES, compact, list_shards, plan_compaction, write_table_atomic
+from tuidiag.store.shards import COMPACT_MIN_FILES, compact, compact_all, list_shards, plan_compaction, write_table_atomic
 from tuidiag.store.tail_summary import TailKeeper
 
 MAX_BUFFERED_ROWS = 2_000_000
@@ -315,11 +315,7 @@ class ShardWriter(ShardTables):
 
     def _compact_all(self) -> None:
         """On close: merge every run of small shards, until none is left to merge."""
-        for sub, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
-            directory = self.run_dir / sub
-            while group := plan_compaction(list_shards(directory), self.rank, 2):
-                if compact(directory, group, schema, root=self.run_dir) is None:
-                    break
+        compact_all(self.run_dir, self.rank)
 
     def _next_seq(self) -> int:
         """Continue after the highest sequence number already on disk (a resumed run)."""

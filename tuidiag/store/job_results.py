@@ -73,14 +73,19 @@ def cached_results_dir(run_dir: str | os.PathLike[str]) -> Path:
     return cache_root() / JOBS_DIR / run_key(Path(run_dir))
 
 
-def keeps_own_results(run_dir: str | os.PathLike[str]) -> bool:
-    """Whether a new result goes into ``RUN/jobs``: not when ``run.json`` marks the run read-only, nor when
-    the directory (or its ``jobs/``) cannot be written by this process."""
+def keeps_own_files(run_dir: str | os.PathLike[str], subdir: str) -> bool:
+    """Whether tuidiag may write into ``RUN/<subdir>``: not when ``run.json`` marks the run read-only, nor when
+    the directory (or its ``subdir``) cannot be written by this process."""
     run_dir = Path(run_dir)
     if marked_read_only(run_dir):
         return False
-    jobs = run_dir / JOBS_DIR
-    return os.access(jobs if jobs.is_dir() else run_dir, os.W_OK)
+    own = run_dir / subdir
+    return os.access(own if own.is_dir() else run_dir, os.W_OK)
+
+
+def keeps_own_results(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether a new result goes into ``RUN/jobs`` (:func:`keeps_own_files`)."""
+    return keeps_own_files(run_dir, JOBS_DIR)
 
 
 def save_result(run_dir: str | os.PathLike[str], job: str, result: dict[str, Any], **meta: Any) -> Path:

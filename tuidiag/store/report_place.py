@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from tuidiag.store.cache_dir import cache_root, run_key
-from tuidiag.store.job_results import marked_read_only
+from tuidiag.store.job_results import keeps_own_files
 
 REPORT_DIR = "report"
 REPORTS_CACHE_DIR = "reports"
@@ -19,8 +19,6 @@ def default_report_dir(run_dir: str | os.PathLike[str]) -> tuple[Path, bool]:
     """The directory a report of ``run_dir`` goes to by default, and whether it is in the cache (the run is
     read-only or its directory not writable)."""
     run_dir = Path(run_dir)
-    own = run_dir / REPORT_DIR
-    writable = os.access(own if own.is_dir() else run_dir, os.W_OK)
-    if writable and not marked_read_only(run_dir):
-        return own, False
+    if keeps_own_files(run_dir, REPORT_DIR):
+        return run_dir / REPORT_DIR, False
     return cache_root() / REPORTS_CACHE_DIR / run_key(run_dir), True

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tuidiag.format import TABLE_KIND_KEY, ShardName
+from tuidiag.format import EVENTS_DIR, EVENTS_SCHEMA, METRICS_DIR, METRICS_SCHEMA, TABLE_KIND_KEY, ShardName
 from tuidiag.store.safe_write import write_atomic
 from tuidiag.store.decode import check_footer, check_regular_file, open_parquet
 from tuidiag.store.discovery import list_shards  # noqa: F401  (listed without pyarrow there; the writer imports it from here)
@@ -99,6 +99,19 @@ def compact(directory: Path, group: list[tuple[ShardName, Path]], schema: pa.Sch
         if metrics:
             summary_path(directory.parent, path.name).unlink(missing_ok=True)
     return name
+
+
+def compact_all(run_dir: Path, rank: int) -> int:
+    """Merge every run of small shards of ``rank`` in both tables of ``run_dir``, until none is left to merge;
+    the number of shards merged."""
+    merged = 0
+    for sub, schema in ((METRICS_DIR, METRICS_SCHEMA), (EVENTS_DIR, EVENTS_SCHEMA)):
+        directory = run_dir / sub
+        while group := plan_compaction(list_shards(directory), rank, 2):
+            if compact(directory, group, schema, root=run_dir) is None:
+                break
+            merged += len(group)
+    return merged
 
 
 def _read(path: Path, schema: pa.Schema) -> pa.Table:
