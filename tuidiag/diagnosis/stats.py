@@ -39,8 +39,6 @@ def robust_sigma(values: np.ndarray) -> float:
     return float(MAD_TO_SIGMA * np.median(np.abs(good - np.median(good))))
 
 
-
-
 def column_medians(rows: np.ndarray) -> np.ndarray:
     """The median of the finite values of each column of ``rows`` (NaN for a column with none), vectorised."""
     rows = np.asarray(rows, dtype=float)

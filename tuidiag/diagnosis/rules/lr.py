@@ -10,8 +10,8 @@ from tuidiag.diagnosis.evidence import (
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, LR_UP, WARMUP_UP, fix_text
 from tuidiag.diagnosis.rules.measures import (
-    HUGE_GRAD, after_quiet, drop_of, finite_only, first_vs_last, huge_from_start, lr_change, lr_collapse_step, start_measure, tail,
-    update_ratio,
+    HUGE_GRAD, after_quiet, drop_of, finite_only, first_vs_last, huge_from_start, lr_change, lr_collapse_step, start_measure,
+    steps_between, tail, update_ratio,
 )
 from tuidiag.diagnosis.rules.overshoot import (
     FAR_OVERSHOOT, RATIO_HIGH, RATIO_OVERSHOOT, RISE, RISE_MIN, WEIGHT_BLOWUP, died_after, far_overshoot, first_updates_rise,
@@ -104,9 +104,7 @@ def _no_progress_while(view: RunView, ratio: Measure) -> Change | None:
     sampled = view.series(UPDATE_RATIO_PREFIX + (view.weight_params or view.param_order)[0])[0]
     if int(((sampled >= ratio.first) & (sampled <= ratio.last)).sum()) < STALL_SAMPLES:
         return None
-    steps, values = finite_only(*view.loss)
-    inside = (steps >= ratio.first) & (steps <= ratio.last)
-    change = first_vs_last(LOSS, steps[inside], values[inside])
+    change = first_vs_last(LOSS, *steps_between(*finite_only(*view.loss), ratio.first, ratio.last))
     return change if change is not None and drop_of(change) < NO_PROGRESS else None
 
 

@@ -10,7 +10,7 @@ from tuidiag.diagnosis.evidence import (
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import MIN_LR_UP, fix_text
 from tuidiag.diagnosis.rules.lr import LR_SERIES, loss_words
-from tuidiag.diagnosis.rules.measures import drop_of, first_vs_last, lr_collapse_step
+from tuidiag.diagnosis.rules.measures import drop_of, first_vs_last, lr_collapse_step, steps_between
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import LOSS, UPDATE_RATIO_PREFIX
 from tuidiag.text.numbers import fmt
@@ -96,7 +96,7 @@ def updates_stalled(view: RunView, t_low: int) -> Evidence | None:
     since = steps[steps >= t_low]
     if not len(early) or len(since) < 2:
         return None
-    window = lambda first, last: np.concatenate([v[(s >= first) & (s <= last)] for s, v in pooled])  # noqa: E731
+    window = lambda first, last: np.concatenate([steps_between(s, v, int(first), int(last))[1] for s, v in pooled])  # noqa: E731
     before = Measure(names, int(early[0]), int(early[-1]), "median", stat_of(window(early[0], early[-1]), "median"))
     after = Measure(names, int(since[0]), int(since[-1]), "median", stat_of(window(since[0], since[-1]), "median"))
     if not (before.value > 0 and after.value < 0.1 * before.value):

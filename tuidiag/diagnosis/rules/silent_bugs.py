@@ -271,11 +271,10 @@ def _val_not_improving(view: RunView, first: int, last: int) -> Change | None:
     """The validation loss at the last evaluation of steps ``first..last`` against the first, when it is no lower: a training
     loss falling meanwhile is memorising its targets, not learning from the inputs. ``None`` otherwise or with fewer than 2."""
     name = view.val_loss_name
-    v_steps, val = finite_only(*view.val_loss)
-    inside = np.flatnonzero((v_steps >= first) & (v_steps <= last))
-    if name is None or len(inside) < 2:
+    v_steps, val = steps_between(*finite_only(*view.val_loss), first, last)
+    if name is None or len(val) < 2:
         return None
-    before, after = at_step(name, v_steps, val, int(inside[0])), at_step(name, v_steps, val, int(inside[-1]))
+    before, after = at_step(name, v_steps, val, 0), at_step(name, v_steps, val, len(val) - 1)
     return Change(before, after, "up" if after.value > before.value else "flat", 0.0) if after.value >= before.value else None
 
 

@@ -45,7 +45,8 @@ def data_loading_bottleneck(view: RunView) -> Finding | None:
     steps/s (steps per wall-clock second over the newest 30 s, pauses between steps included), and a
     second rate over another window could contradict it at the same moment."""
     found = data_wait_share(view)
-    if found is None or len(view.series(DATA_WAIT)[1]) < 20 or len(view.series(STEP_TIME)[1]) < 20:
+    w_steps, wait = view.series(DATA_WAIT)
+    if found is None or len(wait) < 20 or len(view.series(STEP_TIME)[1]) < 20:
         return None
     wait_m, step_m = found.wait, found.step
     wait_s, step_s = wait_m.value, step_m.value
@@ -66,10 +67,9 @@ def data_loading_bottleneck(view: RunView) -> Finding | None:
                                 "faster storage"),
                    "otherwise, shorten what the loop does between optimizer.step() and the next batch (sleeps, logging, "
                    "checkpointing, evaluation, host-side work)")
-    confidence = min(0.9, 0.5 + wait_s / step_s * 0.6)
-    first = int(view.series(DATA_WAIT)[0][0])
+    confidence = min(0.9, 0.5 + found.share * 0.6)
     return Finding("data_loading_bottleneck", "Time between steps is the bottleneck (data loading or loop work)", confidence,
-                   "warning", evidence, fix, first)
+                   "warning", evidence, fix, int(w_steps[0]))
 
 
 def low_gpu_utilization(view: RunView) -> Finding | None:
