@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from tuidiag.diagnosis.evidence import Fact, Measure, at_step
-from tuidiag.format import EVENT_RESUMED, GRAD_MAX_NORM, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, MODEL_TRAINING
+from tuidiag.format import EVENT_RESUMED, GRAD_MAX_NORM, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, LR_GROUP0, MODEL_TRAINING
 from tuidiag.store import Event, Run
 from tuidiag.store.job_results import JobRecord, newest_counting
 
@@ -152,7 +152,7 @@ class RunView:
     @cached_property
     def lr_now(self) -> float | None:
         """The newest learning rate of group 0 (recorded, else from the config)."""
-        steps, values = self.series("lr/group0")
+        steps, values = self.series(LR_GROUP0)
         if len(values):
             return float(values[-1])
         lr = self.manifest.get("config", {}).get("lr") if isinstance(self.manifest.get("config"), dict) else None

@@ -21,7 +21,7 @@ import numpy as np
 from tuidiag.diagnosis.stats import median
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import VAL_LOSS_NAMES, RunView
-from tuidiag.format import LOSS, UPDATE_RATIO_PREFIX
+from tuidiag.format import LOSS, LR_GROUP0, UPDATE_RATIO_PREFIX
 from tuidiag.report.series import layer_grad_medians, orders_apart, start_count
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
@@ -118,7 +118,7 @@ def lr_logged(view: RunView) -> Check:
     """The learning rate is logged every step (point 10)."""
     name = "LR logged every step"
     user_named = [n for n in view.run.metric_names if n.rsplit("/", 1)[-1].lower() in ("lr", "learning_rate")]
-    metric = "lr/group0" if view.run.has("lr/group0") else (user_named or [None])[0]
+    metric = LR_GROUP0 if view.run.has(LR_GROUP0) else (user_named or [None])[0]
     if metric is None:
         return _check(name, False, "no lr/group0 recorded (pass the optimizer to rec.watch(model, optimizer))")
     n_lr, n_loss = len(view.series(metric)[1]), len(view.series(LOSS)[1])

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tuidiag.diagnosis import Diagnosis
-from tuidiag.format import GRAD_NORM_TOTAL, LOSS
+from tuidiag.format import GRAD_NORM_TOTAL, LOSS, LR_GROUP0
 from tuidiag.viewmodel.downsample import tail_spark
 from tuidiag.sources import KIND_TUIDIAG, source_kind
 from tuidiag.store import Event, Run
@@ -151,7 +151,7 @@ def summarize(run: Run, diagnosis: Diagnosis, now: float | None = None, spark: t
     return RunSummary(
         key=str(run.path), name=run.name, status=status, step=reached.step, logged_to=reached.logged_to,
         steps_per_s=run_speed(run), last_loss=loss.last,
-        spark=tuple(tail_spark(loss.values)) if spark is None else spark, lr=run.series("lr/group0").last,
+        spark=tuple(tail_spark(loss.values)) if spark is None else spark, lr=run.series(LR_GROUP0).last,
         grad_norm=run.series(GRAD_NORM_TOTAL).last, health=top.code,
         health_severity=top.severity, health_confidence=top.confidence, data_age=age,
         warnings=tuple(run.warnings), recorder_losses=run_losses(run).text(), problem=problem,

@@ -21,11 +21,10 @@ from tuidiag.diagnosis.rules.precursors import before_nonfinite, first_nonfinite
 from tuidiag.diagnosis.stats import block_medians, median, thin
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
-from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX, WEIGHT_NORM_PREFIX
+from tuidiag.format import GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, LR_GROUP0, UPDATE_RATIO_PREFIX, WEIGHT_NORM_PREFIX
 
 NO_PROGRESS = 0.25
 """A loss less than this share below its start has made no real progress."""
-LR_SERIES = "lr/group0"
 
 
 def _start_vs_now(view: RunView) -> Change | None:

@@ -9,10 +9,10 @@ from tuidiag.diagnosis.evidence import (
 )
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import MIN_LR_UP, fix_text
-from tuidiag.diagnosis.rules.lr import LR_SERIES, loss_words
+from tuidiag.diagnosis.rules.lr import loss_words
 from tuidiag.diagnosis.rules.measures import drop_of, first_vs_last, lr_collapse_step, steps_between
 from tuidiag.diagnosis.view import RunView
-from tuidiag.format import LOSS, UPDATE_RATIO_PREFIX
+from tuidiag.format import LOSS, LR_GROUP0, UPDATE_RATIO_PREFIX
 from tuidiag.text.numbers import fmt
 
 def _stalled_since(view: RunView, t_low: int) -> tuple[Change | None, Change | None]:
@@ -108,12 +108,12 @@ def updates_stalled(view: RunView, t_low: int) -> Evidence | None:
 
 def _collapse_evidence(view: RunView, t_low: int, peak: float) -> Evidence:
     """The LR's peak, the step from which it stayed below 5% of it, and its newest value."""
-    l_steps, lr = view.series(LR_SERIES)
-    top = measure(LR_SERIES, l_steps, lr, "max")
+    l_steps, lr = view.series(LR_GROUP0)
+    top = measure(LR_GROUP0, l_steps, lr, "max")
     i = int(np.searchsorted(l_steps, t_low))
-    low = Occurrences((LR_SERIES,), t_low, int(l_steps[-1]), "below", (t_low,), len(lr) - i, arg=0.05 * peak)
-    high = Occurrences((LR_SERIES,), int(l_steps[i - 1]), int(l_steps[i - 1]), "below", (), 0, arg=0.05 * peak)
-    now = at_step(LR_SERIES, l_steps, lr, len(lr) - 1)
+    low = Occurrences((LR_GROUP0,), t_low, int(l_steps[-1]), "below", (t_low,), len(lr) - i, arg=0.05 * peak)
+    high = Occurrences((LR_GROUP0,), int(l_steps[i - 1]), int(l_steps[i - 1]), "below", (), 0, arg=0.05 * peak)
+    now = at_step(LR_GROUP0, l_steps, lr, len(lr) - 1)
     return Evidence(f"LR has stayed below 5% of its peak {fmt(top.value)} ({top.where}) since step {t_low}, through step "
                     f"{int(l_steps[-1])}; now {fmt(now.value)}", Level(top), low, high, Level(now), refs=(0.05,))
 

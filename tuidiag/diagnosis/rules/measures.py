@@ -10,7 +10,7 @@ from tuidiag.diagnosis.evidence import Change, Measure, direction, measure, quot
 from tuidiag.diagnosis.stats import median
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
-from tuidiag.format import UPDATE_RATIO_PREFIX
+from tuidiag.format import LR_GROUP0, UPDATE_RATIO_PREFIX
 
 HUGE_GRAD = 100.0
 """A total gradient norm this far above the healthy 0.1-10 range is exploding, whatever the cause."""
@@ -144,7 +144,7 @@ def huge_from_start(view: RunView) -> bool:
 
 def lr_collapse_step(view: RunView) -> tuple[int | None, float]:
     """(first step at which LR fell below 5% of its peak and stayed there, the peak); ``None`` if it did not."""
-    steps, lr = view.series("lr/group0")
+    steps, lr = view.series(LR_GROUP0)
     if len(lr) < 2 or not np.nanmax(lr) > 0:
         return None, float("nan")
     peak = float(np.nanmax(lr))

@@ -24,7 +24,7 @@ from tuidiag.diagnosis.evidence import Evidence, Fact, Level, at_step, change_wo
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.rules.measures import finite_only, first_vs_last
 from tuidiag.diagnosis.view import RunView
-from tuidiag.format import GRAD_NORM_TOTAL, LOSS, UPDATE_RATIO_PREFIX
+from tuidiag.format import GRAD_NORM_TOTAL, LOSS, LR_GROUP0, UPDATE_RATIO_PREFIX
 from tuidiag.text.numbers import fmt
 
 TAG = "nothing_trains"
@@ -57,14 +57,14 @@ def _never_updated(view: RunView) -> list[Evidence] | None:
     if largest.value != 0.0:
         return None
     g_steps, g = finite_only(*view.grad_total)
-    lr_steps, lr = finite_only(*view.series("lr/group0"))
+    lr_steps, lr = finite_only(*view.series(LR_GROUP0))
     loss = first_vs_last(LOSS, *finite_only(*view.loss))
     if not len(g) or loss is None or not len(lr) or not lr[-1] > 0 or not loss.relative > NO_PROGRESS:
         return None
     grad = measure(GRAD_NORM_TOTAL, g_steps, g, "median")
     if not grad.value > 0:
         return None
-    rate = at_step("lr/group0", lr_steps, lr, len(lr) - 1)
+    rate = at_step(LR_GROUP0, lr_steps, lr, len(lr) - 1)
     before, after = loss.before, loss.after
     return [
         Evidence(f"the update/weight ratio is exactly 0 on all {len(names)} watched parameters at every sample over "

@@ -23,7 +23,7 @@ from tuidiag.diagnosis.rank_stats import (
 )
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
-from tuidiag.format import GRAD_NORM_TOTAL, INPUT_PREFIX, LOSS, TIME_DATA_WAIT, TIME_STEP, WEIGHT_NORM_PREFIX
+from tuidiag.format import GRAD_NORM_TOTAL, INPUT_PREFIX, LOSS, LR_GROUP0, TIME_DATA_WAIT, TIME_STEP, WEIGHT_NORM_PREFIX
 
 
 def per_rank(view: RunView, name: str) -> RankSeries:
@@ -141,8 +141,8 @@ def rank_desync(view: RunView) -> Finding | None:
     evidence, first, _ = _weight_evidence(view)
     if first is None:
         return None
-    lrs = [at_step("lr/group0", steps, values, len(values) - 1, rank=r)
-           for r, (steps, values) in sorted(per_rank(view, "lr/group0").items())]
+    lrs = [at_step(LR_GROUP0, steps, values, len(values) - 1, rank=r)
+           for r, (steps, values) in sorted(per_rank(view, LR_GROUP0).items())]
     if len({m.value for m in lrs}) > 1:
         shown = ", ".join(f"rank {m.rank} {fmt(m.value)} at step {m.first}" for m in lrs)
         evidence.append(Evidence(f"learning rates differ between ranks: {shown}", *(Level(m) for m in lrs)))

@@ -22,7 +22,7 @@ from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import (
     EVENT_LOSS_FN, EVENT_LOSS_SHAPES, GRAD_NORM_TOTAL, GRAD_STALE_NORM, LOSS, LOSS_FN_BROADCAST, LOSS_FN_CLASSES,
-    LOSS_FN_PROB_ROWS, LOSS_FN_UNIT_SHARE,
+    LOSS_FN_PROB_ROWS, LOSS_FN_UNIT_SHARE, LR_GROUP0,
 )
 from tuidiag.store import Event
 
@@ -262,7 +262,7 @@ def _overfit_passed(view: RunView) -> bool | None:
 def _warming_up(view: RunView, first: int) -> bool:
     """The LR rose over the steps judged: a warmup still under way, so the model has not yet trained at its LR
     and a loss at the chance level says nothing about the labels."""
-    steps, lr = finite_only(*view.series("lr/group0"))
+    steps, lr = finite_only(*view.series(LR_GROUP0))
     judged = lr[steps >= first]
     return len(judged) >= 2 and judged[-1] > judged[0]
 
