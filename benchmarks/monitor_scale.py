@@ -177,6 +177,17 @@ def ensure_data(data: Path, steps: int, runs: int, run_steps: int) -> tuple[Path
     return big, many
 
 
+def many_runs(data: Path, runs: int, run_steps: int) -> Path:
+    """``runs`` small runs of ``run_steps`` steps under ``data`` (written once; a ``done`` file marks them whole),
+    the overview's load in ``scale.py`` and ``screen_cost.py``."""
+    root = data / f"many-{runs}x{run_steps}"
+    if not (root / "done").exists():
+        for i in range(runs):
+            write_run(root / f"run{i:03d}", run_steps, steps_per_shard=max(1, run_steps // 2), seed=i + 1)
+        (root / "done").write_text("ok")
+    return root
+
+
 # ---- measurements (each in a fresh process) -------------------------------------
 def _rss_mb() -> float:
     """Peak resident memory of this process so far, MB (VmHWM: unlike ``ru_maxrss`` it is

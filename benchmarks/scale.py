@@ -136,15 +136,6 @@ def big_run(data: Path, rows: int) -> Path:
     return path
 
 
-def many_runs(data: Path, runs: int, run_steps: int) -> Path:
-    root = data / f"many-{runs}x{run_steps}"
-    if not (root / "done").exists():
-        for i in range(runs):
-            ms.write_run(root / f"run{i:03d}", run_steps, steps_per_shard=max(1, run_steps // 2), seed=i + 1)
-        (root / "done").write_text("ok")
-    return root
-
-
 def report_rows(data: Path, rows: int) -> None:
     small, big = big_run(data, rows // 10), big_run(data, rows)
     size = sum(f.stat().st_size for f in (big / "metrics").iterdir()) / 2**20
@@ -183,7 +174,7 @@ def report_storm(data: Path, flushes: int) -> None:
 
 
 def report_many(data: Path, runs: int, run_steps: int) -> None:
-    root = many_runs(data, runs, run_steps)
+    root = ms.many_runs(data, runs, run_steps)
     mm = measure("many", root)
     print(f"\n== {mm['runs']} runs x {run_steps:,} steps under one root ==")
     print(f"discover {mm['discover']:.2f} s; first full overview refresh {mm['first_refresh']:.2f} s; "

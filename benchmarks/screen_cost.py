@@ -54,15 +54,6 @@ def big_run(data: Path, steps: int) -> Path:
     return path
 
 
-def many_runs(data: Path, runs: int, run_steps: int) -> Path:
-    root = data / f"many-{runs}x{run_steps}"
-    if not (root / "done").exists():
-        for i in range(runs):
-            ms.write_run(root / f"run{i:03d}", run_steps, steps_per_shard=max(1, run_steps // 2), seed=i + 1)
-        (root / "done").write_text("ok")
-    return root
-
-
 def tensorboard_copy(data: Path, run: Path, steps: int) -> Path:
     """The same scalars as TensorBoard event files: one event per step holding the 20 metrics."""
     path = data / f"tb-{steps}"
@@ -322,7 +313,7 @@ def main() -> None:
         print(json.dumps(result))
         return
     big, ten = big_run(args.data, args.steps), big_run(args.data, args.rows // len(ms.METRICS))
-    root = many_runs(args.data, args.runs, args.run_steps)
+    root = ms.many_runs(args.data, args.runs, args.run_steps)
     print(f"cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}; runs: {args.steps:,} x {len(ms.METRICS)}, "
           f"{args.rows:,} rows, {args.runs} x {args.run_steps:,} steps", flush=True)
     raw_big, raw_ten = measure("raw", big, REPO), measure("raw", ten, REPO)

@@ -74,3 +74,14 @@ def write_run(run_dir: Path, series: Series, model: dict[str, Any] | None = None
     info.update(status=STATUS_FINISHED, last_step=last, model=model if model is not None else model_summary(), **manifest)
     write_manifest(run_dir, info)
     return run_dir
+
+
+def log_diverging_scalars(writer: Any, steps: int = 300) -> None:
+    """Scalars of a training that diverges, through any SummaryWriter-like ``writer``: the loss falls 1%
+    a step, grows 1.5x a step from step 150 (the gradient norm with it) and is NaN from step 200."""
+    loss = 2.0
+    for step in range(steps):
+        loss = loss * 0.99 if step < 150 else loss * 1.5
+        writer.add_scalar("train/loss", loss if step < 200 else float("nan"), step)
+        writer.add_scalar("train/lr", 0.5, step)
+        writer.add_scalar("train/grad_norm", 1.0 if step < 150 else 1.5 ** (step - 150), step)

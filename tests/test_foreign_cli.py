@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import tuidiag
+from tests.synthetic_runs import log_diverging_scalars
 from tuidiag.cli.main import main
 
 torch_tensorboard = pytest.importorskip("torch.utils.tensorboard")
@@ -25,12 +26,7 @@ torch_tensorboard = pytest.importorskip("torch.utils.tensorboard")
 def _root(tmp_path: Path) -> Path:
     root = tmp_path / "logs"
     with torch_tensorboard.SummaryWriter(str(root / "tb" / "diverge")) as writer:
-        loss = 2.0
-        for step in range(300):
-            loss = loss * 0.99 if step < 150 else loss * 1.5
-            writer.add_scalar("train/loss", loss if step < 200 else float("nan"), step)
-            writer.add_scalar("train/lr", 0.5, step)
-            writer.add_scalar("train/grad_norm", 1.0 if step < 150 else 1.5 ** (step - 150), step)
+        log_diverging_scalars(writer)
         writer.add_hparams({"lr": 0.5}, {"final": 1.0})
     lightning = root / "lightning_logs" / "version_0"
     lightning.mkdir(parents=True)

@@ -18,6 +18,7 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from torch.utils.tensorboard import SummaryWriter
 
 import tuidiag
+from tests.synthetic_runs import log_diverging_scalars
 from tuidiag.cli.main import main
 
 N_POINTS = 12_000
@@ -129,12 +130,7 @@ def test_tf2_tensor_scalars_and_keras_layout_match_tbparse(tmp_path: Path, capsy
 def test_diverging_tensorboard_run_is_diagnosed(tmp_path: Path, capsys) -> None:
     logdir, out = tmp_path / "tb", tmp_path / "runs"
     with SummaryWriter(str(logdir / "diverge")) as writer:
-        loss = 2.0
-        for step in range(300):
-            loss = loss * 0.99 if step < 150 else loss * 1.5
-            writer.add_scalar("train/loss", loss if step < 200 else float("nan"), step)
-            writer.add_scalar("train/lr", 0.5, step)
-            writer.add_scalar("train/grad_norm", 1.0 if step < 150 else 1.5 ** (step - 150), step)
+        log_diverging_scalars(writer)
     assert main(["import", "tensorboard", str(logdir), str(out)]) == 0
     capsys.readouterr()
     assert main(["diagnose", str(out / "tb" / "diverge"), "--json"]) == 0

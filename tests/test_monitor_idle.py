@@ -108,6 +108,15 @@ def test_a_closed_model_starts_no_queued_diagnosis(tmp_path: Path, cache: Path) 
     assert status_cache.load(tmp_path / "run") is None and slot.run is None
 
 
+async def _refresh_with_nothing_new(app: TuidiagApp, pilot) -> None:
+    """Three refreshes of every run, each given time to land, then every worker done and the screen idle."""
+    for _ in range(3):
+        app.request_refresh(None)
+        await pilot.pause(0.2)
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
 def _count(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> list[int]:
     """Count calls of ``cls.name`` (the real method still runs)."""
     calls = [0]
@@ -135,11 +144,7 @@ async def test_a_refresh_with_nothing_new_repaints_nothing(tmp_path: Path, monke
         table = app.screen.query_one("#runs", DataTable)
         updates = _count(monkeypatch, DataTable, "update_cell_at")
         rows = _count(monkeypatch, DataTable, "add_row")
-        for _ in range(3):
-            app.request_refresh(None)
-            await pilot.pause(0.2)
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await _refresh_with_nothing_new(app, pilot)
         assert (updates[0], rows[0], table.row_count) == (0, 0, 2)
 
         app.open_run(str(tmp_path / "a"))
@@ -151,11 +156,7 @@ async def test_a_refresh_with_nothing_new_repaints_nothing(tmp_path: Path, monke
         version, drawn = chart._version, _count(monkeypatch, MetricChart, "render")
         details = _count(monkeypatch, TuidiagApp, "load_detail")
         texts = _count(monkeypatch, Static, "update")
-        for _ in range(3):
-            app.request_refresh(None)
-            await pilot.pause(0.2)
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await _refresh_with_nothing_new(app, pilot)
         assert (chart._version, drawn[0]) == (version, 0)
         assert texts[0] == 0  # no title, strip, diagnosis or grid text set again
         title = screen._texts["#run-title"]
