@@ -51,6 +51,7 @@ CHECKPOINT = ActionKind("checkpoint", "checkpoint now", "checkpoint", "--checkpo
 
 ACTIONS: tuple[ActionKind, ...] = (SCALE_LR, CLIP_GRAD, CHECKPOINT)
 """Every live action, in the order the CLI and the monitor list them."""
+_BY_NAME = {kind.name: kind for kind in ACTIONS}
 
 
 def names() -> tuple[str, ...]:
@@ -60,7 +61,7 @@ def names() -> tuple[str, ...]:
 
 def get(name: str) -> ActionKind:
     """The live action called ``name``; ``KeyError`` when there is none."""
-    return {kind.name: kind for kind in ACTIONS}[name]
+    return _BY_NAME[name]
 
 
 def listed(short: bool = False) -> str:

@@ -45,8 +45,7 @@ class MonitorJobs:
             title = job_kinds.get(self.job.job).title
             self.notify(f"{title} is already running ({CANCEL_KEY} cancels it)", severity="warning")
             return
-        summary = next((s for s in self.summaries if s.key == message.key), None)
-        self.prepare_job(message.job, message.key, summary.steps_per_s if summary else None)
+        self.prepare_job(message.job, message.key, self._steps_per_s(message.key))
 
     @work(thread=True, exclusive=True, group="job-prepare", exit_on_error=False)
     def prepare_job(self, job: str, key: str, steps_per_s: float | None) -> None:
@@ -116,8 +115,12 @@ class MonitorJobs:
         """The progress bar's content for run ``key`` now (None: no job of this monitor runs on it)."""
         if self.job is None or self.job.key != key:
             return None
+        return self.job.view(time.monotonic(), self._steps_per_s(key))
+
+    def _steps_per_s(self, key: str) -> float | None:
+        """Run ``key``'s steps/s as its overview row shows it (None: unknown, or no row yet)."""
         summary = next((s for s in self.summaries if s.key == key), None)
-        return self.job.view(time.monotonic(), summary.steps_per_s if summary else None)
+        return summary.steps_per_s if summary else None
 
     def _show_job(self) -> None:
         """Redraw the job's progress bar on its run's view."""

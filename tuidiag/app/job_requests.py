@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from tuidiag import job_kinds
+from tuidiag.app.job_runner import saved_result
 from tuidiag.store import control_channel as ctl
-from tuidiag.store.job_results import JOBS_DIR, read_result
+from tuidiag.store.job_results import JOBS_DIR
 
 
 def request_args(job: str) -> dict[str, Any]:
@@ -43,11 +44,7 @@ def result_of(run_dir: Path, status: dict[str, Any]) -> dict[str, Any] | None:
     parts = Path(name).parts
     if len(parts) != 2 or parts[0] != JOBS_DIR or parts[1].startswith("."):  # only a file the training saved in RUN/jobs
         return None
-    try:
-        record = read_result(run_dir / name)
-    except (OSError, ValueError):
-        return None
-    return record.get("result") if isinstance(record.get("result"), dict) else None
+    return saved_result(run_dir / name)
 
 
 def cancel(run_dir: Path, request_id: str) -> None:

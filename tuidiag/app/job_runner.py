@@ -71,8 +71,11 @@ def final_status(returncode: int, lines: list[str]) -> dict[str, Any]:
 def result_of(status: dict[str, Any]) -> dict[str, Any] | None:
     """The result in the file a ``done`` status names (None when there is none or it cannot be read)."""
     path = status.get("result_path")
-    if not path:
-        return None
+    return saved_result(path) if path else None
+
+
+def saved_result(path: str | Path) -> dict[str, Any] | None:
+    """The ``result`` of the job result file at ``path`` (None when it cannot be read or holds none)."""
     try:
         record = read_result(path)
     except (OSError, ValueError):

@@ -10,6 +10,7 @@ from pathlib import PurePath
 from collections.abc import Sequence
 from typing import Any, Callable
 
+from tuidiag.viewmodel.header_fit import ELLIPSIS, elide
 from tuidiag.viewmodel.snapshot import RunSummary
 
 SORTS: dict[str, tuple[str, str, Callable[[RunSummary, str], Any]]] = {
@@ -67,8 +68,8 @@ def shorten_label(label: str, name: str, width: int) -> str:
     if len(label) <= width:
         return label
     if label.endswith(name) and len(name) < width:
-        return "\N{HORIZONTAL ELLIPSIS}" + label[len(label) - width + 1:]
-    return label[: width - 1] + "\N{HORIZONTAL ELLIPSIS}"
+        return ELLIPSIS + label[len(label) - width + 1:]
+    return elide(label, width)
 
 
 COLUMN_PADDING = 2

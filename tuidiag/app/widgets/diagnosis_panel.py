@@ -27,6 +27,8 @@ class DiagnosisPanel(VerticalScroll):
     """
     full = False
     """Whether every evidence line is shown (the full-height view)."""
+    _shown: tuple[Diagnosis, int | None, str] | None = None
+    """What ``show`` last drew: (diagnosis, step, status); None before it, or after an error."""
 
     def compose(self) -> ComposeResult:
         yield Static(Text("waiting for data..."), id="diagnosis-text")
@@ -38,7 +40,7 @@ class DiagnosisPanel(VerticalScroll):
         """Show every evidence line (the full-height view) or the first few (beside the charts)."""
         self.full = full
         self.border_subtitle = "d or esc: back to the charts" if full else ""
-        if getattr(self, "_shown", None) is not None:
+        if self._shown is not None:
             diagnosis, at, status = self._shown
             self._shown = None
             self.show(diagnosis, at, None, status)
@@ -47,7 +49,7 @@ class DiagnosisPanel(VerticalScroll):
     def show(self, diagnosis: Diagnosis, at: int | None = None, first_steps: dict[str, int] | None = None,
              status: str = "running") -> None:
         """Render ``diagnosis`` (as of ``at`` in replay, of a run in ``status``); nothing to do when it is the one shown."""
-        if (diagnosis, at, status) == getattr(self, "_shown", None):
+        if (diagnosis, at, status) == self._shown:
             return
         self._shown = (diagnosis, at, status)
         self.border_title = panel_title(diagnosis.step, at, status)
