@@ -74,7 +74,7 @@ async def test_lr_finder_on_a_live_training_from_the_monitor(tmp_path) -> None:
     from helpers import training_thread
 
     run = tmp_path / "live"
-    with training_thread(run):
+    with training_thread(run, pause=0.05):  # 20 steps/s: jobs run at the next step; fewer idle steps to pay for
         app = TuidiagApp(run)
         async with app.run_test(size=(120, 40)) as pilot:
             assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None, timeout=60)
@@ -96,7 +96,7 @@ async def test_live_action_from_the_monitor_scales_the_lr(tmp_path) -> None:
     from tuidiag.store import open_run
 
     run = tmp_path / "live"
-    with training_thread(run):
+    with training_thread(run, pause=0.05):  # 20 steps/s: jobs run at the next step; fewer idle steps to pay for
         app = TuidiagApp(run)
         async with app.run_test(size=(120, 40)) as pilot:
             assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None, timeout=60)
