@@ -132,14 +132,15 @@ class TailKeeper:
             self.seq, self.rows, self._last = previous.seq, previous.rows, dict(previous.last)
             self._seeded = set(self._last)
 
-    def add(self, rows: list[tuple["np.ndarray", "np.ndarray", "np.ndarray", "np.ndarray"]], codes: dict[str, int], seq: int) -> None:
-        """The rows of flush ``seq`` (the writer's (steps, wall times, name codes, values) parts), now on disk."""
+    def add(self, rows: tuple["np.ndarray", "np.ndarray", "np.ndarray", "np.ndarray"], codes: dict[str, int], seq: int) -> None:
+        """The rows of flush ``seq`` (the writer's (steps, wall times, name codes, values), joined once for the
+        table written), now on disk."""
         import numpy as np
 
         self.seq = max(self.seq, seq)
-        if not rows:
+        steps, walls, names, values = rows
+        if not len(steps):
             return
-        steps, walls, names, values = (np.concatenate(parts) for parts in zip(*rows))
         self.rows += len(steps)
         for name in TRACKED:
             code = codes.get(name)
