@@ -211,3 +211,25 @@ def test_a_tensor_that_cannot_be_read_is_refused_alone() -> None:
     assert out.rejected == [(f"{DIST_GRAD_PREFIX}bad", "could not be read (RuntimeError: grad unavailable)")]
     assert out.dev_names == [f"{key}/{suffix}" for key in (f"{DIST_WEIGHT_PREFIX}good", f"{DIST_GRAD_PREFIX}good",
                                                              f"{DIST_WEIGHT_PREFIX}bad") for suffix in SUMMARY_SUFFIXES]
+
+
+def test_a_sparse_embedding_training_keeps_every_row(tmp_path: Path) -> None:
+    """``nn.Embedding(sparse=True)``: its gradient's norm is recorded (its stored values' norm), its histogram refused."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(50, 8, sparse=True), torch.nn.Flatten(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+    norms = []
+    with tuidiag.Recorder(tmp_path / "r", histograms_every=2) as rec:
+        rec.watch(model, opt)
+        for _ in range(6):
+            loss = model(torch.randint(0, 50, (4, 2))).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            norms.append(float(model[0].weight.grad.to_dense().norm()))
+            opt.step()
+            rec.step(loss)
+    run = tuidiag.open_run(tmp_path / "r")
+    assert run.series(LOSS).steps.tolist() == list(range(6)) and rec.errors.count == 0
+    assert run.series("grad_norm/0.weight").values == pytest.approx(norms, rel=1e-5)
+    assert rec.rejected_values == 3  # dist/grad/0.weight at steps 0, 2, 4
+    assert run_losses(run).text() == "3 values rejected"
