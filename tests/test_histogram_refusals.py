@@ -233,3 +233,24 @@ def test_a_sparse_embedding_training_keeps_every_row(tmp_path: Path) -> None:
     assert run.series("grad_norm/0.weight").values == pytest.approx(norms, rel=1e-5)
     assert rec.rejected_values == 3  # dist/grad/0.weight at steps 0, 2, 4
     assert run_losses(run).text() == "3 values rejected"
+
+
+def test_the_watch_s_optimizer_hooks_never_raise_into_optimizer_step(tmp_path: Path) -> None:
+    """The weight-norm hooks run inside the training's ``optimizer.step()``: a parameter whose ``.grad`` raises
+    is a recorder error there, not the training's; every step's own rows are kept."""
+    model = torch.nn.Module()
+    model.lin = torch.nn.Linear(3, 1)
+    model.broken = RaisingGrad(torch.randn(2))
+    opt = torch.optim.SGD(model.lin.parameters(), 0.1)
+    with tuidiag.Recorder(tmp_path / "r", grads_every=0, weights_every=1, histograms_every=1) as rec:
+        rec.watch(model, opt)
+        for s in range(STEPS):
+            loss = model.lin(torch.randn(2, 3)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()  # raised RuntimeError("grad unavailable") from the pre-step hook before
+            assert rec.step(loss) == s
+    run = tuidiag.open_run(tmp_path / "r")
+    assert run.series(LOSS).steps.tolist() == list(range(STEPS))
+    assert rec.errors.count == STEPS and rec.rejected_values == STEPS  # the hook's errors; the histogram's refusals
+    assert run_losses(run).text() == f"{STEPS} values rejected, {STEPS} recorder errors"
