@@ -10,7 +10,6 @@ from the plan alone.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq

@@ -18,7 +18,7 @@ from tuidiag.format import EVENT_NO_GRAD, GRAD_MAX_NORM, GRAD_NONE_COUNT, LR_PRE
 from tuidiag.recorder.actions import LiveChanges
 from tuidiag.recorder.errors import ErrorReporter, Rejections
 from tuidiag.recorder.layouts import LayoutCache
-from tuidiag.recorder.values import Converted, convert
+from tuidiag.recorder.values import Converted
 from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
 
 
@@ -49,7 +49,7 @@ class StepRows:
             for key, reason in values.rejected:
                 self.rejections.reject("histograms", key, reason)
             self._submit_values(s, time.time(), values)
-        except Exception as exc:  # e.g. a parameter whose .grad raises: its step's rows are still written
+        except Exception as exc:  # a device error while stacking the summaries: the step's own rows are still written
             self.errors.report("histograms", exc)
 
     def _submit_values(self, s: int, wall: float, values: Converted) -> None:
