@@ -232,7 +232,11 @@ def test_a_sparse_embedding_training_keeps_every_row(tmp_path: Path) -> None:
     assert run.series(LOSS).steps.tolist() == list(range(6)) and rec.errors.count == 0
     assert run.series("grad_norm/0.weight").values == pytest.approx(norms, rel=1e-5)
     assert rec.rejected_values == 3  # dist/grad/0.weight at steps 0, 2, 4
-    assert run_losses(run).text() == "3 values rejected"
+    assert run_losses(run).text() == "3 values rejected"  # the monitor's, ls's and diagnose's words
+    from tuidiag.cli.status_cmd import status_line
+    from tuidiag.store.manifest import read_manifest
+
+    assert "3 values rejected" in status_line(tmp_path / "r", read_manifest(tmp_path / "r"), None)  # the status bar's
 
 
 def test_the_watch_s_optimizer_hooks_never_raise_into_optimizer_step(tmp_path: Path) -> None:
