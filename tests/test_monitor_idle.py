@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -18,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.app_helpers import wait_for
+from tests.app_helpers import settled, wait_for
 from tuidiag.app import app as app_module
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.app.widgets.cell_table import CellTable
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.steady_footer import SteadyFooter
 from tuidiag.cli import status_cache
@@ -143,9 +145,10 @@ async def test_a_refresh_with_nothing_new_repaints_nothing(tmp_path: Path, monke
         await pilot.pause(0.3)
         table = app.screen.query_one("#runs", DataTable)
         updates = _count(monkeypatch, DataTable, "update_cell_at")
+        changes = _count(monkeypatch, CellTable, "update_cells")
         rows = _count(monkeypatch, DataTable, "add_row")
         await _refresh_with_nothing_new(app, pilot)
-        assert (updates[0], rows[0], table.row_count) == (0, 0, 2)
+        assert (updates[0], changes[0], rows[0], table.row_count) == (0, 0, 0, 2)
 
         app.open_run(str(tmp_path / "a"))
         assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None
@@ -166,6 +169,37 @@ async def test_a_refresh_with_nothing_new_repaints_nothing(tmp_path: Path, monke
         app._read_late(tmp_path / "a")
         await pilot.pause(0.2)
         assert details[0] == 1 and screen._texts["#run-title"] == title
+
+
+async def test_a_refresh_in_which_one_run_grew_draws_only_that_runs_changed_cells(tmp_path: Path) -> None:
+    """One run of three got a new step and loss: the overview renders again its step and loss cells and nothing else
+    (no other cell of its row, no other row, not the header), and shows the new values."""
+    for name in ("a", "b", "c"):
+        _run(tmp_path / name, ["train/loss", "grad_norm/total"], 20.0)
+    app = TuidiagApp(tmp_path, poll=True)
+    async with app.run_test(size=(120, 36)) as pilot:
+        assert await wait_for(pilot, lambda: settled(app, 3))
+        await _refresh_with_nothing_new(app, pilot)
+        screen = app.screen
+        table = screen.query_one("#runs", CellTable)
+        table.refresh()  # drawn whole once more: every cell as it is now, before the one run grows
+        assert await wait_for(pilot, lambda: len(_current_cells(table)) == 4 * len(table.columns))
+        grown = next(s for s in app.summaries if s.name == "b")
+        newer = dataclasses.replace(grown, step=grown.step + 1, last_loss=0.3)
+        assert fmt(newer.last_loss) != fmt(grown.last_loss)
+        screen.show([newer if s is grown else s for s in app.summaries], str(tmp_path))
+        kept = _current_cells(table)  # the renderings kept: all but those of the cells that changed
+        await pilot.pause()
+        drawn = {(table.get_row_index(row), table.ordered_columns[table.get_column_index(column)].label.plain)
+                 for row, column in _current_cells(table) - kept}
+        row = table.get_row_index(grown.key)
+        assert drawn == {(row, "step"), (row, "loss")}
+        assert table.get_row(grown.key)[[c.label.plain for c in table.ordered_columns].index("loss")].plain == fmt(newer.last_loss)
+
+
+def _current_cells(table: CellTable) -> set[tuple[object, object]]:
+    """(row key, column key) of every cell rendering the table holds for its present state."""
+    return {(key[0], key[1]) for key in table._cell_render_cache.keys() if key[6] == table._update_count}
 
 
 async def test_late_refreshes_merge_and_busy_runs_refresh_once_a_flush_period(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Input, Static
 
+from tuidiag.app.widgets.cell_table import CellTable
 from tuidiag.app.widgets.steady_footer import SteadyFooter
 from tuidiag.app.widgets.trend_sparkline import TrendSparkline
 from tuidiag.diagnosis.codes import badge
@@ -85,7 +86,7 @@ class OverviewScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(id="overview-title")
         yield Input(placeholder="filter runs by name, status or source (Enter to apply, Esc to clear)", id="filter")
-        yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+        yield CellTable(id="runs", cursor_type="row", zebra_stripes=True)
         yield Static(id="overview-hint")
         yield SteadyFooter(compact=True)
 
@@ -156,7 +157,7 @@ class OverviewScreen(Screen):
             self._fill()
 
     def _fill(self) -> None:
-        table = self.query_one("#runs", DataTable)
+        table = self.query_one("#runs", CellTable)
         keep = self._current_key()
         self._mixed = any(s.source != KIND_TUIDIAG for s in self.summaries)
         visible = self._visible()
@@ -195,11 +196,14 @@ class OverviewScreen(Screen):
             return [max((_width(row[c]) for row in table_rows), default=0) for c in range(len(table_rows[0]))] if table_rows else []
         return widths([cells for _, cells in rows]) == widths([cells for _, cells in self._shown_cells])
 
-    def _update_changed(self, table: DataTable, rows: list[tuple[str, list[object]]]) -> None:
-        for row, ((_, cells), (_, before)) in enumerate(zip(rows, self._shown)):
-            for column, (cell, old) in enumerate(zip(cells, before)):
-                if _signature(cell) != old:
-                    table.update_cell_at(Coordinate(row, column), cell, update_width=False)  # same widths (_same_widths): none to measure again
+    def _update_changed(self, table: CellTable, rows: list[tuple[str, list[object]]]) -> None:
+        """Put in the table the cells whose text, style or sparkline changed; the others, the header and the rows
+        with no change are not drawn again (:class:`CellTable`). The widths are the same (:meth:`_same_widths`)."""
+        changed = [(Coordinate(row, column), cell)
+                   for row, ((_, cells), (_, before)) in enumerate(zip(rows, self._shown))
+                   for column, (cell, old) in enumerate(zip(cells, before)) if _signature(cell) != old]
+        if changed:
+            table.update_cells(changed)
 
     def _visible(self) -> list[RunSummary]:
         return visible(self.summaries, self._root, self.filter_text, self.sort)
