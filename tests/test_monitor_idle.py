@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from textual.widgets import DataTable, Static
+
 from tests.app_helpers import settled, wait_for
 from tuidiag.app import app as app_module
 from tuidiag.app.app import TuidiagApp
@@ -137,8 +139,6 @@ async def test_a_refresh_with_nothing_new_repaints_nothing(tmp_path: Path, monke
     refresh of another run does not rebuild the open run's view, one of the open run does."""
     for name in ("a", "b"):
         _run(tmp_path / name, ["train/loss", "grad_norm/total"], 20.0)
-    from textual.widgets import DataTable, Static
-
     app = TuidiagApp(tmp_path, poll=True)
     async with app.run_test(size=(120, 36)) as pilot:
         assert await wait_for(pilot, lambda: len(app.summaries) == 2 and all(s.health != "-" for s in app.summaries))
@@ -195,6 +195,29 @@ async def test_a_refresh_in_which_one_run_grew_draws_only_that_runs_changed_cell
         row = table.get_row_index(grown.key)
         assert drawn == {(row, "step"), (row, "loss")}
         assert table.get_row(grown.key)[[c.label.plain for c in table.ordered_columns].index("loss")].plain == fmt(newer.last_loss)
+
+
+async def test_the_overview_under_a_run_view_is_drawn_when_shown_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Summaries that come while a run view hides the overview change no cell of its table; back on the overview,
+    the table shows the newest."""
+    for name in ("a", "b"):
+        _run(tmp_path / name, ["train/loss"], 20.0)
+    app = TuidiagApp(tmp_path, poll=True)
+    async with app.run_test(size=(120, 36)) as pilot:
+        assert await wait_for(pilot, lambda: settled(app, 2))
+        overview = app.screen
+        table = overview.query_one("#runs", CellTable)
+        app.open_run(str(tmp_path / "a"))
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        changes, rows = _count(monkeypatch, CellTable, "update_cells"), _count(monkeypatch, DataTable, "add_row")
+        grown = next(s for s in app.summaries if s.name == "b")
+        newer = dataclasses.replace(grown, step=grown.step + 1, last_loss=0.3)
+        overview.show([newer if s is grown else s for s in app.summaries], str(tmp_path))
+        await pilot.pause()
+        assert (changes[0], rows[0]) == (0, 0)
+        loss = [c.label.plain for c in table.ordered_columns].index("loss")
+        await pilot.press("escape")
+        assert await wait_for(pilot, lambda: app.screen is overview and table.get_row(grown.key)[loss].plain == "0.3")
 
 
 def _current_cells(table: CellTable) -> set[tuple[object, object]]:

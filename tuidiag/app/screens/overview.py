@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Input, Static
@@ -82,6 +82,8 @@ class OverviewScreen(Screen):
         """True while the source column is shown (some run is not tuidiag's own)."""
         self._texts: dict[str, Text] = {}
         """What the title and the hint show (:meth:`_update`)."""
+        self._behind = False
+        """Summaries came while another screen hid this one: the table shows older ones until it is shown again."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="overview-title")
@@ -101,7 +103,8 @@ class OverviewScreen(Screen):
     def show(self, summaries: list[RunSummary], root: str) -> None:
         """Replace the table with ``summaries`` (keeps the cursor on the same run).
 
-        Before the screen's widgets exist the summaries are kept and drawn by ``on_mount``; summaries equal
+        Before the screen's widgets exist the summaries are kept and drawn by ``on_mount``, and while another
+        screen hides this one (a run view) they are kept and drawn when it shows again; summaries equal
         to those shown (a refresh in which no run changed) change nothing."""
         if summaries == self.summaries and root == self._root and self._shown_cells:
             return
@@ -110,7 +113,20 @@ class OverviewScreen(Screen):
             self.query_one("#overview-title", Static)
         except NoMatches:  # not composed yet, or being torn down: on_mount draws what was kept
             return
+        if self._hidden():
+            self._behind = True
+            return
         self._fill()
+
+    def _hidden(self) -> bool:
+        """Whether a screen other than a dialog is above this one (a run view, a comparison): it covers the table."""
+        stack = self.app.screen_stack
+        return self in stack and any(not isinstance(screen, ModalScreen) for screen in stack[stack.index(self) + 1:])
+
+    def on_screen_resume(self) -> None:
+        """Shown again: draw the summaries that came while it was hidden."""
+        if self._behind and self.summaries:
+            self._fill()
 
     def _title(self, shown: int) -> Text:
         """Runs shown (``2 of 5 runs`` while filtered), live ones, and the root."""
@@ -157,6 +173,7 @@ class OverviewScreen(Screen):
             self._fill()
 
     def _fill(self) -> None:
+        self._behind = False
         table = self.query_one("#runs", CellTable)
         keep = self._current_key()
         self._mixed = any(s.source != KIND_TUIDIAG for s in self.summaries)
