@@ -262,10 +262,11 @@ async def test_a_tab_key_that_moves_the_focus_keeps_the_footer(tmp_path: Path) -
 
 
 
-@pytest.mark.parametrize("change", ["nothing", "run.json rewritten", "a shard added behind run.json"])
+@pytest.mark.parametrize("change", ["nothing", "run.json rewritten", "a shard added behind run.json", "a shard behind run.json for long"])
 def test_a_refresh_parses_run_json_only_when_the_files_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
     """An unchanged run is summarised again without parsing its ``run.json``; a rewritten ``run.json`` is parsed, and a
-    metrics shard newer than its summary is seen (the run is then read whole, as a run without a current summary)."""
+    metrics shard newer than its summary is seen: the run shows its last summary while its ``run.json`` may be on its
+    way (``TAIL_GRACE``), and is read whole, as a run without a current summary, once it is behind for longer."""
     from tuidiag.viewmodel import model as model_module
 
     run_dir = tmp_path / "run"
@@ -276,16 +277,20 @@ def test_a_refresh_parses_run_json_only_when_the_files_changed(tmp_path: Path, m
     parsed = _count_function(monkeypatch, model_module, "read_manifest")
     if change == "run.json rewritten":
         (run_dir / "run.json").write_text((run_dir / "run.json").read_text().replace('"finished"', '"failed"'))
-    elif change == "a shard added behind run.json":
+    elif change.startswith("a shard"):
         writer = ShardWriter(run_dir, rank=0, flush_interval=3600)
         writer.submit(MetricBatch(400, 1.7e9 + 20.0, Layout(["train/loss"]), np.array([0.5])))
         writer.close()
+    if change.endswith("for long"):
+        monkeypatch.setattr(model_module, "TAIL_GRACE", 0.0)
     (second,) = model.refresh()
     slot = model._slots[run_dir]
     if change == "nothing":
         assert parsed[0] == 0 and second.step == first.step and slot.tail is not None
     elif change == "run.json rewritten":
         assert parsed[0] == 1 and second.status == "failed"
+    elif change == "a shard added behind run.json":
+        assert parsed[0] == 1 and slot.tail is not None and (second.step, second.last_loss) == (first.step, first.last_loss)
     else:
         assert parsed[0] == 1 and slot.tail is None and second.last_loss == 0.5
 
