@@ -243,6 +243,25 @@ async def test_late_refreshes_merge_and_busy_runs_refresh_once_a_flush_period(tm
     assert app._refresh_delay(now) >= app_module.REFRESH_PERIOD
 
 
+def test_a_refreshs_cost_takes_in_the_late_ones_before_it(tmp_path: Path) -> None:
+    """The CPU used between two refreshes is the cost of one, however many late announcements (diagnoses that ended
+    after their refresh) came between them; with several busy runs the next refresh waits for the budget, at most
+    ``SLOW_POLL``."""
+    app = TuidiagApp(tmp_path, poll=True)
+    mark = app._cpu_mark
+    late = TuidiagApp.RunsRefreshed([], None, late=True, runs=frozenset({"a"}))
+    for _ in range(3):
+        sum(range(200_000))  # CPU used: a diagnosis, say
+        app.on_tuidiag_app_runs_refreshed(late)
+        assert (app._cpu_mark, app._refresh_cost) == (mark, 0.0)
+    app.on_tuidiag_app_runs_refreshed(TuidiagApp.RunsRefreshed([], None))
+    assert app._cpu_mark > mark and app._refresh_cost == pytest.approx(0.3 * (app._cpu_mark - mark))
+    now = time.monotonic()
+    app._last_refresh, app._event_times = now, {"a": now, "b": now}
+    app._refresh_cost = 1.0  # a second of CPU per refresh: more than the budget allows within SLOW_POLL
+    assert app._refresh_delay(now) == app_module.SLOW_POLL
+
+
 async def test_a_tab_key_that_moves_the_focus_keeps_the_footer(tmp_path: Path) -> None:
     """Into the events table and back to a chart: the focus moves, the keys shown do not, the footer stays as built."""
     _run(tmp_path / "run", ["train/loss"], 20.0)

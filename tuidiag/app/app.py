@@ -47,8 +47,8 @@ COALESCE = 0.1
 EVENT_GRACE = 2 * SLOW_POLL
 """A run that grew with no file event for this many seconds means file events do not arrive here."""
 REFRESH_BUDGET = 0.04
-"""Share of one core the app may take while several runs are writing: refreshes space out to stay within it
-(with one busy run every flush is shown at once)."""
+"""Share of one core the app may take while several runs are writing: refreshes space out to stay within it, at most
+SLOW_POLL apart (with one busy run every flush is shown at once). Its CPU between two refreshes counts, all threads'."""
 REFRESH_PERIOD = 1.0
 """Least seconds between refreshes while several runs write: the recorder's flush period (runs flushing out of step show together)."""
 BUSY_WINDOW = 2.0
@@ -207,8 +207,7 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         self._pending: set[Path] = set()
         self._flush_timer = None
         self._last_refresh = 0.0
-        self._refresh_cost = 0.0
-        self._cpu_mark = time.process_time()
+        self._refresh_cost, self._cpu_mark = 0.0, time.process_time()
         """Recent CPU seconds per refresh (the worker's reading, the UI thread's widget updates), smoothed."""
         self._poll_timer = None
         self._steps: dict[str, int | None] = {}
@@ -264,11 +263,11 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
             self._flush_timer = self.set_timer(self._refresh_delay(now), self._flush_pending)
 
     def _refresh_delay(self, now: float) -> float:
-        """Seconds until the next refresh: at once for one busy run; for several, spaced to the CPU budget."""
+        """Seconds until the next refresh: at once for one busy run; for several, spaced to the CPU budget (at most SLOW_POLL)."""
         busy = sum(1 for seen in self._event_times.values() if now - seen < BUSY_WINDOW)
         if busy <= 1:
             return COALESCE
-        return max(COALESCE, self._last_refresh + max(REFRESH_PERIOD, self._refresh_cost / REFRESH_BUDGET) - now)
+        return min(SLOW_POLL, max(COALESCE, self._last_refresh + max(REFRESH_PERIOD, self._refresh_cost / REFRESH_BUDGET) - now))
 
     def _flush_pending(self) -> None:
         self._flush_timer = None
@@ -316,9 +315,10 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
 
     def on_tuidiag_app_runs_refreshed(self, message: RunsRefreshed) -> None:
         self._show_refresh(message)
-        cpu = time.process_time()  # all threads since the last refresh: reading, widgets, rendering, watcher
-        cost, self._cpu_mark = cpu - self._cpu_mark, cpu
-        self._refresh_cost = 0.7 * self._refresh_cost + 0.3 * cost
+        if not message.late:  # a late one's CPU (a diagnosis that ended after its refresh) counts with the next refresh's
+            cpu = time.process_time()  # all threads since the last refresh: reading, widgets, rendering, watcher
+            cost, self._cpu_mark = cpu - self._cpu_mark, cpu
+            self._refresh_cost = 0.7 * self._refresh_cost + 0.3 * cost
 
     def _show_refresh(self, message: RunsRefreshed) -> None:
         self.summaries = message.summaries
