@@ -31,6 +31,7 @@ from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.app.styles import CSS
 from tuidiag.sources import kind_of
 from tuidiag.viewmodel.actions import PastAction, Proposal
 from tuidiag.viewmodel.compare_view import CompareView
@@ -58,35 +59,6 @@ FIRST_DRAW_GRACE = 1.5
 READ_WAIT = 0.5
 """Seconds a refresh waits for the runs' reads: a run still being read then shows as it last was
 (or as ``reading``), the others at once, and it shows when its read ends."""
-
-CSS = """
-#run-title, #overview-title, #compare-title { height: 1; background: $boost; }
-#compare-head { dock: top; height: auto; }
-#compare-verdict { height: auto; max-height: 6; }
-#compare-tabs { height: 1fr; }
-#compare-numbers { height: auto; max-height: 100%; }
-#cmp-chart-numbers { height: 1fr; }
-CompareScreen.short #compare-numbers { height: 1fr; }
-CompareScreen.short #cmp-chart-numbers { display: none; }
-#compare-table { width: auto; }
-#system-strip { height: 1; color: $text-muted; }
-#run-title, #overview-title, #system-strip { text-wrap: nowrap; text-overflow: ellipsis; }
-#overview-hint { height: auto; color: $text-muted; }
-#run-main { height: 1fr; }
-#charts { width: 3fr; min-width: 68; }  /* 68: every tab label (run_tabs.py) fits beside the diagnosis at 110 columns */
-#diagnosis { width: 2fr; min-width: 40; }
-RunScreen.narrow #run-main { layout: vertical; }
-RunScreen.narrow #charts { width: 1fr; height: 1fr; min-width: 0; }
-RunScreen.narrow #diagnosis { width: 1fr; height: 50%; min-width: 0; }
-RunScreen.diagnosis-full #charts { display: none; }
-RunScreen.diagnosis-full #diagnosis { width: 1fr; height: 1fr; min-width: 0; }
-#cursor-bar { height: 1; }
-TabPane { padding: 0; }
-LayerHeatmap { height: 1fr; }
-#jobs-scroll { overflow-x: hidden; overflow-y: auto; }
-#jobs-text { width: 100%; }
-#dist-note { height: auto; padding: 1 1; color: $text-muted; }
-"""
 
 
 class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
