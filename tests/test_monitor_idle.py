@@ -205,6 +205,7 @@ async def test_the_overview_under_a_run_view_is_drawn_when_shown_again(tmp_path:
     app = TuidiagApp(tmp_path, poll=True)
     async with app.run_test(size=(120, 36)) as pilot:
         assert await wait_for(pilot, lambda: settled(app, 2))
+        app._poll_timer.stop()  # no refresh of the app's own replaces the summaries given below
         overview = app.screen
         table = overview.query_one("#runs", CellTable)
         app.open_run(str(tmp_path / "a"))
@@ -217,7 +218,9 @@ async def test_the_overview_under_a_run_view_is_drawn_when_shown_again(tmp_path:
         assert (changes[0], rows[0]) == (0, 0)
         loss = [c.label.plain for c in table.ordered_columns].index("loss")
         await pilot.press("escape")
-        assert await wait_for(pilot, lambda: app.screen is overview and table.get_row(grown.key)[loss].plain == "0.3")
+        shown = lambda: next(s for s in overview.summaries if s.key == grown.key)  # noqa: E731 - the newest it was given
+        assert await wait_for(pilot, lambda: app.screen is overview and not overview._behind
+                              and table.get_row(grown.key)[loss].plain == fmt(shown().last_loss))
 
 
 def _current_cells(table: CellTable) -> set[tuple[object, object]]:
@@ -260,6 +263,31 @@ def test_a_refreshs_cost_takes_in_the_late_ones_before_it(tmp_path: Path) -> Non
     app._last_refresh, app._event_times = now, {"a": now, "b": now}
     app._refresh_cost = 1.0  # a second of CPU per refresh: more than the budget allows within SLOW_POLL
     assert app._refresh_delay(now) == app_module.SLOW_POLL
+
+
+def test_a_poll_next_to_a_refresh_of_every_run_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With file events the poll reads every run only when no refresh of every run came within half its period and
+    none of file events is on its way; a refresh of file events reads every run once the last such refresh is that old
+    (with many busy runs both came every few seconds, each rebuilding the open run's view)."""
+    app = TuidiagApp(tmp_path, poll=True)
+    asked: list[set[Path] | None] = []
+    monkeypatch.setattr(app, "request_refresh", asked.append)
+    app._poll_period, app._full_refresh = app_module.SLOW_POLL, time.monotonic()
+    app._poll()
+    assert asked == []
+    app._pending = {tmp_path / "a"}
+    app._flush_pending()
+    assert asked == [{tmp_path / "a"}]
+    app._full_refresh -= app_module.SLOW_POLL
+    app._pending = {tmp_path / "a"}
+    app._flush_pending()
+    assert asked[-1] is None
+    app._flush_timer = object()  # a refresh of file events is on its way
+    app._poll()
+    assert len(asked) == 2
+    app._flush_timer = None
+    app._poll()
+    assert len(asked) == 3 and asked[-1] is None
 
 
 async def test_a_tab_key_that_moves_the_focus_keeps_the_footer(tmp_path: Path) -> None:

@@ -182,6 +182,9 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         self._refresh_cost, self._cpu_mark = 0.0, time.process_time()
         """Recent CPU seconds per refresh (the worker's reading, the UI thread's widget updates), smoothed."""
         self._poll_timer = None
+        self._poll_period = FAST_POLL
+        self._full_refresh = -math.inf
+        """When the last refresh of every run was asked for (``time.monotonic()``): a poll due soon after is skipped."""
         self._steps: dict[str, int | None] = {}
         self._event_times: dict[str, float] = {}
         """When a file event last arrived for each run (``time.monotonic()``)."""
@@ -224,7 +227,14 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
     def _set_poll(self, seconds: float) -> None:
         if self._poll_timer is not None:
             self._poll_timer.stop()
-        self._poll_timer = self.set_interval(seconds, lambda: self.request_refresh(None))
+        self._poll_period = seconds
+        self._poll_timer = self.set_interval(seconds, self._poll)
+
+    def _poll(self) -> None:
+        """Read every run (writes that sent no file event, runs whose read failed), unless a refresh of every run came
+        within half a poll period or one of file events is on its way (:meth:`_flush_pending` then reads every run)."""
+        if self._flush_timer is None and time.monotonic() - self._full_refresh >= self._poll_period / 2:
+            self.request_refresh(None)
 
     # ---- data path -------------------------------------------------------------
     def on_tuidiag_app_files_changed(self, message: FilesChanged) -> None:
@@ -242,9 +252,12 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         return min(SLOW_POLL, max(COALESCE, self._last_refresh + max(REFRESH_PERIOD, self._refresh_cost / REFRESH_BUDGET) - now))
 
     def _flush_pending(self) -> None:
+        """Refresh the runs that had file events; every run when the last refresh of every run is half a poll period
+        old (the poll is then skipped: with many busy runs the two came together, each rebuilding the open run's view)."""
         self._flush_timer = None
         dirs, self._pending = self._pending, set()
-        self.request_refresh(dirs)
+        due = time.monotonic() - self._full_refresh >= self._poll_period / 2
+        self.request_refresh(None if due else dirs)
 
     def request_refresh(self, dirs: set[Path] | None) -> None:
         """Start a refresh worker for ``dirs`` (None: all), with the open run's key and cursor."""
@@ -255,6 +268,8 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         points = screen.chart_points() if isinstance(screen, RunScreen) else 400
         dist = screen.dist if isinstance(screen, RunScreen) else None
         self._last_refresh = time.monotonic()
+        if dirs is None:
+            self._full_refresh = self._last_refresh
         self.refresh_runs(dirs, key, at, window, points, dist)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
