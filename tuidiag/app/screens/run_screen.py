@@ -211,15 +211,16 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         title = Text(" ")
         title.append_text(literal(elide(name, title_name_width(name, rest.plain, self._width() - 1)), "bold"))
         title.append_text(rest)
-        self._update("#run-title", title)
-        self._update("#system-strip", _system(detail, self._width()))
+        self._update("#run-title", title, layout=False)
+        self._update("#system-strip", _system(detail, self._width()), layout=False)
 
-    def _update(self, selector: str, text: Text) -> None:
+    def _update(self, selector: str, text: Text, layout: bool = True) -> None:
         """Show ``text`` in the ``Static`` at ``selector`` unless it shows it already (a refresh that changed
-        nothing there repaints nothing)."""
+        nothing there repaints nothing). ``layout=False`` for a line whose size its text never changes (the title's
+        step, say): only the line is repainted, the screen is not laid out and drawn again whole."""
         if self._texts.get(selector) != text:
             self._texts[selector] = text
-            self.query_one(selector, Static).update(text)
+            self.query_one(selector, Static).update(text, layout=layout)
 
     def action_back(self) -> None:
         if self.has_class("diagnosis-full"):
