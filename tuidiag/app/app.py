@@ -23,6 +23,7 @@ from textual.app import App
 from textual.message import Message
 from textual.timer import Timer
 
+from tuidiag.app.app_css import CSS
 from tuidiag.app.app_jobs import MonitorJobs
 from tuidiag.app.app_live_actions import MonitorLiveActions
 from tuidiag.app.commands import RunCommands
@@ -58,35 +59,6 @@ FIRST_DRAW_GRACE = 1.5
 READ_WAIT = 0.5
 """Seconds a refresh waits for the runs' reads: a run still being read then shows as it last was
 (or as ``reading``), the others at once, and it shows when its read ends."""
-
-CSS = """
-#run-title, #overview-title, #compare-title { height: 1; background: $boost; }
-#compare-head { dock: top; height: auto; }
-#compare-verdict { height: auto; max-height: 6; }
-#compare-tabs { height: 1fr; }
-#compare-numbers { height: auto; max-height: 100%; }
-#cmp-chart-numbers { height: 1fr; }
-CompareScreen.short #compare-numbers { height: 1fr; }
-CompareScreen.short #cmp-chart-numbers { display: none; }
-#compare-table { width: auto; }
-#system-strip { height: 1; color: $text-muted; }
-#run-title, #overview-title, #system-strip { text-wrap: nowrap; text-overflow: ellipsis; }
-#overview-hint { height: auto; color: $text-muted; }
-#run-main { height: 1fr; }
-#charts { width: 3fr; min-width: 68; }  /* 68: every tab label (run_tabs.py) fits beside the diagnosis at 110 columns */
-#diagnosis { width: 2fr; min-width: 40; }
-RunScreen.narrow #run-main { layout: vertical; }
-RunScreen.narrow #charts { width: 1fr; height: 1fr; min-width: 0; }
-RunScreen.narrow #diagnosis { width: 1fr; height: 50%; min-width: 0; }
-RunScreen.diagnosis-full #charts { display: none; }
-RunScreen.diagnosis-full #diagnosis { width: 1fr; height: 1fr; min-width: 0; }
-#cursor-bar { height: 1; }
-TabPane { padding: 0; }
-LayerHeatmap { height: 1fr; }
-#jobs-scroll { overflow-x: hidden; overflow-y: auto; }
-#jobs-text { width: 100%; }
-#dist-note { height: auto; padding: 1 1; color: $text-muted; }
-"""
 
 
 class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
@@ -221,9 +193,10 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
 
     def on_mount(self) -> None:
         self.model.hold_diagnoses(FIRST_DRAW_GRACE)
-        self.push_screen(OverviewScreen())
-        if self.root_is_run:
+        if self.root_is_run:  # its run view at once; the overview below it is built when it is left (overview_below)
             self.push_screen(RunScreen(str(self.root), replay=self.replay))
+        else:
+            self.push_screen(OverviewScreen())
         self._set_poll(FAST_POLL)  # until the watcher has started
         if not self.force_poll and not self.replay:
             self.start_watching()
@@ -364,8 +337,20 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
     def on_overview_screen_run_chosen(self, message: OverviewScreen.RunChosen) -> None:
         self.open_run(message.key)
 
+    def overview_below(self) -> bool:
+        """Put the overview in place of the run view opened at start (the root is one run) when none is below it;
+        whether it did. Built then, not at start, where its table and styles cost the run view's first frame."""
+        if not self.root_is_run or any(isinstance(screen, OverviewScreen) for screen in self.screen_stack):
+            return False
+        overview = OverviewScreen()
+        overview.show(self.summaries, str(self.root))  # kept until it is mounted
+        self.switch_screen(overview)
+        return True
+
     def open_run(self, key: str) -> None:
         """Show the run view of ``key`` (from the overview or the command palette)."""
+        if isinstance(self.screen, RunScreen):
+            self.overview_below()
         while isinstance(self.screen, (RunScreen, CompareScreen)) and len(self.screen_stack) > 2:
             self.pop_screen()
         screen = RunScreen(key, replay=self.replay)

@@ -231,7 +231,7 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
             return
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
-        else:
+        elif not getattr(self.app, "overview_below", lambda: False)():  # the run view opened at start: its overview
             self.app.exit()
 
     def action_toggle_diagnosis(self) -> None:
