@@ -81,6 +81,8 @@ class OverviewScreen(Screen):
         """True while the source column is shown (some run is not tuidiag's own)."""
         self._texts: dict[str, Text] = {}
         """What the title and the hint show (:meth:`_update`)."""
+        self._filled_for: tuple[int, list[RunSummary]] | None = None
+        """The width the table was last filled for, and the summaries it showed (a resize that keeps both: nothing to do)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="overview-title")
@@ -152,7 +154,7 @@ class OverviewScreen(Screen):
         return shown, rows, hint
 
     def on_resize(self) -> None:
-        if self.summaries:
+        if self.summaries and self._filled_for != (self._available(self.query_one("#runs", DataTable)), self.summaries):
             self._fill()
 
     def _fill(self) -> None:
@@ -179,6 +181,7 @@ class OverviewScreen(Screen):
                 table.move_cursor(row=table.get_row_index(keep))
         self._shown = [(key, [_signature(c) for c in cells]) for key, cells in rows]
         self._shown_cells = rows
+        self._filled_for = (self._available(table), self.summaries)
         hint = ("no runs yet: a run is a directory with run.json or metrics/, "
                 "a TensorBoard log, a W&B run (run-*.wandb) or a CSV log") if not self.summaries else hidden_hint
         self._update("#overview-hint", Text(hint))
