@@ -195,9 +195,10 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
 
     def on_mount(self) -> None:
         self.model.hold_diagnoses(FIRST_DRAW_GRACE)
-        self.push_screen(OverviewScreen())
-        if self.root_is_run:
+        if self.root_is_run:  # its run view at once; the overview below it is built when it is left (overview_below)
             self.push_screen(RunScreen(str(self.root), replay=self.replay))
+        else:
+            self.push_screen(OverviewScreen())
         self._set_poll(FAST_POLL)  # until the watcher has started
         if not self.force_poll and not self.replay:
             self.start_watching()
@@ -351,8 +352,20 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
     def on_overview_screen_run_chosen(self, message: OverviewScreen.RunChosen) -> None:
         self.open_run(message.key)
 
+    def overview_below(self) -> bool:
+        """Put the overview in place of the run view opened at start (the root is one run) when none is below it;
+        whether it did. Built then, not at start, where its table and styles cost the run view's first frame."""
+        if not self.root_is_run or any(isinstance(screen, OverviewScreen) for screen in self.screen_stack):
+            return False
+        overview = OverviewScreen()
+        overview.show(self.summaries, str(self.root))  # kept until it is mounted
+        self.switch_screen(overview)
+        return True
+
     def open_run(self, key: str) -> None:
         """Show the run view of ``key`` (from the overview or the command palette)."""
+        if isinstance(self.screen, RunScreen):
+            self.overview_below()
         while isinstance(self.screen, (RunScreen, CompareScreen)) and len(self.screen_stack) > 2:
             self.pop_screen()
         screen = RunScreen(key, replay=self.replay)

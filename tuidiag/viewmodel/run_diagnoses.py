@@ -64,7 +64,8 @@ class RunDiagnoses:
         tail = slot.tail
         if tail is None or (slot.diagnosing is not None and not slot.diagnosing.done()):
             return
-        if slot.diagnosed == (tail.seq, tail.rows, results_mark(slot.path)):
+        done = slot.diagnosed  # the results listed only when the rows are covered: the first refresh of many runs lists none
+        if done is not None and done[:2] == (tail.seq, tail.rows) and done[2] == results_mark(slot.path):
             return
         slot.diagnosing = self._diagnosis_pool.submit(lambda: self._diagnose(slot))
 

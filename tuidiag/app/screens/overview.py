@@ -84,6 +84,8 @@ class OverviewScreen(Screen):
         """What the title and the hint show (:meth:`_update`)."""
         self._behind = False
         """Summaries came while another screen hid this one: the table shows older ones until it is shown again."""
+        self._filled_for: tuple[int, list[RunSummary]] | None = None
+        """The width the table was last filled for, and the summaries it showed (a resize that keeps both: nothing to do)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="overview-title")
@@ -169,8 +171,13 @@ class OverviewScreen(Screen):
         return shown, rows, hint
 
     def on_resize(self) -> None:
-        if self.summaries:
-            self._fill()
+        """Refit the table to a new width (a resize that keeps it: nothing to do; hidden: when shown again)."""
+        if not self.summaries or self._filled_for == (self._available(self.query_one("#runs", DataTable)), self.summaries):
+            return
+        if self._hidden():
+            self._behind = True
+            return
+        self._fill()
 
     def _fill(self) -> None:
         self._behind = False
@@ -197,6 +204,7 @@ class OverviewScreen(Screen):
                 table.move_cursor(row=table.get_row_index(keep))
         self._shown = [(key, [_signature(c) for c in cells]) for key, cells in rows]
         self._shown_cells = rows
+        self._filled_for = (self._available(table), self.summaries)
         hint = ("no runs yet: a run is a directory with run.json or metrics/, "
                 "a TensorBoard log, a W&B run (run-*.wandb) or a CSV log") if not self.summaries else hidden_hint
         self._update("#overview-hint", Text(hint))
