@@ -326,7 +326,7 @@ def lr_too_low(view: RunView) -> Finding | None:
     drop = drop_of(change)
     g_steps, g = view.grad_total
     grad = measure(GRAD_NORM_TOTAL, g_steps, g, "median") if len(g) else None
-    if drop > 0.2 or grad is None or not (grad.value > 1e-3) or _some_layer_without_gradient(view):
+    if drop > 0.2 or grad is None or not (grad.value > 1e-3) or _starved_layer(view) is not None:
         return None
     confidence, ratio_text = _small_steps(ratio, drop)
     if not confidence or change is None:
@@ -341,13 +341,28 @@ def lr_too_low(view: RunView) -> Finding | None:
     return Finding("lr_too_low", "Learning rate too low", confidence, "warning", evidence, fix, int(steps[0]))
 
 
-def _some_layer_without_gradient(view: RunView) -> bool:
-    """A weight layer's recent gradient is exactly zero: updates are small because nothing flows, not because of the LR."""
+STARVED_ORDERS = 3.0
+"""A weight layer whose recent gradient norm is this many orders of magnitude below the largest layer's gets
+next to nothing (the line :func:`~tuidiag.diagnosis.rules.gradients.vanishing_gradients` draws)."""
+STARVED_FLOOR = 1e-8
+"""...or whose recent gradient norm is below this: no step size moves a layer with such gradients."""
+
+
+def _starved_layer(view: RunView) -> tuple[str, float] | None:
+    """A weight layer whose recent gradient is zero, vanishingly small, or orders of magnitude below the largest
+    layer's (its name and median): updates are small because little flows there, not because of the LR."""
+    medians = {}
     for name in view.weight_params:
         values = view.series(GRAD_NORM_PREFIX + name)[1]
-        if len(values) and median(values[-max(10, len(values) // 5):]) == 0:
-            return True
-    return False
+        if len(values):
+            medians[name] = median(values[-max(10, len(values) // 5):])
+    if not medians:
+        return None
+    name = min(medians, key=lambda n: medians[n])
+    low, high = medians[name], max(medians.values())
+    if not low > STARVED_FLOOR or not np.isfinite(high) or low * 10**STARVED_ORDERS < high:
+        return name, low
+    return None
 
 
 RULES = [lr_too_high, lr_too_low]
