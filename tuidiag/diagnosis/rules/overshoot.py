@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from tuidiag.diagnosis.evidence import Change, Evidence, Level, Measure, at_step, measure, quoted, stat_of
+from tuidiag.diagnosis.module_names import DEAD_FAMILY, family, module_label
 from tuidiag.diagnosis.rules.activations import DEAD_LIMIT
 from tuidiag.diagnosis.rules.measures import after_quiet, finite_only
 from tuidiag.diagnosis.rules.precursors import calm_loss
@@ -155,7 +156,8 @@ def died_after(view: RunView, since: int) -> Evidence | None:
             shown.append((name, at_step(name, steps, values, i), at_step(name, steps, values, int(later[0]))))
     if not shown:
         return None
-    parts = [f"{quoted(name[len(ACT_DEAD_PREFIX):])} from {was.value:.0%} dead units at step {was.first} to {now.value:.0%} at step "
+    kind = family(view.model, DEAD_FAMILY)
+    parts = [f"{module_label(view.model, name[len(ACT_DEAD_PREFIX):], kind)} from {was.value:.0%} dead units at step {was.first} to {now.value:.0%} at step "
              f"{now.first}" for name, was, now in shown[:3]]
     claims = [c for _, was, now in shown[:3] for c in (Level(was), Level(now, above=DEAD_LIMIT))]
     return Evidence(f"ReLU units died after the steps began to overshoot: {'; '.join(parts)}", *claims, refs=(DEAD_LIMIT,))
