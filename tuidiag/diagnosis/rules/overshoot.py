@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuidiag.diagnosis.evidence import Change, Evidence, Level, Measure, at_step, measure, quoted, stat_of
+from tuidiag.diagnosis.evidence import Change, Evidence, Level, Measure, at_step, measure, stat_of
 from tuidiag.diagnosis.module_names import DEAD_FAMILY, family, module_label
 from tuidiag.diagnosis.rules.activations import DEAD_LIMIT
 from tuidiag.diagnosis.rules.measures import after_quiet, finite_only
