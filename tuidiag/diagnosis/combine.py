@@ -35,7 +35,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
                     "vanishing_gradients", "activation_saturation"),
     "dead_relu": ("dead_layer", "lr_too_low", "underfitting", "vanishing_gradients"),
     "activation_saturation": ("vanishing_gradients", "lr_too_low", "underfitting"),
-    "vanishing_gradients": ("lr_too_low", "underfitting"),
+    "vanishing_gradients": ("underfitting",),  # never lr_too_low: that rule stays silent while a layer is starved
     "over_clipping": ("lr_too_low", "underfitting"),
     "lr_decayed_too_early": ("underfitting",),
     "lr_too_low": ("underfitting",),
