@@ -89,6 +89,7 @@ def draw_train_val(view: RunView, path: Path) -> str:
     both = np.concatenate([loss, val[np.isfinite(val)]])
     log = kit.log_if_wide(ax, both)
     kit.clip_runaway(ax, both, _start_level(loss))
+    kit.mark_nonfinite(ax, *view.loss, "train loss")
     kit.mark_nonfinite(ax, v_steps, val, "validation")
     ax.set_ylabel("loss" + (" (log scale)" if log else ""))
     kit.title(ax, "Train vs validation loss", view.run.name)
