@@ -72,7 +72,7 @@ def _check(diagnosis: Diagnosis, lr: float | None, suggested: float | None) -> s
             return "target"
         assert "part of the way" in change.label and f"toward {fmt(target)}" in change.label, change.label
         return "capped"
-    assert "no fix names an LR" in change.label or "no LR finding" in change.label or "the fix's step" in change.label, change.label
+    assert "no fix names an LR" in change.label or "already past" in change.label or "no LR finding" in change.label or "the fix's step" in change.label, change.label
     return "no target"
 
 
@@ -105,6 +105,19 @@ def test_the_lr_finders_target_is_the_actions() -> None:
     diagnosis = Diagnosis("r", 10, [Finding("lr_too_high", "LR too high", 0.9, "warning", ["e"], str(clause), moves={move: clause})])
     [change, *_] = propose(diagnosis, 0.3, 0.01, clipping=True)
     assert 0.3 * change.args["factor"] == pytest.approx(0.01) and "0.3 -> 0.01" in change.label and "LR finder" in change.label
+
+
+@pytest.mark.parametrize(("move", "verb", "factor", "lr_now"), [(LR_DOWN, "reduce", 0.1, 0.01), (LR_DOWN, "reduce", 0.1, 0.03),
+                                                                (LR_UP, "raise", 3.0, 3.0), (LR_UP, "raise", 3.0, 0.9)])
+def test_an_lr_already_past_the_fixes_target_is_not_moved_back(move: object, verb: str, factor: float, lr_now: float) -> None:
+    """The fix said 0.3 -> 0.03 (or 0.3 -> 0.9), but the LR has since moved to or past that: the action never
+    moves it back the other way, and its label says why it does not take the fix's number."""
+    _, clause = scaled(move, verb, 0.3, factor)
+    code = "lr_too_high" if move == LR_DOWN else "lr_too_low"
+    diagnosis = Diagnosis("r", 10, [Finding(code, code, 0.9, "warning", ["e"], str(clause), moves={move: clause})])
+    [change, *_] = propose(diagnosis, lr_now, None, clipping=True)
+    assert (change.args["factor"] < 1) == (move == LR_DOWN)
+    assert "already past the fixes' target" in change.label, change.label
 
 
 @pytest.mark.parametrize("lr_now", [None, 0.2])

@@ -89,12 +89,14 @@ def diagnosis_lr_move(diagnosis: Diagnosis) -> LRMove | None:
     return None
 
 
-def _target_proposal(lr: float | None, target: LRMove) -> Proposal | None:
+def _target_proposal(lr: float | None, target: LRMove) -> Proposal | str:
     """The LR change to the fix's own number: ``lr -> target`` (the factor exact, so the LR the action sets is
-    the fix's), or the fix's step when neither the LR now nor the fix's names an LR; None when it gives no factor."""
+    the fix's), or the fix's step when neither the LR now nor the fix's names an LR; else why it gives none."""
     now = lr if lr else target.current
     if target.target is not None and now:
         factor = target.target / now
+        if (factor >= 1) == (target.move == LOWER_LR):  # the LR moved since: the target is behind it
+            return f"the LR now, {fmt(now)}, is already past the fixes' target {fmt(target.target)}"
         why = "the fix's target LR" + (" (the LR finder's suggestion)" if target.finder else "")
         if not 1 / MAX_FACTOR <= factor <= MAX_FACTOR:  # a live action moves the LR at most 100x: part of the way
             factor = min(max(factor, 1 / MAX_FACTOR), MAX_FACTOR)
@@ -106,29 +108,29 @@ def _target_proposal(lr: float | None, target: LRMove) -> Proposal | None:
     if target.target is None and target.step is not None:
         return Proposal(f"scale the LR x{target.step:g}: the fix's step (the LR now is unknown)", SCALE_LR.name,
                         {SCALE_LR.arg: target.step})
-    return None
+    return "no fix names an LR"
 
 
 def _lr_change(diagnosis: Diagnosis, codes: set[str], lr: float | None, suggested: float | None) -> Proposal:
     """The LR change to the LR the diagnosis's fixes name (:func:`diagnosis_lr_move`), so the action and the
-    fix never disagree; where no fix names one, the curve findings' direction by the LR finder's factor where it
-    agrees, else a default 3x step (the label says which)."""
+    fix never disagree; where no fix names one (or the LR has moved past it), the curve findings' direction by
+    the LR finder's factor where it agrees, else a default 3x step (the label says which, and why)."""
     named = diagnosis_lr_move(diagnosis)
-    proposal = _target_proposal(lr, named) if named is not None else None
-    if proposal is not None:
+    proposal = _target_proposal(lr, named) if named is not None else "no fix names an LR"
+    if isinstance(proposal, Proposal):
         return proposal
     verdict = finder_verdict(lr, suggested) if lr and suggested else None
     if codes & set(LR_DOWN):
         use_finder = verdict == "high"
         factor = max(0.01, suggested / lr) if use_finder and lr and suggested else 0.3
-        return _lr_proposal(lr, factor, "the LR finder's suggestion (no fix names an LR)" if use_finder
-                            else "3x lower, the default step (no fix names an LR)")
+        return _lr_proposal(lr, factor, f"the LR finder's suggestion ({proposal})" if use_finder
+                            else f"3x lower, the default step ({proposal})")
     if codes & set(LR_UP):
         use_finder = verdict == "low"
         factor = min(100.0, suggested / lr) if use_finder and lr and suggested else 3.0
-        return _lr_proposal(lr, factor, "the LR finder's suggestion (no fix names an LR)" if use_finder
-                            else "3x higher, the default step (no fix names an LR)")
-    return _lr_proposal(lr, 0.5, "halve it (no LR finding now)")
+        return _lr_proposal(lr, factor, f"the LR finder's suggestion ({proposal})" if use_finder
+                            else f"3x higher, the default step ({proposal})")
+    return _lr_proposal(lr, 0.5, f"halve it (no LR finding now{'' if named is None else '; ' + proposal})")
 
 
 def lr_conflict(diagnosis: Diagnosis, lr: float | None, suggested: float | None) -> str | None:
