@@ -30,7 +30,7 @@ from tuidiag.diagnosis.view import RunView  # noqa: E402
 from tuidiag.store import open_run  # noqa: E402
 from tuidiag.store.job_results import job_records, save_result  # noqa: E402
 from tuidiag.text.numbers import fmt  # noqa: E402
-from tuidiag.viewmodel.actions import Proposal, diagnosis_lr_move, finder_suggestion, propose  # noqa: E402
+from tuidiag.viewmodel.actions import Proposal, diagnosis_lr_move, finder_suggestion, lr_conflict, propose  # noqa: E402
 
 FAULTS = ("lr_too_high", "lr_too_high_flat", "exploding_gradients", "exploding_from_start", "dead_relu", "over_clipping",
           "loss_spikes", "grad_not_zeroed", "diverged_to_nan", "lr_too_low", "lr_decayed_too_early", "underfitting")
@@ -143,5 +143,20 @@ def test_real_trainings_propose_the_fixes_target(tmp_path: Path, training: tuple
     *args, extra = training
     run_dir = record(Training(*args, **extra), tmp_path / "run")
     run = open_run(run_dir)
-    said = _check(diagnose(run), RunView(run).lr_now, None)
-    assert said == "target" or not _named_targets(diagnose(run)), said
+    diagnosis = diagnose(run)
+    said = _check(diagnosis, RunView(run).lr_now, None)
+    assert said == "target" or not _named_targets(diagnosis), said
+    if training[0] == "lr_collapse":  # the fix raises the LR floor: no default halving against it
+        assert said == "withheld" and "higher LR or LR floor" in str(lr_conflict(diagnosis, RunView(run).lr_now, None))
+
+
+def test_no_default_halving_against_a_fix_that_raises_the_lr() -> None:
+    """A fix that raises the LR or its floor without a number (LR decayed too early, a plain "raise LR"), alone:
+    the default halving is not offered, and the reason is given."""
+    from tuidiag.diagnosis.moves import MIN_LR_UP
+
+    for move, code in ((MIN_LR_UP, "lr_decayed_too_early"), (LR_UP, "underfitting")):
+        finding = Finding(code, code, 0.2, "warning", ["e"], "raise it", moves={move: "raise it"})
+        diagnosis = Diagnosis("r", 10, [finding])
+        assert not [p for p in propose(diagnosis, 1e-3, None, clipping=True) if p.action == SCALE_LR.name]
+        assert code in str(lr_conflict(diagnosis, 1e-3, None))

@@ -18,7 +18,7 @@ from tuidiag.action_kinds import CHECKPOINT, CLIP_GRAD, SCALE_LR
 from tuidiag.action_kinds import MAX_LR_FACTOR as MAX_FACTOR
 from tuidiag.diagnosis import Diagnosis
 from tuidiag.diagnosis.codes import live_codes
-from tuidiag.diagnosis.moves import CLIP_TIGHTER
+from tuidiag.diagnosis.moves import CLIP_TIGHTER, MIN_LR_UP
 from tuidiag.diagnosis.moves import LR_DOWN as LOWER_LR
 from tuidiag.diagnosis.moves import LR_UP as RAISE_LR
 from tuidiag.diagnosis.job_evidence import FINDER_ONLY, finder_verdict, reliable_suggestion
@@ -138,7 +138,8 @@ def lr_conflict(diagnosis: Diagnosis, lr: float | None, suggested: float | None)
 
     The curves' findings (at least :data:`CONSIDERED` confident, or an LR finding at
     any confidence; none raised by the LR finder alone) and a reliable LR-finder
-    suggestion must not point different ways.
+    suggestion must not point different ways; and where neither names a direction, no
+    fix may advise a higher LR or LR floor (:data:`RAISED`), which the default halving would contradict.
     """
     claims = _curve_codes(diagnosis) | {f.code for f in diagnosis.findings
                                         if f.code in ("lr_too_high", "lr_too_low") and FINDER_ONLY not in f.tags}
@@ -153,7 +154,15 @@ def lr_conflict(diagnosis: Diagnosis, lr: float | None, suggested: float | None)
         return f"{', '.join(sorted(up))} say raise the LR, but {finder} says it is {'not too low' if verdict == 'fine' else 'too high'}"
     if not down and not up and verdict == "low":
         return f"no finding asks for a lower LR and {finder} says it is too low; the curves do not confirm it yet"
+    raising = sorted({f.code for f in diagnosis.findings + diagnosis.notes
+                      if any(m.setting in RAISED and m.direction > 0 for m in f.moves)})
+    if not down and not up and raising and verdict is None:
+        return f"{', '.join(raising)} advise a higher LR or LR floor and name no LR to set; the default halving would go against it"
     return None
+
+
+RAISED = (RAISE_LR.setting, MIN_LR_UP.setting)
+"""Settings whose raise, in any finding's fix, rules out the default halving of the LR."""
 
 
 def _curve_codes(diagnosis: Diagnosis) -> set[str]:
