@@ -16,9 +16,12 @@ from __future__ import annotations
 import csv
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported where a table is read: the monitor never loads it (memory)
+    import pandas as pd
 
 from tuidiag.importers.source import ImportSourceError, SourceRun
 from tuidiag.importers.tables import check_file, file_time, lightning_hparams, numbers, run_name, series_from_columns
@@ -42,6 +45,8 @@ def read_table(path: Path) -> pd.DataFrame:
 
     Over :data:`~tuidiag.store.limits.MAX_CSV_BYTES` it is not read.
     """
+    import pandas as pd
+
     try:
         with open_bounded(path, MAX_CSV_BYTES) as handle:
             frame = pd.read_csv(handle, sep=delimiter(path), dtype=str, keep_default_na=False, skipinitialspace=True)

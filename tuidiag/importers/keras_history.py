@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported where a table is read: the monitor never loads it (memory)
+    import pandas as pd
 
 from tuidiag.importers.source import ImportSourceError, SourceRun, SourceSeries
 from tuidiag.importers.tables import check_file, file_time, run_name, series_from_columns
@@ -53,11 +55,15 @@ def epochs_of(length: int, longest: int) -> tuple[np.ndarray, str | None]:
 
 def _as_text(values: list[Any]) -> pd.Series:
     """Values as the text cells the shared column reader takes (``null`` and non-numbers become empty)."""
+    import pandas as pd
+
     return pd.Series(["" if v is None or isinstance(v, (bool, dict, list)) else str(v) for v in values], dtype=str)
 
 
 def read_keras_history(path: str | os.PathLike[str], name: str | None = None) -> SourceRun:
     """The run held by a Keras history JSON file."""
+    import pandas as pd
+
     path = Path(path)
     check_file(path)
     lists = load_history(path)

@@ -17,9 +17,12 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported where a table is read: the monitor never loads it (memory)
+    import pandas as pd
 
 from tuidiag.importers.csv_log import DELIMITERS
 from tuidiag.importers.source import SourceSeries
@@ -148,6 +151,8 @@ class CsvTail(Tail):
         if not rows:
             return []
         width = len(self.columns)
+        import pandas as pd
+
         frame = pd.DataFrame([row[:width] + [""] * (width - len(row)) for row in rows], columns=range(width), dtype=str)
         step_index = next((self.columns.index(c) for c in STEP_COLUMNS if c in self.columns), None)
         if step_index is None:
