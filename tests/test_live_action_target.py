@@ -72,7 +72,7 @@ def _check(diagnosis: Diagnosis, lr: float | None, suggested: float | None) -> s
             return "target"
         assert "part of the way" in change.label and f"toward {fmt(target)}" in change.label, change.label
         return "capped"
-    assert "no fix names an LR" in change.label or "already past" in change.label or "no LR finding" in change.label or "the fix's step" in change.label, change.label
+    assert "no fix names an LR" in change.label or "already past" in change.label or "no finding asks for an LR change" in change.label or "the fix's step" in change.label, change.label
     return "no target"
 
 

@@ -130,7 +130,8 @@ def _lr_change(diagnosis: Diagnosis, codes: set[str], lr: float | None, suggeste
         factor = min(100.0, suggested / lr) if use_finder and lr and suggested else 3.0
         return _lr_proposal(lr, factor, f"the LR finder's suggestion ({proposal})" if use_finder
                             else f"3x higher, the default step ({proposal})")
-    return _lr_proposal(lr, 0.5, f"halve it (no LR finding now{'' if named is None else '; ' + proposal})")
+    return _lr_proposal(lr, 0.5, f"halve it: a manual step, no finding asks for an LR change"
+                                 f"{'' if named is None else ' (' + proposal + ')'}")
 
 
 def lr_conflict(diagnosis: Diagnosis, lr: float | None, suggested: float | None) -> str | None:
