@@ -201,11 +201,11 @@ _OLD_PASS_NOTE = (f"the starting loss was within {MIN_DROP:g} times of the targe
 
 
 def _target_text(result: dict[str, Any]) -> str:
-    """``target 0.01``, or ``target 0.000492 (start/100, below the set 0.01)`` when the start lowered it."""
+    """``target 0.01``, or ``target 0.000492 = start/100, below the set 0.01`` when the start lowered it."""
     target, set_target = result.get("target", result["config"]["target"]), result["config"]["target"]
     if target == set_target:
         return f"target {_fmt(target)}"
-    return f"target {_fmt(target)} (start/{result.get('min_drop', MIN_DROP):g}, below the set {_fmt(set_target)})"
+    return f"target {_fmt(target)} = start/{result.get('min_drop', MIN_DROP):g}, below the set {_fmt(set_target)}"
 
 
 def render_overfit(result: dict[str, Any], color: bool = False) -> str:
