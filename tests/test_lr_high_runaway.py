@@ -35,7 +35,7 @@ HIDDEN = 100.0
 def _runaway(orders: float, nan_at: int) -> cause_runs.Plant:
     def plant(s: cause_runs.Series, e: cause_runs.Extra, at: int) -> None:
         steps, loss = s["train/loss"]
-        ramp = np.where((steps >= nan_at - 10) & (steps < nan_at), 10.0 ** (orders * (steps - nan_at + 11) / 10), 1.0)
+        ramp = np.where((steps >= nan_at - 10) & (steps < nan_at), 10.0 ** (orders * np.clip((steps - nan_at + 11) / 10, 0, 1)), 1.0)
         s["train/loss"] = (steps, np.where(steps >= nan_at, np.nan, loss * ramp))
         g_steps, g = s["grad_norm/total"]
         s["grad_norm/total"] = (g_steps, g * np.where((g_steps >= nan_at - 10) & (g_steps < nan_at), 10.0**orders, 1.0))
