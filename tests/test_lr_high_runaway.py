@@ -6,8 +6,10 @@ loss fell 30% ... to 0.935 over steps 204-253" of a run at 2.8e32 by step 253. T
 plants the LR-too-high signature of ``tests/cause_runs.py`` at a few steps, on falling and
 flat losses, then a runaway of a chosen size over the 10 steps before a NaN at a chosen
 step; every median of the loss that the finding quotes must lie within two orders of
-magnitude of every finite loss in its window, the divergence line names where the runaway
-began, and every evidence line is checked against the raw run.
+magnitude of every finite loss in its window, no two of its windows may be nearly the same
+steps (one window, one value: "10.8 over steps 240-250" beside "13 over steps 241-250"),
+the divergence line names where the runaway began, and every evidence line is checked
+against the raw run.
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ def test_no_loss_median_spans_the_runaway(tmp_path: Path, loss: str, orders: flo
     found = [f for f in diagnosis.findings if f.code == "lr_too_high"]
     assert found, [f.code for f in diagnosis.findings]
     steps, values = RunView(open_run(run_dir)).loss
+    windows = {(m.first, m.last): m.value for line in found[0].evidence for claim in getattr(line, "claims", ())
+               for m in _measures(claim) if m.metric == LOSS and m.stat == "median"}
+    for (a, b), (c, d) in ((x, y) for x in windows for y in windows if x < y):
+        shared = max(0, min(b, d) - max(a, c) + 1)
+        assert shared < 0.5 * (max(b, d) - min(a, c) + 1), ("near-identical windows, not one", (a, b), (c, d), windows)
     for line in found[0].evidence:
         for m in (m for claim in getattr(line, "claims", ()) for m in _measures(claim)):
             if m.metric != LOSS or m.stat != "median":

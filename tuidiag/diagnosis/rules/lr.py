@@ -231,6 +231,9 @@ def _rising_points(view: RunView) -> Part:
     best = measure(LOSS, steps[inside], values[inside], "median")
     later = steps >= sampled[offset + 17 * size]
     now = measure(LOSS, steps[later], values[later], "median")
+    shared = _start_vs_now(view)  # the finding's other lines quote the loss now over this window: one window, one value
+    if shared is not None and shared.after.first > best.last:
+        now = shared.after
     floor = float(np.min(smooth[-3:]))
     if now.value > 1.3 * best.value and floor > 1.15 * best.value and now.value - best.value > 0.05:
         change = Change(best, now, "up")
