@@ -31,11 +31,11 @@ def _grid(count: int) -> LayerGrid:
 def test_scrolling_down_reaches_every_layer_in_the_lines_there_are(width: int, height: int, count: int) -> None:
     grid, seen, top = _grid(count), set(), 0
     for _ in range(count + 2):
-        first, end, above, below = window(count, top, width, height)
+        first, end, above, after = window(count, top, width, height)
         text = render_grid(grid, width, height=height, top=top).plain
         lines = text.split("\n")
         assert len(lines) <= max(height, 4 + len(legend(width))), (top, lines)  # one row and both "more" lines at least
-        assert "log10 |grad|" in text and (("more layer" in text and "below" in text) == below)
+        assert "log10 |grad|" in text and (("more layer" in text and "below" in text) == after)
         assert ("above" in text) == above
         seen |= set(grid.layers[first:end])
         top = first + 1

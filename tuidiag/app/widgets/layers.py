@@ -138,7 +138,7 @@ def render_grid(grid: LayerGrid, width: int, source: str = KIND_TUIDIAG, height:
     bins = grid.log_norms.shape[1]
     pick = np.linspace(0, bins - 1, min(columns, bins)).astype(int)
     count = len(grid.layers)
-    first, end, above, below = window(count, top, width, height if height is not None else count + 10)
+    first, end, above, more_after = window(count, top, width, height if height is not None else count + 10)
     if above:
         out.append(f"{'':>{label_width}}^ {first} more layer{'s' * (first != 1)} above (up/wheel)\n", style="bold")
     for name, row in zip(grid.layers[first:end], grid.log_norms[first:end]):
@@ -147,7 +147,7 @@ def render_grid(grid: LayerGrid, width: int, source: str = KIND_TUIDIAG, height:
             colour, glyph = cell_style(value)
             out.append(glyph, style=_glyph_style(colour) if colour else "")
         out.append("\n")
-    if below:
+    if more_after:
         more = count - end
         out.append(f"{'':>{label_width}}v {more} more layer{'s' * (more != 1)} below (down/wheel)\n", style="bold")
     out.append(f"{'':>{label_width}}step 0 .. {int(grid.step_edges[-1]) - 1}  ({count} layers)\n", style="dim")
