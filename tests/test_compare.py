@@ -39,8 +39,8 @@ def test_json_shows_the_fix_improved_things(fixed: dict) -> None:
     codes = {f["code"] for f in fixed["findings"]["disappeared"]}
     assert "lr_too_high" in codes
     assert "lr_too_high" not in {f["code"] for f in fixed["findings"]["persisted"] + fixed["findings"]["appeared"]}
-    assert fixed["verdict"].startswith("B improves on A: best val loss -")
-    assert "lr_too_high" in fixed["verdict"] and "resolved" in fixed["verdict"]
+    assert fixed["verdict"].startswith("A diverged (NaN/Inf from step ") and "B is better at the end" in fixed["verdict"]
+    assert "not present in B: lr_too_high" in fixed["verdict"] and "resolved" not in fixed["verdict"]
     assert fixed["a"]["name"] == "lr-too-high" and fixed["b"]["name"] == "healthy"
 
 
@@ -49,7 +49,7 @@ def test_text_table_and_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "best val loss" in out and "A: healthy" in out and "B: lr-too-high" in out
     assert "Findings appeared: lr_too_high" in out
-    assert "B is worse than A: best val loss +" in out
+    assert "B diverged (NaN/Inf from step " in out and "B is worse at the end" in out
 
 
 def test_improvement_is_sign_aware() -> None:

@@ -267,3 +267,24 @@ def test_an_overfit_one_batch_result_settles_the_labels(steps: int, passed: bool
         assert any("overfit-one-batch test passed" in line for line in found.evidence)
     else:
         assert found is None, _summary(diagnosis)
+
+
+@pytest.mark.parametrize("losses, saved_before_rule", [([0.0], False), ([0.0492, 0.02, 0.00744], True)])
+def test_an_uninformative_overfit_pass_is_no_evidence(losses: list[float], saved_before_rule: bool, tmp_path: Path,
+                                                      diagnosed: dict[str, tuple[Path, Diagnosis]]) -> None:
+    """A pass from a loss that started at the target, or (a result saved before the target followed the start)
+    within 100 times of it, says nothing about fitting: the finding stays as it was without any result."""
+    from tuidiag.jobs.overfit import OverfitConfig, report
+    from tuidiag.store.job_results import job_records, save_result
+
+    run = Path(shutil.copytree(diagnosed["labels-shuffled-alone"][0], tmp_path / "run"))
+    result = report(losses, "target reached", 1e-3, OverfitConfig(), torch.device("cpu"))
+    if saved_before_rule:
+        for key in ("informative", "target", "min_drop", "uninformative_reason"):
+            del result[key]
+    assert result["passed"] is True
+    save_result(run, "overfit_batch", result)
+    loaded = open_run(run)
+    found = next(f for f in diagnose(loaded, jobs=job_records(loaded)).findings if f.code == "labels_misaligned")
+    before = next(f for f in diagnosed["labels-shuffled-alone"][1].findings if f.code == "labels_misaligned")
+    assert found.raw_confidence == before.raw_confidence and found.evidence == before.evidence

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuidiag.job_kinds.configs import LRFindConfig, NanHuntConfig, OverfitConfig, SharpnessConfig, overfit_from_options
+from tuidiag.job_kinds.configs import (LRFindConfig, NanHuntConfig, OverfitConfig, SharpnessConfig, overfit_from_options,
+                                       overfit_informative)
 from tuidiag.job_kinds.kind import JobKind, Option, Verdict
 
 RUNNERS = "tuidiag.jobs.kind_runners"
@@ -56,14 +57,16 @@ OVERFIT_BATCH = JobKind(
     name="overfit_batch", command="overfit-batch", key="o", label="Overfit one batch", title="the overfit-one-batch test",
     help="can the model memorise one batch? pass/fail with the loss curve",
     config=OverfitConfig, steps=lambda c: c.steps,
-    describe=lambda c: f"overfit one batch: up to {c.steps} steps with {c.optimizer}, target loss {c.target:g}",
+    describe=lambda c: (f"overfit one batch: up to {c.steps} steps with {c.optimizer}, "
+                        f"target loss {c.target:g} or start/100 if lower"),
     runner=f"{RUNNERS}:overfit_batch", renderer=f"{RENDERERS}:render_overfit",
-    verdict_of=lambda r: "pass" if r.get("passed") else "fail",
+    verdict_of=lambda r: "uninformative" if not overfit_informative(r) else "pass" if r.get("passed") else "fail",
     verdicts={"pass": Verdict("PASS: it memorised one batch"),
+              "uninformative": Verdict("NOT INFORMATIVE: the loss started at or near the target, so passing says nothing"),
               "fail": Verdict("FAIL: it could not memorise one batch", negative=True)},
     options=(Option("--steps", "steps", "most training steps on the batch"),
              Option("--lr", "lr", "learning rate", type=float, default_text="1e-3 for adam, the run's for run", unset=True),
-             Option("--target", "target", "loss that counts as memorised"),
+             Option("--target", "target", "loss that counts as memorised (lowered to 1/100 of the starting loss if that is lower)"),
              Option("--optimizer", "optimizer", "a fresh Adam or the run's optimizer", choices=("adam", "run"))),
     configure=overfit_from_options, shown=False,
 )

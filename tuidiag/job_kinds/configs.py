@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from tuidiag.job_kinds.kind import JobError
@@ -64,6 +65,31 @@ class OverfitConfig:
             raise JobError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if not math.isfinite(self.target):
             raise JobError(f"--target must be a number, got {self.target}")
+
+
+MIN_DROP = 100.0
+"""How many times the overfit test's loss must fall from its start to count as memorising: a model whose loss
+already starts near the target (a trained one) would otherwise pass in a step or two, which says nothing."""
+
+
+def overfit_target(target: float, initial: float) -> float:
+    """The loss the test must reach: the set ``target``, or 1/:data:`MIN_DROP` of a positive starting loss when
+    that is lower, so that a pass always means the loss fell at least :data:`MIN_DROP` times."""
+    if math.isfinite(initial) and initial > 0:
+        return min(target, initial / MIN_DROP)
+    return target
+
+
+def overfit_informative(result: Mapping[str, Any]) -> bool:
+    """Whether an overfit result says anything about fitting: not when the loss started at or below the target
+    (it passed without training), nor, for results saved before :func:`overfit_target`, a pass whose starting
+    loss was within :data:`MIN_DROP` times of the target."""
+    if "informative" in result:
+        return bool(result["informative"])
+    initial, target = result.get("initial_loss"), (result.get("config") or {}).get("target")
+    if not result.get("passed") or not isinstance(initial, (int, float)) or not isinstance(target, (int, float)):
+        return True
+    return initial > target * MIN_DROP if target > 0 else initial > target
 
 
 def overfit_from_options(values: dict[str, Any]) -> OverfitConfig:

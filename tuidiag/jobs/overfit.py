@@ -1,7 +1,9 @@
 """Overfit one batch: can the model, loss and training step memorise a single batch? (A check to pass before any long training.)
 
 A healthy model, loss and training step drive the loss on a single batch close
-to zero. If they cannot, no amount of training will help: look for a wrong loss,
+to zero: to the set target (0.01), or 100 times below the starting loss when that
+is lower (a trained model starts near the target, and a pass in a step or two
+would say nothing). If they cannot, no amount of training will help: look for a wrong loss,
 a disconnected graph (detached tensors, frozen layers) or a broken
 initialisation. By default a fresh Adam (lr 1e-3) trains, to rule out the
 run's LR; ``optimizer="run"`` uses the run's own optimizer instead. The model
@@ -21,7 +23,7 @@ from typing import Any
 
 import torch
 
-from tuidiag.job_kinds.configs import OverfitConfig
+from tuidiag.job_kinds.configs import MIN_DROP, OverfitConfig, overfit_target
 from tuidiag.jobs.job_handle import JobError, JobHandle
 from tuidiag.jobs.tensors import BatchSource, first_lr, set_lr, to_device
 from tuidiag.jobs.factory import Parts
@@ -45,11 +47,13 @@ def _blocker(parts: Parts, batch: tuple[Any, Any], cfg: OverfitConfig) -> Blocke
 
 
 def train_on_batch(parts: Parts, batch: tuple[Any, Any], cfg: OverfitConfig, control: JobHandle) -> tuple[list[float], str]:
-    """Train on ``batch`` until the loss reaches the target, turns non-finite, or the steps run out."""
+    """Train on ``batch`` until the loss reaches the target (:func:`overfit_target` of the first loss), turns
+    non-finite, or the steps run out."""
     x, y = batch
     optimizer = _optimizer(parts, cfg)
     parts.model.train()
     losses: list[float] = []
+    target = cfg.target
     for step in range(cfg.steps):
         optimizer.zero_grad(set_to_none=True)
         loss = parts.loss(x, y)
@@ -57,7 +61,9 @@ def train_on_batch(parts: Parts, batch: tuple[Any, Any], cfg: OverfitConfig, con
         losses.append(value)
         if not math.isfinite(value):
             return losses, "non-finite loss"
-        if value <= cfg.target:
+        if step == 0:
+            target = overfit_target(cfg.target, value)
+        if value <= target:
             return losses, "target reached"
         loss.backward()
         optimizer.step()
@@ -94,8 +100,15 @@ def report(losses: list[float], reason: str, lr: float | None, cfg: OverfitConfi
     passed = reason == "target reached"
     initial, final = (losses[0], losses[-1]) if losses else (None, None)
     finite = initial is not None and final is not None and math.isfinite(initial) and math.isfinite(final)
+    target = overfit_target(cfg.target, initial) if initial is not None else cfg.target
+    informative = not (initial is not None and math.isfinite(initial) and initial <= target)
     return {
         "passed": passed,
+        "target": target,
+        "min_drop": MIN_DROP,
+        "informative": informative,
+        "uninformative_reason": None if informative else
+        f"the loss started at {initial:.4g}, already at or below the target {target:.4g}: nothing was trained",
         "reason": reason,
         "steps": max(0, len(losses) - (0 if reason == "steps exhausted" else 1)),
         "initial_loss": initial,

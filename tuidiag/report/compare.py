@@ -1,8 +1,11 @@
-"""Before/after comparison of two runs: headline metrics, their change, findings resolved or new.
+"""Before/after comparison of two runs: headline metrics, their change, findings gone or new.
 
 ``compare_runs(a, b)`` treats ``a`` as *before* and ``b`` as *after* a fix: a fix is
 validated by retraining with it and comparing the two runs. A change counts in the
 verdict only above :data:`THRESHOLD_PCT` (10%): a smaller one is within run-to-run noise.
+A run whose training loss ends NaN/Inf *diverged*: the verdict leads with that, since no
+best value reached before diverging makes it the better run at the end. A finding absent
+from B is "not present in B", not "resolved": the runs need not be one training and its fix.
 """
 
 from __future__ import annotations
@@ -135,6 +138,14 @@ def _extreme(view: RunView, names: tuple[str, ...], lowest: bool) -> tuple[float
     return float(values[-1]), best
 
 
+def _diverged_at(steps: np.ndarray, values: np.ndarray) -> int | None:
+    """The step from which the training loss stayed NaN/Inf to the end; ``None`` when its last value is finite."""
+    if not len(values) or math.isfinite(values[-1]):
+        return None
+    finite = np.flatnonzero(np.isfinite(values))
+    return int(steps[finite[-1] + 1 if len(finite) else 0])
+
+
 def summarize(run: Run, diagnosis: Diagnosis) -> dict[str, Any]:
     """The facts of one run that a comparison shows."""
     view = RunView(run)
@@ -146,7 +157,7 @@ def summarize(run: Run, diagnosis: Diagnosis) -> dict[str, Any]:
         "val_loss_metric": view.first_present(VAL_LOSS_NAMES), "val_acc_metric": view.first_present(VAL_ACC_NAMES),
         "final_train_loss": _final(loss), "best_train_loss": _best_smoothed(loss),
         "final_val_loss": final_val, "best_val_loss": best_val, "final_val_acc": final_acc, "best_val_acc": best_acc,
-        "final_grad_norm": _final(view.grad_total[1]),
+        "final_grad_norm": _final(view.grad_total[1]), "diverged_step": _diverged_at(*view.loss),
         "findings": [{"code": f.code, "title": f.title, "severity": f.severity}
                      for f in diagnosis.findings + diagnosis.notes if f.code != "healthy"],
     }
@@ -191,27 +202,78 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+FINAL_OF = {"best_val_loss": "final_val_loss", "best_val_acc": "final_val_acc"}
+"""The end-of-run counterpart of a best-value headline: the verdict says so when the two disagree."""
+
+
+def _direction(metric: Metric) -> str:
+    """``better`` or ``worse`` (B against A) beyond :data:`THRESHOLD_PCT`, ``same`` within it, ``n/a`` without both."""
+    if metric.outcome not in ("better", "worse"):
+        return metric.outcome
+    gain = metric.improvement_pct
+    return metric.outcome if gain is None or abs(gain) >= THRESHOLD_PCT else "same"
+
+
+def _change(metric: Metric) -> str:
+    """``best val loss +327.5%``, or ``best val loss nan -> 0.5`` where no percentage exists."""
+    if metric.change_pct is None:
+        return f"{metric.label} {metric.a:.4g} -> {metric.b:.4g}"
+    return f"{metric.label} {metric.change_text}"
+
+
+def _headline(head: Metric) -> str:
+    """``B improves on A: ...``, ``B is worse than A: ...`` or ``No clear difference: ...`` on one metric."""
+    direction = _direction(head)
+    if direction == "better":
+        return f"B improves on A: {_change(head)}"
+    if direction == "worse":
+        return f"B is worse than A: {_change(head)}"
+    return f"No clear difference: {_change(head)} (under the {THRESHOLD_PCT:.0f}% threshold)"
+
+
+def _at_the_end(head: Metric, final: Metric | None) -> str:
+    """``; but at the end B is worse: final val loss +40.0%`` when the end disagrees with the best values, else empty."""
+    if final is None or _direction(final) not in ("better", "worse") or _direction(final) == _direction(head):
+        return ""
+    link = "; but at the end" if _direction(head) in ("better", "worse") else "; at the end"
+    return f"{link} B is {_direction(final)}: {_change(final)}"
+
+
+def _diverged(da: int | None, db: int | None, head: Metric | None) -> str:
+    """The verdict when one run or both ended NaN/Inf (``da``/``db``: the step it diverged from)."""
+    if da is not None and db is not None:
+        before = f"; before diverging, {_headline(head).replace('No clear', 'no clear', 1)}" if head is not None else ""
+        return f"Both runs diverged (A: NaN/Inf from step {da}, B: from step {db}){before}"
+    name, other, step = ("A", "B", da) if da is not None else ("B", "A", db)
+    text = f"{name} diverged (NaN/Inf from step {step}); {other} did not: B is {'better' if name == 'A' else 'worse'} at the end"
+    if head is None or head.key not in FINAL_OF or not (_finite(head.a) and _finite(head.b)):
+        return text
+    lower = head.b < head.a if head.better == "lower" else head.b > head.a
+    best_side = "B" if lower else "A"
+    word = "lower" if head.better == "lower" else "higher"
+    if _direction(head) == "same":
+        return text + f"; about the same {head.label} before that (A {head.a:.4g}, B {head.b:.4g})"
+    joint = "though" if best_side == name else "and"
+    return text + f", {joint} {best_side} had the {word} {head.label} (A {head.a:.4g}, B {head.b:.4g})" + (
+        " before diverging" if best_side == name else "")
+
+
 def verdict(result: Comparison) -> str:
-    """One line: does B improve on A, by how much on the headline metric, which alarms it resolved or added."""
+    """One line: does B improve on A, by how much on the headline metric, whether either diverged, and which
+    alarms are not present in B or new in it."""
     by_key = {m.key: m for m in result.metrics}
     head = next((by_key[k] for k in HEADLINES if by_key[k].outcome != "n/a"), None)
-    if head is None:
+    da, db = result.a.get("diverged_step"), result.b.get("diverged_step")
+    if da is not None or db is not None:
+        text = _diverged(da, db, head)
+    elif head is None:
         text = "Cannot compare: no loss or validation metric recorded in both runs"
-    elif head.change_pct is None:
-        text = f"B {'improves on' if head.outcome == 'better' else 'is worse than'} A: {head.label} {head.a:.4g} -> {head.b:.4g}"
     else:
-        gain = head.improvement_pct or 0.0
-        change = f"{head.label} {head.change_text}"
-        if gain >= THRESHOLD_PCT:
-            text = f"B improves on A: {change}"
-        elif gain <= -THRESHOLD_PCT:
-            text = f"B is worse than A: {change}"
-        else:
-            text = f"No clear difference: {change} (under the {THRESHOLD_PCT:.0f}% threshold)"
-    resolved = [f["code"] for f in result.disappeared if f["severity"] != "info"]
+        text = _headline(head) + _at_the_end(head, by_key.get(FINAL_OF.get(head.key, "")))
+    gone = [f["code"] for f in result.disappeared if f["severity"] != "info"]
     new = [f["code"] for f in result.appeared if f["severity"] != "info"]
-    if resolved:
-        text += f"; {', '.join(resolved)} resolved"
+    if gone:
+        text += f"; not present in B: {', '.join(gone)}"
     if new:
-        text += f"; new: {', '.join(new)}"
+        text += f"; new in B: {', '.join(new)}"
     return text

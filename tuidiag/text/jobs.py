@@ -13,6 +13,7 @@ from typing import Any
 import plotext as plt
 
 from tuidiag import job_kinds
+from tuidiag.job_kinds.configs import MIN_DROP, overfit_informative
 from tuidiag.text.safe import clean
 
 
@@ -81,17 +82,32 @@ def lr_chart(result: dict[str, Any], width: int = 76, height: int = 18, color: b
     return _finish(color)
 
 
+def step_ticks(last: int, most: int = 8) -> list[int]:
+    """Whole-number ticks from 0 to ``last`` (a step count): every step when few, else a round stride (1, 2, 5 x 10^k)."""
+    stride = 1
+    while last // stride + 1 > most:
+        stride = next(m * 10 ** k for k in range(20) for m in (1, 2, 5) if m * 10 ** k > stride)
+    return list(range(0, last + 1, stride))
+
+
 def loss_chart(losses: list[float], width: int = 76, height: int = 14, color: bool = False) -> str:
-    """Loss against step (log y when every value is positive)."""
-    values = [v for v in losses if isinstance(v, float) and math.isfinite(v)]
-    if len(values) < 2:
-        return "(too few finite points to draw)"
+    """Loss against step (log y when every value is positive), whole steps on the x axis."""
+    points = [(step, v) for step, v in enumerate(losses) if isinstance(v, float) and math.isfinite(v)]
+    if not points:
+        return "(no finite loss to draw)"
+    steps, values = [p[0] for p in points], [p[1] for p in points]
     plt.clear_figure()
     plt.plot_size(width, height)
     plt.theme("clear")
-    plt.plot(list(range(len(values))), values, marker="braille", label="loss")
-    if min(values) > 0:
+    plt.plot(steps, values, marker="braille", label="loss")
+    if len(values) == 1:  # one point spans no range: plotext would draw a reversed log axis
+        half = abs(values[0]) / 2 or 1.0
+        plt.ylim(values[0] - half, values[0] + half)
+    elif min(values) > 0:
         plt.yscale("log")
+    ticks = step_ticks(max(1, steps[-1]))
+    plt.xlim(0, max(1, steps[-1]))
+    plt.xticks(ticks, [str(t) for t in ticks])
     plt.xlabel("step")
     return _finish(color)
 
@@ -204,19 +220,34 @@ def render_nan_hunt(result: dict[str, Any], color: bool = False) -> str:
     return "\n".join(lines)
 
 
+_OLD_PASS_NOTE = (f"the starting loss was within {MIN_DROP:g} times of the target, so reaching it says little about "
+                  f"whether the model can fit; run the test again, which now asks for a {MIN_DROP:g}-times drop")
+
+
+def _target_text(result: dict[str, Any]) -> str:
+    """``target 0.01``, or ``target 0.000492 = start/100, below the set 0.01`` when the start lowered it."""
+    target, set_target = result.get("target", result["config"]["target"]), result["config"]["target"]
+    if target == set_target:
+        return f"target {_fmt(target)}"
+    return f"target {_fmt(target)} = start/{result.get('min_drop', MIN_DROP):g}, below the set {_fmt(set_target)}"
+
+
 def render_overfit(result: dict[str, Any], color: bool = False) -> str:
     """Pass/fail, steps and the loss curve of the overfit-one-batch test."""
     if result.get("blocked"):
         return (f"Overfit one batch: FAIL ({result['reason']}: {clean(result['blocked']['code'])}), nothing trained\n"
                 f"  {clean(result['blocked']['explanation'], 600)}")
-    verdict = "PASS" if result["passed"] else "FAIL"
+    informative = overfit_informative(result)
+    verdict = "NOT INFORMATIVE" if not informative else "PASS" if result["passed"] else "FAIL"
     frozen = result.get("frozen_parameters") or []
     note = [f"  note: {len(frozen)} parameter tensors are frozen (requires_grad=False): "
             + clean(", ".join(frozen[:8]) + (" ..." if len(frozen) > 8 else ""), 400)] if frozen else []
     lines = [loss_chart(result["losses"], color=color), ""]
     lines.append(f"Overfit one batch: {verdict} ({result['reason']}) after {result['steps']} steps, "
                  f"loss {_fmt(result['initial_loss'])} -> {_fmt(result['final_loss'])} "
-                 f"(target {_fmt(result['config']['target'])}, {result['optimizer']} lr {_fmt(result['lr'])})")
+                 f"({_target_text(result)}, {result['optimizer']} lr {_fmt(result['lr'])})")
+    if not informative:
+        lines.append("  " + clean(result.get("uninformative_reason") or _OLD_PASS_NOTE, 600))
     if result.get("advice"):
         lines.append(clean(result["advice"], 600))
     return "\n".join(lines + note)

@@ -16,6 +16,7 @@ from tuidiag.diagnosis.evidence import (
     Change, Compare, Evidence, Fact, Level, Measure, at_step, change_words, measure, quoted, signed_percent,
 )
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.job_kinds.configs import overfit_informative
 from tuidiag.diagnosis.moves import fix_text
 from tuidiag.diagnosis.rules.measures import after_quiet, drop_of, finite_only, first_vs_last, steps_between, tail, update_ratio
 from tuidiag.text.numbers import fmt
@@ -254,9 +255,12 @@ def _classes(view: RunView) -> tuple[int, Evidence] | None:
 
 
 def _overfit_passed(view: RunView) -> bool | None:
-    """The newest overfit-one-batch result that counts at the view's step: passed, failed, or ``None`` when there is none."""
+    """The newest overfit-one-batch result that counts at the view's step: passed, failed, or ``None`` when there is none
+    or it is not informative (the loss started near the target: :func:`overfit_informative`)."""
     result = view.job_result("overfit_batch")
-    return bool(result.get("passed")) if result is not None and "passed" in result else None
+    if result is None or "passed" not in result or not overfit_informative(result):
+        return None
+    return bool(result.get("passed"))
 
 
 def _warming_up(view: RunView, first: int) -> bool:

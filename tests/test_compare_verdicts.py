@@ -1,0 +1,92 @@
+"""The compare verdict over a matrix of pairs: both finished, one diverged (NaN/Inf at the end), both diverged,
+and the best and final values disagreeing. A diverged run is never "better" for the best value it reached before
+diverging, and a finding absent from B is "not present in B", never "resolved". Pure summaries, then the demo runs."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from tuidiag.report.compare import METRICS, THRESHOLD_PCT, compare_summaries, compare_runs
+from tuidiag.store import open_run
+
+DEMO = Path(__file__).resolve().parent.parent / "demo_runs"
+NAN = float("nan")
+
+
+def _summary(best: float, final: float, diverged: int | None = None, codes: tuple[str, ...] = ()) -> dict:
+    """A :func:`summarize`-shaped run: best and final val loss; a diverged one ends with a NaN train loss."""
+    values = {"best_val_loss": best, "final_val_loss": final, "final_train_loss": NAN if diverged is not None else final}
+    findings = [{"code": c, "title": c, "severity": "warning"} for c in codes]
+    return ({"name": "r", "path": "r", "status": "finished", "findings": findings, "diverged_step": diverged}
+            | {key: values.get(key) for key, _, _ in METRICS})
+
+
+BESTS = ((0.3, 1.4), (1.4, 0.3), (1.0, 1.02))
+"""Best val loss (A, B): A lower, B lower, within the threshold."""
+
+
+@pytest.mark.parametrize(("best", "da", "db"), [(b, da, db) for b in BESTS for da, db in ((120, None), (None, 80))])
+def test_one_diverged_run_is_worse_at_the_end_whatever_its_best(best: tuple[float, float], da: int | None,
+                                                                db: int | None) -> None:
+    result = compare_summaries(_summary(best[0], 1.5e7 if da else 1.3, da), _summary(best[1], 1.5e7 if db else 1.3, db))
+    text = result.verdict
+    name, step = ("A", da) if da else ("B", db)
+    assert text.startswith(f"{name} diverged (NaN/Inf from step {step}); {'B' if name == 'A' else 'A'} did not")
+    assert f"B is {'better' if name == 'A' else 'worse'} at the end" in text
+    assert "improves on" not in text and "is worse than" not in text
+    diverged_best, other_best = (best[0], best[1]) if name == "A" else (best[1], best[0])
+    if abs(best[1] - best[0]) / best[0] * 100 < THRESHOLD_PCT:
+        assert "about the same best val loss" in text
+    elif diverged_best < other_best:
+        assert f"though {name} had the lower best val loss" in text and text.endswith("before diverging")
+    else:
+        assert f"and {'B' if name == 'A' else 'A'} had the lower best val loss" in text and "before diverging" not in text
+
+
+@pytest.mark.parametrize("best", BESTS)
+def test_both_diverged_says_so_and_compares_before(best: tuple[float, float]) -> None:
+    result = compare_summaries(_summary(best[0], NAN, 100), _summary(best[1], NAN, 300))
+    assert result.verdict.startswith("Both runs diverged (A: NaN/Inf from step 100, B: from step 300); before diverging, ")
+    tail = result.verdict.split("before diverging, ", 1)[1]
+    assert tail.startswith("no clear difference" if best == (1.0, 1.02) else
+                           "B improves on A" if best[1] < best[0] else "B is worse than A")
+
+
+@pytest.mark.parametrize(("best", "final"), list(itertools.product(BESTS, BESTS)))
+def test_best_and_final_disagreeing_are_both_said(best: tuple[float, float], final: tuple[float, float]) -> None:
+    """Neither diverged: the verdict leads with the best value and adds the end when the end goes the other way."""
+    result = compare_summaries(_summary(best[0], final[0]), _summary(best[1], final[1]))
+    metrics = {m.key: m for m in result.metrics}
+
+    def direction(key: str) -> str:
+        m = metrics[key]
+        return "same" if abs(m.improvement_pct) < THRESHOLD_PCT else m.outcome
+
+    head, end = direction("best_val_loss"), direction("final_val_loss")
+    words = {"better": "B improves on A", "worse": "B is worse than A", "same": "No clear difference"}
+    assert result.verdict.startswith(words[head] + ": best val loss ")
+    if end != "same" and end != head:
+        assert f"at the end B is {end}: final val loss {metrics['final_val_loss'].change_text}" in result.verdict
+    else:
+        assert "at the end" not in result.verdict
+    assert "diverged" not in result.verdict
+
+
+def test_findings_absent_from_b_are_not_called_resolved() -> None:
+    result = compare_summaries(_summary(0.3, NAN, 50, ("lr_too_high", "nonfinite_loss")),
+                               _summary(1.4, 1.4, None, ("lr_too_low",)))
+    assert "not present in B: lr_too_high, nonfinite_loss" in result.verdict and "new in B: lr_too_low" in result.verdict
+    assert "resolved" not in result.verdict
+
+
+def test_the_reviewed_demo_pair() -> None:
+    """lr-too-high (NaN, final val loss 1.56e7) against lr-too-low: B is better at the end, A had the lower best."""
+    result = compare_runs(open_run(DEMO / "lr-too-high"), open_run(DEMO / "lr-too-low"))
+    step = result.a["diverged_step"]
+    assert isinstance(step, int) and result.b["diverged_step"] is None
+    assert result.verdict.startswith(f"A diverged (NaN/Inf from step {step}); B did not: B is better at the end, "
+                                     "though A had the lower best val loss (A 0.3249, B 1.389) before diverging")
+    assert "resolved" not in result.verdict and "not present in B: lr_too_high" in result.verdict
