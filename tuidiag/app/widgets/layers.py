@@ -46,9 +46,10 @@ def _glyph_style(colour: str) -> str:
 class LayerHeatmap(Static, can_focus=True):
     """Rows are weight layers in model order, columns are step ranges; scrolls when the layers outnumber its lines."""
 
-    BINDINGS = [Binding("up", "scroll_rows(-1)", "Layer up", show=False), Binding("down", "scroll_rows(1)", "Layer down", show=False),
-                Binding("pageup", "scroll_rows(-10)", "Layers up", show=False),
-                Binding("pagedown", "scroll_rows(10)", "Layers down", show=False)]
+    BINDINGS = [Binding("up", "scroll_rows(-1)", "Layer up", show=False, tooltip="scroll the layers one row up (the wheel too)"),
+                Binding("down", "scroll_rows(1)", "Layer down", show=False, tooltip="scroll the layers one row down"),
+                Binding("pageup", "scroll_rows(-10)", "Layers up", show=False, tooltip="ten layers up"),
+                Binding("pagedown", "scroll_rows(10)", "Layers down", show=False, tooltip="ten layers down")]
 
     _drawn: tuple[LayerGrid, int, str, int, int] | None = None
     top = 0
