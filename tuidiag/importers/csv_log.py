@@ -16,13 +16,16 @@ from __future__ import annotations
 import csv
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from tuidiag.importers.source import ImportSourceError, SourceRun
 from tuidiag.importers.tables import check_file, file_time, lightning_hparams, numbers, run_name, series_from_columns
 from tuidiag.store.limits import MAX_CSV_BYTES, MAX_CSV_HEADER_BYTES, open_bounded
+
+if TYPE_CHECKING:  # pandas costs 0.3 s to import: loaded only when a table is read
+    import pandas as pd
 
 DELIMITERS = ",;\t|"
 
@@ -42,6 +45,8 @@ def read_table(path: Path) -> pd.DataFrame:
 
     Over :data:`~tuidiag.store.limits.MAX_CSV_BYTES` it is not read.
     """
+    import pandas as pd
+
     try:
         with open_bounded(path, MAX_CSV_BYTES) as handle:
             frame = pd.read_csv(handle, sep=delimiter(path), dtype=str, keep_default_na=False, skipinitialspace=True)

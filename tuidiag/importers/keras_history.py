@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from tuidiag.importers.source import ImportSourceError, SourceRun, SourceSeries
 from tuidiag.importers.tables import check_file, file_time, run_name, series_from_columns
 from tuidiag.store.limits import MAX_KERAS_HISTORY_BYTES, read_json_bounded
+
+if TYPE_CHECKING:  # pandas costs 0.3 s to import: loaded only when a table is read
+    import pandas as pd
 
 
 EXAMPLE = '{"loss": [...], "val_loss": [...]}'
@@ -53,6 +55,8 @@ def epochs_of(length: int, longest: int) -> tuple[np.ndarray, str | None]:
 
 def _as_text(values: list[Any]) -> pd.Series:
     """Values as the text cells the shared column reader takes (``null`` and non-numbers become empty)."""
+    import pandas as pd
+
     return pd.Series(["" if v is None or isinstance(v, (bool, dict, list)) else str(v) for v in values], dtype=str)
 
 
@@ -70,7 +74,8 @@ def read_keras_history(path: str | os.PathLike[str], name: str | None = None) ->
         if note:
             notes.append(f"{metric}: {note}")
         try:
-            series += series_from_columns(pd.DataFrame({metric: _as_text(values)}), epochs, wall, notes)
+            column = _as_text(values)
+            series += series_from_columns(column.to_frame(metric), epochs, wall, notes)
         except ImportSourceError:
             continue  # already noted as holding no numbers
     if not series:

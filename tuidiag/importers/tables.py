@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from tuidiag.importers.source import ImportSourceError, SourceSeries
 from tuidiag.store.limits import MAX_HPARAMS_BYTES, LimitError, check_tree, read_bytes_bounded
+
+if TYPE_CHECKING:  # pandas costs 0.3 s to import: loaded only when a table is read
+    import pandas as pd
 
 LIGHTNING_HPARAMS = "hparams.yaml"
 """Lightning's loggers (CSV and TensorBoard) write the hyperparameters here, beside the metrics."""
@@ -41,6 +43,8 @@ def numbers(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     Cells that are neither empty nor a number count as not logged too; the caller
     reports columns that hold no number at all.
     """
+    import pandas as pd
+
     text = column.astype(str).str.strip()
     values = pd.to_numeric(text.where(text != ""), errors="coerce").to_numpy(np.float64)
     literal_nan = text.str.lower().isin(["nan", "-nan", "+nan"]).to_numpy()
