@@ -53,5 +53,5 @@ def train(tmp_path: Path, run_dir: Path, max_grad_norm: float = 1.0, accumulatio
     return trainer
 
 
-if __name__ == "__main__":  # the DDP test: torchrun --nproc-per-node 2 tests/transformers_helpers.py TMP RUN_DIR
+if __name__ == "__main__":  # the DDP test: two ranks in torchrun's environment: transformers_helpers.py TMP RUN_DIR
     train(Path(sys.argv[1]), Path(sys.argv[2]), max_grad_norm=1.0, accumulation=2, max_steps=6)
