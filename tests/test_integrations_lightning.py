@@ -156,9 +156,10 @@ def test_the_callback_pickles_before_the_fit_as_ddp_spawn_needs(run_dir) -> None
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["ddp", pytest.param("ddp_spawn", marks=full_only)])
 def test_ddp_on_cpu_writes_shards_of_both_ranks(tmp_path, python, strategy) -> None:
-    """Both ranks record into one run. ``ddp_spawn`` (full run only) proves the same through the same
-    callback hooks, with three interpreters importing Lightning (5 s of CPU each) instead of two; what
-    it needs besides, a callback that pickles, is tested above."""
+    """Both ranks record into one run. ``ddp``: two ranks as torchrun starts them, forked from one
+    interpreter that imported Lightning once (``tests/rank_forks.py``). ``ddp_spawn`` (full run only)
+    proves the same through the same callback hooks, with three interpreters importing Lightning (5 s
+    of CPU each); what it needs besides, a callback that pickles, is tested above."""
     run_dir = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=str(HELPERS.parent.parent), OMP_NUM_THREADS="1")
     result = subprocess.run([python, str(HELPERS), str(run_dir), strategy], env=env, cwd=tmp_path,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -107,24 +106,15 @@ def test_errors_inside_the_callback_never_reach_the_training(tmp_path, capsys) -
     assert capsys.readouterr().err.count("recorder error in callback.on_train_begin") == 1
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_ddp_ranks_record_the_all_reduced_pre_clip_gradients(tmp_path) -> None:
-    """Two ranks started with the environment ``torchrun --nproc-per-node 2`` gives them (the launcher
-    itself, a third interpreter importing torch, adds nothing the Trainer sees)."""
+    """Two ranks with the environment ``torchrun --nproc-per-node 2`` gives its workers, forked from one
+    interpreter that imported transformers once (``tests/rank_forks.py``)."""
     run_dir = tmp_path / "run"
-    env = dict(os.environ, PYTHONPATH=str(HELPERS.parent.parent), OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(_free_port()), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")
-    ranks = [subprocess.Popen([sys.executable, str(HELPERS), str(tmp_path), str(run_dir)], cwd=tmp_path,
-                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True) for r in range(2)]
-    errors = [rank.communicate(timeout=240)[1] for rank in ranks]
-    assert [rank.returncode for rank in ranks] == [0, 0], errors[0][-3000:] + errors[1][-3000:]
+    env = dict(os.environ, PYTHONPATH=str(HELPERS.parent.parent), OMP_NUM_THREADS="1")
+    result = subprocess.run([sys.executable, str(HELPERS), str(tmp_path), str(run_dir)], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
     run = tuidiag.open_run(run_dir)
     assert run.ranks == [0, 1] and run.manifest["world_size"] == 2 and run.status == "finished"
     norms = [run.series("grad_norm/total", rank=rank) for rank in (0, 1)]
