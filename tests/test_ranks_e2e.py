@@ -1,7 +1,7 @@
 """Per-rank recording and multi-rank findings end to end: real DDP training (gloo, 2 CPU processes).
 
-One pair of processes (starting torch costs seconds each) trains five runs in turn: a healthy
-control, one where rank 1 is fed a NaN batch, one where rank 1 uses a 10x larger LR (replicas
+Two ranks forked from one interpreter that imported torch once (``tests/rank_forks.py``) train
+five runs in turn: a healthy control, one where rank 1 is fed a NaN batch, one where rank 1 uses a 10x larger LR (replicas
 drift apart), one where rank 1 loads its data slowly (a straggler the other rank waits for), and
 one into a directory that already holds a run, where rank 0 chooses ``run-1`` and rank 1 follows.
 """
@@ -9,7 +9,6 @@ one into a directory that already holds a run, where rank 0 chooses ``run-1`` an
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tuidiag import Recorder
 from tuidiag.diagnosis import diagnose
 from tuidiag.store import open_run
@@ -27,8 +27,8 @@ WORKER = textwrap.dedent(
     """
     import sys, time, torch, torch.distributed as dist
     import tuidiag
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
+    from tests.rank_forks import fork_ranks
+    tuidiag.Recorder  # resolved before the forks, which would each import the recorder again
     root = sys.argv[1]
 
     def train(name, lr=0.05, nan_at=None, sleep=0.0, steps=40):
@@ -53,32 +53,32 @@ WORKER = textwrap.dedent(
                 opt.zero_grad()
         dist.barrier()
 
-    train("healthy")
-    train("nan", nan_at=15 if rank == 1 else None)
-    train("desync", lr=0.05 if rank == 0 else 0.005)
-    train("straggler", sleep=0.04 if rank == 1 else 0.0, steps=30)
+    def rank_main():
+        global rank
+        dist.init_process_group("gloo")
+        rank = dist.get_rank()
+        train("healthy")
+        train("nan", nan_at=15 if rank == 1 else None)
+        train("desync", lr=0.05 if rank == 0 else 0.005)
+        train("straggler", sleep=0.04 if rank == 1 else 0.0, steps=30)
 
-    torch.manual_seed(0)
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
-    opt = torch.optim.SGD(model.parameters(), 0.01)
-    with tuidiag.Recorder(f"{root}/run", config={"world": dist.get_world_size()}) as rec:
-        rec.watch(model, opt)
-        for step in range(20):
-            x = torch.randn(8, 4) + rank
-            rec.batch(x)
-            loss = model(x).pow(2).mean()
-            loss.backward()
-            rec.step(loss)
-            opt.step(); opt.zero_grad()
-    dist.destroy_process_group()
+        torch.manual_seed(0)
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+        opt = torch.optim.SGD(model.parameters(), 0.01)
+        with tuidiag.Recorder(f"{root}/run", config={"world": dist.get_world_size()}) as rec:
+            rec.watch(model, opt)
+            for step in range(20):
+                x = torch.randn(8, 4) + rank
+                rec.batch(x)
+                loss = model(x).pow(2).mean()
+                loss.backward()
+                rec.step(loss)
+                opt.step(); opt.zero_grad()
+        dist.destroy_process_group()
+
+    sys.exit(fork_ranks(2, rank_main))
     """
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +87,9 @@ def ddp_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("ddp")
     with Recorder(root / "run") as rec:  # an earlier run is there: both ranks must go to run-1
         rec.step(1.0)
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2", OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(root)], env=dict(env, RANK=str(r))) for r in range(2)]
-    assert [p.wait(timeout=240) for p in procs] == [0, 0]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    worker = subprocess.run([sys.executable, "-c", WORKER, str(root)], env=env, timeout=240)
+    assert worker.returncode == 0
     return root
 
 
