@@ -124,7 +124,7 @@ def threads_cpu():
 class CountingApp(TuidiagApp):
     refreshed = 0
     def on_tuidiag_app_runs_refreshed(self, message):
-        super().on_tuidiag_app_runs_refreshed(message)
+        # no super(): Textual calls the handler of every class in the MRO, TuidiagApp's after this one
         CountingApp.refreshed += 1
 
 async def go():
@@ -195,7 +195,7 @@ def main() -> None:
     args = parser.parse_args()
     repo = HERE.parent.parent
     sources = [("current", repo)] + ([(f"--src {args.src}", args.src.resolve())] if args.src else [])
-    n_live = 2 * (args.warmup + args.window + 4) * len(sources) + 20
+    n_live = 2 * (args.warmup + args.window + 40) * len(sources) + 20  # each app start (import, first read) takes ~15-30 s on a loaded machine
     print(f"{args.runs} trainings x {args.rate:g} steps/s x 18 scalars/step, flush_interval=1.0, {args.history:,} steps of history each; "
           f"window {args.window:g} s; cpus={os.cpu_count()}")
     empty = Path(tempfile.mkdtemp(prefix="tuidiag-cpu-empty-"))

@@ -203,12 +203,12 @@ def phase_raw(path: Path) -> dict:
     import pyarrow.parquet as pq
 
     base = _rss_mb()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     arrays = []
     for f in sorted((path / "metrics").glob("r*.parquet")):
         table = pq.read_table(f)
         arrays.append([table.column(c).to_numpy() for c in ("step", "value", "wall_time")])
-    return {"read": time.perf_counter() - t, "rss": _rss_mb(), "rss_imports": base}
+    return {"read": time.perf_counter() - t, "cpu": time.process_time() - c, "rss": _rss_mb(), "rss_imports": base}
 
 
 def phase_open(path: Path) -> dict:
@@ -247,16 +247,30 @@ def phase_model(path: Path) -> dict:
 
 
 def phase_app(path: Path) -> dict:
+    """The app until the run view's first full frame: ``first_frame`` when the test pilot finds it idle after the
+    view got its data (its idle check sleeps in 20 ms slices), ``frame_rendered`` when the screen's compositor
+    finished the last frame before that (a hook on ``Screen._compositor_refresh``), ``cpu`` the process's CPU
+    (all threads) until then."""
     import asyncio
+
+    from textual.screen import Screen
 
     from tuidiag.app.app import TuidiagApp
     from tuidiag.app.screens.run_screen import RunScreen
 
     base = _rss_mb()
     out: dict = {}
+    frames: list[tuple[float, float]] = []
+    refresh = Screen._compositor_refresh
+
+    def timed_refresh(screen: Screen) -> None:
+        refresh(screen)
+        frames.append((time.perf_counter(), time.process_time()))
+
+    Screen._compositor_refresh = timed_refresh  # type: ignore[method-assign]
 
     async def go() -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         app = TuidiagApp(path)
         async with app.run_test(size=(160, 48)) as pilot:
             while not (isinstance(app.screen, RunScreen) and app.screen.detail is not None):
@@ -266,6 +280,8 @@ def phase_app(path: Path) -> dict:
             out["detail_shown"] = time.perf_counter() - t0
             await pilot.pause()  # let the compositor draw the frame
             out["first_frame"] = time.perf_counter() - t0
+            end, cpu = frames[-1] if frames else (time.perf_counter(), time.process_time())
+            out.update(frame_rendered=end - t0, cpu=cpu - c0)
             out["title"] = str(app.screen.query_one("#run-title").render())[:80]
 
     asyncio.run(go())

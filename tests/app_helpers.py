@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
 from tests.conftest import ROOT
 
 DEMO_RUNS = ROOT / "demo_runs"
+FULL_TESTS = os.environ.get("TUIDIAG_FULL_TESTS") == "1"
+"""``TUIDIAG_FULL_TESTS=1``: app tests that sample a grid (of sizes, of cases) walk all of it; the default
+run covers every screen, tab and class at 80x24 and one wide size, within the suite's time budget."""
 FIXED_NOW = 1_900_000_000.0
 """A clock for deterministic snapshots: ages of demo data are shown relative to this."""
 

@@ -1,8 +1,10 @@
 """Training loops stopped by a signal (used by ``tests/test_interrupted.py``).
 
-Run as ``python -m tests.interrupt_training ROOT NAME_CASE...``: one training process per
-argument, each forked from this one (tuidiag is imported once) and recording into
-``ROOT/NAME_CASE`` (see :func:`drive`). A training records one loss per step without
+Run as a script, ``python tests/interrupt_training.py RUN_DIR CASE``, as a user runs
+``python train.py``: one training process recording into ``RUN_DIR``. (Not ``-m``, and not
+forked from a driver: there CPython ends an uncaught ``KeyboardInterrupt`` with status 1
+even without tuidiag, so the exit status would not be the one a user sees.) A training
+records one loss per step without
 torch, writes ``ready PID`` after :data:`READY_AT` steps and goes on until a signal stops
 it. ``CASE`` says how the training is written:
 
@@ -25,8 +27,6 @@ import sys
 import time
 
 sys.modules.setdefault("torch", None)  # type: ignore[arg-type]  # a training without torch: the recorder skips it
-import pyarrow.compute  # noqa: E402,F401  # imported once here, not in each training
-import pyarrow.parquet  # noqa: E402,F401
 import tuidiag  # noqa: E402
 import tuidiag.recorder.recorder  # noqa: E402,F401
 
@@ -99,21 +99,5 @@ def _with_worker(rec: tuidiag.Recorder) -> None:
     rec.close()
 
 
-def drive(root: str, names: list[str]) -> None:
-    """Fork one training per name: write ``started NAME PID``, then ``exit NAME STATUS`` as each
-    ends (STATUS as ``Popen.returncode`` gives it: ``-15`` for SIGTERM)."""
-    children = {}
-    for name in names:
-        pid = os.fork()
-        if pid == 0:  # the training: it ends as a script would, through the interpreter's exit
-            main(os.path.join(root, name), name.split("_", 1)[1])
-            sys.exit(0)
-        children[pid] = name
-        _say(f"started {name} {pid}")
-    while children:
-        pid, status = os.wait()
-        _say(f"exit {children.pop(pid)} {os.waitstatus_to_exitcode(status)}")
-
-
 if __name__ == "__main__":
-    drive(sys.argv[1], sys.argv[2:])
+    main(sys.argv[1], sys.argv[2])

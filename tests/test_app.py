@@ -192,3 +192,21 @@ async def test_a_run_first_listed_as_reading_does_not_read_as_missed_file_events
         await pilot.pause(0.3)
         assert app.watching, "a first read after 'reading' was taken for a missed file event"
         assert not any("file events are not arriving" in str(n.message) for n in app._notifications)
+
+
+async def test_a_run_root_draws_its_run_view_first_and_its_overview_when_left(tmp_path) -> None:
+    """Opened on one run, the app builds no overview before the run view's first frame; Esc shows it, with the run."""
+    with tuidiag.Recorder(tmp_path / "solo", flush_interval=3600) as rec:
+        for step in range(50):
+            rec.step(1.0 / (step + 1))
+    app = TuidiagApp(tmp_path / "solo", clock=fixed_clock)
+    async with app.run_test(size=(120, 30)) as pilot:
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        assert not any(isinstance(screen, OverviewScreen) for screen in app.screen_stack)
+        await pilot.press("escape")
+        assert isinstance(app.screen, OverviewScreen)
+        assert await wait_for(pilot, lambda: run_keys(app) == ["solo"])
+        await pilot.press("enter")  # and back into the run
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        await pilot.press("escape")
+        assert isinstance(app.screen, OverviewScreen) and len(app.screen_stack) == 2

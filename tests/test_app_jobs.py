@@ -69,10 +69,12 @@ async def test_a_run_without_factory_is_refused(tmp_path) -> None:
 
 
 async def test_lr_finder_on_a_live_training_from_the_monitor(tmp_path) -> None:
-    from helpers import live_training
+    """The live training runs in a thread of this process (no interpreter or torch to start): the monitor
+    sends the job through the run's control directory either way."""
+    from helpers import training_thread
 
     run = tmp_path / "live"
-    with live_training(run):
+    with training_thread(run, pause=0.05):  # 20 steps/s: jobs run at the next step; fewer idle steps to pay for
         app = TuidiagApp(run)
         async with app.run_test(size=(120, 40)) as pilot:
             assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None, timeout=60)
@@ -88,13 +90,13 @@ async def test_lr_finder_on_a_live_training_from_the_monitor(tmp_path) -> None:
 
 
 async def test_live_action_from_the_monitor_scales_the_lr(tmp_path) -> None:
-    from helpers import live_training
+    from helpers import training_thread
 
     from tuidiag.app.screens.live_action import LiveActionScreen
     from tuidiag.store import open_run
 
     run = tmp_path / "live"
-    with live_training(run):
+    with training_thread(run, pause=0.05):  # 20 steps/s: jobs run at the next step; fewer idle steps to pay for
         app = TuidiagApp(run)
         async with app.run_test(size=(120, 40)) as pilot:
             assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None, timeout=60)

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import re
 
-import itertools
-
 import numpy as np
 from textual.widgets import DataTable, Static
 
-from tests.app_helpers import DEMO_RUNS, fixed_clock, run_keys, wait_for
+from tests.app_helpers import DEMO_RUNS, FULL_TESTS, fixed_clock, run_keys, wait_for
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
@@ -95,37 +93,48 @@ async def test_lr_too_high_log_scale_survives_a_resize() -> None:
 
 
 async def test_every_run_tab_and_scale_survives_a_grid_of_sizes() -> None:
-    """Every tab x both scales of each chart tab, each case on the next demo run in turn and resized to the
-    next size of GRID, so every run, every tab, every scale and the whole grid, up and down, are covered
-    (a full grid for each run x tab x scale took minutes; every size of every chart is drawn in
-    tests/test_chart_render.py, and the full grid on lr-too-high in the regression test above)."""
+    """Every tab x both scales of each chart tab, case i on demo run i mod 5 and resized to size i mod 10 of
+    GRID, so every run, every tab, every scale and the whole grid, up and down, are covered (a full grid
+    for each run x tab x scale took minutes; every size of every chart is drawn in
+    tests/test_chart_render.py, and the full grid on lr-too-high in the regression test above).
+    Each run's view is opened once and takes its cases in turn (a view opened per case cost a third of a
+    second of CPU each)."""
     app = TuidiagApp(DEMO_RUNS, clock=fixed_clock)
     app.animation_level = "none"
-    sizes = itertools.cycle(GRID)
     cases = [(key, toggle) for key in TAB_KEYS
              for toggle in ((False, True) if key in {tab.key for tab in CHART_TABS} else (False,))]
     async with app.run_test(size=(120, 40)) as pilot:
         assert await wait_for(pilot, lambda: len(run_keys(app)) == 5)
         names = sorted(run_keys(app))
-        for i, (key, toggle) in enumerate(cases + [(TAB_KEYS[0], False)] * max(0, len(names) - len(cases))):
-            screen = await _open(pilot, app, names[i % len(names)])
-            await pilot.press(key)
-            if toggle:
-                await pilot.press("g")
-            await _resize_through(pilot, app, [next(sizes)])
-            if toggle:  # the key reached the chart: its scale is now set explicitly
-                chart_id = next(tab.id for tab in CHART_TABS if tab.key == key)
-                assert screen.query_one(f"#chart-{chart_id}", MetricChart).log_scale is not None
+        padded = cases + [(TAB_KEYS[0], False)] * max(0, len(names) - len(cases))
+        by_run: dict[str, list[tuple[str, bool, tuple[int, int]]]] = {}
+        for i, (key, toggle) in enumerate(padded):
+            by_run.setdefault(names[i % len(names)], []).append((key, toggle, GRID[i % len(GRID)]))
+        for name, run_cases in by_run.items():
+            screen = await _open(pilot, app, name)
+            assert len({key for key, _, _ in run_cases}) == len(run_cases)  # each chart's scale is set once per run
+            for key, toggle, size in run_cases:
+                await pilot.press(key)
+                if toggle:
+                    await pilot.press("g")
+                await _resize_through(pilot, app, [size])
+                if toggle:  # the key reached the chart: its scale is now set explicitly
+                    chart_id = next(tab.id for tab in CHART_TABS if tab.key == key)
+                    assert screen.query_one(f"#chart-{chart_id}", MetricChart).log_scale is not None
             await pilot.press("escape")
             _assert_up(app)
     assert len(cases) == len(CHART_TABS) * 2 + 3 and len(cases) >= len(names) and len(cases) >= len(GRID)
+    assert sorted(by_run) == names
 
 
 async def test_other_screens_survive_the_smallest_size() -> None:
+    """The overview, help, compare (both scales), the heatmap and both dialogs at the smallest size, a wide
+    one and 80x24. The wide size is 200x50 (300x100 under ``TUIDIAG_FULL_TESTS=1``: the dimmed run view behind
+    a dialog cost a second of CPU per screen at that size; the run view itself goes to 300x100 above)."""
     app = TuidiagApp(DEMO_RUNS, clock=fixed_clock)
     async with app.run_test(size=(120, 40)) as pilot:
         assert await wait_for(pilot, lambda: len(run_keys(app)) == 5)
-        small_and_back = [(20, 8), (300, 100), (80, 24)]
+        small_and_back = [(20, 8), (300, 100) if FULL_TESTS else (200, 50), (80, 24)]
         await _resize_through(pilot, app, small_and_back)  # the overview
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)

@@ -88,11 +88,11 @@ def _write(run_dir: Path, request_id: str, content: str | bytes, mode: int = 0o6
 class Training:
     """A tiny real training in this process, stepped by hand."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, flush_interval: float = 3600) -> None:
         torch.manual_seed(0)
         self.model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
-        self.rec = tuidiag.Recorder(run_dir, flush_interval=3600, capture_nonfinite=False)
+        self.rec = tuidiag.Recorder(run_dir, flush_interval=flush_interval, capture_nonfinite=False)
         self.rec.watch(self.model, self.optimizer, loss_fn=nn.functional.mse_loss)
         generator = torch.Generator().manual_seed(1)
         self.x, self.y = torch.randn(16, 4, generator=generator), torch.randn(16, 1, generator=generator)
@@ -228,59 +228,28 @@ def test_requests_pending_when_the_training_ends_are_answered(tmp_path: Path, en
     assert ctl.request_files(run_dir) == []
 
 
-TORCH_CHILD = textwrap.dedent(
-    """
-    import sys
-    import torch
-    import tuidiag
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = torch.nn.Linear(4, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    x, y = torch.randn(8, 4), torch.randn(8, 1)
-    rec = tuidiag.Recorder(sys.argv[1], flush_interval=0.05)
-    rec.watch(model, opt, loss_fn=torch.nn.functional.mse_loss)
-
-    def step():
-        rec.batch(x, y)
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        rec.step(loss)
-        opt.step()
-        opt.zero_grad()
-
-    step()
-    rec.flush()
-    print("ready", flush=True)
-    for line in sys.stdin:  # busy elsewhere (an evaluation, a hung data loader) until told to step
-        if line.startswith("step"):
-            for _ in range(5):
-                step()
-            rec.flush()
-        print(opt.param_groups[0]["lr"], flush=True)
-    rec.close()
-    """
-)
-
-
 def test_the_cli_and_the_monitor_stop_waiting_at_their_deadline_and_never_apply_later(tmp_path: Path) -> None:
+    """A live training busy elsewhere (an evaluation, a hung data loader: here, not stepped) takes the requests
+    up at its flushes but never answers them: the CLI and the monitor each stop at the deadline they were
+    given (1 s here; the default is minutes) and say so, and what they gave up is not applied when it steps again.
+    The training runs in this process (its writer thread flushes every 50 ms); the CLI runs as a process."""
     run_dir = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    child = subprocess.Popen([sys.executable, "-c", TORCH_CHILD, str(run_dir)], env=env, stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    training = Training(run_dir, flush_interval=0.05)
     try:
-        assert child.stdout.readline().strip() == "ready"
+        training.steps(1)
+        training.rec.flush()
         started = time.monotonic()
-        act = subprocess.run([sys.executable, "-m", "tuidiag", "act", str(run_dir), "--scale-lr", "0.5", "--wait", "2"],
+        act = subprocess.run([sys.executable, "-m", "tuidiag", "act", str(run_dir), "--scale-lr", "0.5", "--wait", "1"],
                              env=env, capture_output=True, text=True, timeout=60)
         took = time.monotonic() - started
         assert act.returncode == 2
-        assert "no answer from the training within 2 s: it may be busy or gone" in act.stderr
+        assert "no answer from the training within 1 s: it may be busy or gone" in act.stderr
         assert took < 15
-        job = subprocess.run([sys.executable, "-m", "tuidiag", "lr-find", str(run_dir), "--live", "--wait", "2", "--yes"],
+        job = subprocess.run([sys.executable, "-m", "tuidiag", "lr-find", str(run_dir), "--live", "--wait", "1", "--yes"],
                              env=env, capture_output=True, text=True, timeout=60)
         assert job.returncode == 2
-        assert "the live job did not finish: expired: no answer from the training within 2 s: it may be busy or gone" in job.stderr
+        assert "the live job did not finish: expired: no answer from the training within 1 s: it may be busy or gone" in job.stderr
         from tuidiag.app import action_requests
 
         applied, text = action_requests.apply(run_dir, Proposal("LR x2", "scale_lr", {"factor": 2.0}), wait=1.0)
@@ -288,12 +257,11 @@ def test_the_cli_and_the_monitor_stop_waiting_at_their_deadline_and_never_apply_
         statuses = [json.loads(p.read_text()) for p in ctl.control_dir(run_dir).glob(f"*{ctl.STATUS_SUFFIX}")]
         assert sorted(s["job"] for s in statuses) == ["lr_find", "scale_lr", "scale_lr"]
         assert all(s["state"] == "expired" for s in statuses)
-        child.stdin.write("step\n")  # the training steps again: what was given up is not run
-        child.stdin.flush()
-        assert float(child.stdout.readline()) == pytest.approx(0.1)
+        training.steps(5)  # the training steps again: what was given up is not run
+        training.rec.flush()
+        assert training.optimizer.param_groups[0]["lr"] == pytest.approx(0.1)
         assert all(json.loads(p.read_text())["state"] == "expired"
                    for p in ctl.control_dir(run_dir).glob(f"*{ctl.STATUS_SUFFIX}"))
     finally:
-        child.stdin.close()
-        child.wait(timeout=60)
+        training.rec.close()
     assert not (run_dir / "jobs").exists() or not list((run_dir / "jobs").glob("lr_find*"))  # the LR finder never ran

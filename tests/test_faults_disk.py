@@ -12,6 +12,7 @@ import errno
 import hashlib
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -135,6 +136,16 @@ def _fill(mount: Path) -> Path:
     return ballast
 
 
+def _remount_read_only(mount: Path) -> None:
+    """Remount ``mount`` read-only. The kernel refuses (EBUSY, status 32) while a file there is open
+    for writing, which the recorder's threads do at any moment of a live run: retry until it takes."""
+    deadline = time.monotonic() + 30
+    while (done := subprocess.run(["mount", "-o", "remount,ro", str(mount)], capture_output=True)).returncode == 32:
+        assert time.monotonic() < deadline, done.stderr
+        time.sleep(0.01)
+    assert done.returncode == 0, done.stderr
+
+
 def test_real_tmpfs_full_then_read_only_then_space_returns(tiny_tmpfs, capfd) -> None:
     run_dir = tiny_tmpfs / "run"
     rec = tuidiag.Recorder(run_dir, flush_interval=0.05)
@@ -145,7 +156,7 @@ def test_real_tmpfs_full_then_read_only_then_space_returns(tiny_tmpfs, capfd) ->
     _log(rec, range(100, 300))
     rec.flush()
     assert _digests(run_dir) == before
-    subprocess.run(["mount", "-o", "remount,ro", str(tiny_tmpfs)], check=True)
+    _remount_read_only(tiny_tmpfs)
     try:
         _log(rec, range(300, 400))
         rec.flush()

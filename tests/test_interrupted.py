@@ -1,6 +1,6 @@
 """A training stopped by Ctrl-C (SIGINT) or SIGTERM reads as ``interrupted``, not ``failed`` or ``crashed``.
 
-Real training processes (``tests/interrupt_training.py``: forked from one driver, without
+Real training processes (``tests/interrupt_training.py``, each run as a script, without
 torch, so they start fast) are stopped by a real signal, all at once. For every way a
 training can be written (a ``with`` block, a recorder closed at exit, ``except
 KeyboardInterrupt``, the training's own SIGTERM handler before or after the recorder's),
@@ -40,26 +40,25 @@ WORKER = "SIGTERM_worker"
 
 def _trainings(python: str, root: Path) -> tuple[dict[str, int], list[str]]:
     """Start every training, signal each once it is ready; (exit status by name, the worker run's report)."""
-    driver = subprocess.Popen([python, "-m", "tests.interrupt_training", str(root), *CASES, WORKER], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    names, codes, report = {}, {}, []
+    procs = {name: subprocess.Popen([python, str(ROOT / "tests" / "interrupt_training.py"), str(root / name),
+                                     name.split("_", 1)[1]], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+             for name in [*CASES, WORKER]}
+    codes, report = {}, []
     try:
-        for line in driver.stdout:
-            word, *rest = line.split()
-            if word == "started":
-                names[int(rest[1])] = rest[0]
-            elif word == "ready":  # a training, or the worker (a pid the driver did not start)
-                pid = int(rest[0])
-                os.kill(pid, getattr(signal, names[pid].split("_")[0]) if pid in names else signal.SIGTERM)
-            elif word == "exit":
-                codes[rest[0]] = int(rest[1])
-            elif word == "worker":
-                report = rest
-        driver.wait(60)
+        for name, proc in procs.items():
+            word, pid = proc.stdout.readline().split()  # "ready PID": the training's, or its forked worker's
+            assert word == "ready", name
+            os.kill(int(pid), getattr(signal, name.split("_")[0]))
+        for name, proc in procs.items():
+            for line in proc.stdout:
+                word, *rest = line.split()
+                if word == "worker":
+                    report = rest
+            codes[name] = proc.wait(60)
     finally:
-        if driver.poll() is None:
-            driver.kill()
-    assert driver.returncode == 0, driver.stderr.read()
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
     return codes, report
 
 
@@ -97,3 +96,34 @@ def test_end_status_names_each_ending(monkeypatch, exc_type, sigterm, status) ->
 
     monkeypatch.setitem(process._state, "sigterm", sigterm)
     assert process.end_status(exc_type) == status
+
+
+_EXEC_AFTER_CTRL_C = """
+import os, sys, threading, time
+sys.modules["torch"] = None
+import tuidiag
+rec = tuidiag.Recorder(sys.argv[1], flush_interval=0.1)
+if sys.argv[2] == "exec":  # a thread runs a string exec (as an import does) once the Ctrl-C is uncaught
+    uncaught, hook = threading.Event(), sys.excepthook
+    sys.excepthook = lambda *exc: (uncaught.set(), hook(*exc))
+    threading.Thread(target=lambda: (uncaught.wait(), exec("x = 1"))).start()
+for step in range(10 ** 6):
+    rec.step(1.0)
+    if step == 5:
+        os.write(1, b"ready\\n")
+    time.sleep(0.002)
+"""
+
+
+@pytest.mark.parametrize("after", ["exec", "nothing"])
+def test_ctrl_c_ends_by_sigint_even_after_a_string_exec(tmp_path: Path, python: str, after: str) -> None:
+    """CPython forgets an uncaught Ctrl-C when any string ``exec``/``eval`` runs after it (an import
+    on the recorder's threads did, under load): the training must still end by SIGINT, never status 1."""
+    script = tmp_path / "train.py"
+    script.write_text(_EXEC_AFTER_CTRL_C)
+    proc = subprocess.Popen([python, str(script), str(tmp_path / "run"), after], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    assert proc.stdout.readline() == b"ready\n"
+    os.kill(proc.pid, signal.SIGINT)
+    assert proc.wait(60) == -signal.SIGINT
+    assert open_run(tmp_path / "run").status == "interrupted"

@@ -87,7 +87,7 @@ def test_a_toy_job_from_the_registry_runs_from_the_cli(toy, tmp_path: Path, monk
 async def test_a_toy_job_from_the_registry_runs_live_from_the_monitor_with_a_progress_bar(toy, tmp_path: Path) -> None:
     """Sent by the monitor itself (no job process), followed on its status file, its bar shows steps, time and the cancel key."""
     run = tmp_path / "live"
-    with training_thread(run):
+    with training_thread(run, pause=0.05):  # 20 steps/s: jobs run at the next step; fewer idle steps to pay for
         app = TuidiagApp(run)
         async with app.run_test(size=(120, 40)) as pilot:
             assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None, timeout=60)

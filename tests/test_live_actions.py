@@ -94,10 +94,10 @@ def test_cli_act_on_a_live_training_and_refusal_on_a_finished_run(tmp_path: Path
     import subprocess
     import sys
 
-    from helpers import live_training
+    from helpers import training_thread
 
     run_dir = tmp_path / "live"
-    with live_training(run_dir):
+    with training_thread(run_dir, pause=0.05):  # a thread of this process: the CLI finds it live all the same
         done = subprocess.run([sys.executable, "-m", "tuidiag", "act", str(run_dir), "--checkpoint"],
                               capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -93,44 +93,52 @@ class _OverviewHost(App):
         self.push_screen(OverviewScreen())
 
 
-async def _check_overview(width: int, height: int, rows: list[RunSummary], root: str) -> None:
-    """Every cell on screen is whole (its text is on its row's line), the table ends within the screen, and
-    every column left out is named in the hint."""
+async def _check_overview(sizes: list[tuple[int, int]], rows: list[RunSummary], root: str) -> None:
+    """At each of ``sizes`` in turn (the first as the app starts, the others as the terminal is resized to
+    them): every cell on screen is whole (its text is on its row's line), the table ends within the screen,
+    and every column left out is named in the hint."""
     app = _OverviewHost()
-    async with app.run_test(size=(width, height)) as pilot:
+    async with app.run_test(size=sizes[0]) as pilot:
         screen = app.screen
         screen.show(rows, root)
-        await pilot.pause()
-        table = screen.query_one("#runs", DataTable)
-        used = sum(c.get_render_width(table) for c in table.ordered_columns)
-        assert used <= table.scrollable_content_region.width, f"{width}: the table runs past the screen's edge"
-        headers = [c.label.plain.split(" ")[0] for c in table.ordered_columns]
-        lines = drawn_text(table).splitlines()
-        for row in range(table.row_count):
-            line = lines[row + 1]
-            for column, cell in enumerate(table.get_row_at(row)):
-                text = getattr(cell, "plain", "")
-                assert table.ordered_columns[column].content_width >= len(text)
-                assert text in line, f"{width}: {headers[column]!r} shows {text!r} cut in {line!r}"
-        hidden = [c for c in COLUMNS if c and c not in headers]
-        hint = drawn_text(screen.query_one("#overview-hint", Static)).replace("\n", " ")
-        if hidden:
-            assert all(c in hint for c in hidden) and "hidden" in hint
-        else:
-            assert hint.strip() == ""
-        if width >= 220:
-            assert not hidden
+        for width, height in sizes:
+            await pilot.resize_terminal(width, height)
+            await pilot.pause()
+            _overview_cells_whole(screen, width)
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-async def test_every_overview_cell_is_whole_or_its_column_is_named_hidden(width: int) -> None:
-    await _check_overview(width, 24, _summaries(), "/runs")
+def _overview_cells_whole(screen: OverviewScreen, width: int) -> None:
+    table = screen.query_one("#runs", DataTable)
+    used = sum(c.get_render_width(table) for c in table.ordered_columns)
+    assert used <= table.scrollable_content_region.width, f"{width}: the table runs past the screen's edge"
+    headers = [c.label.plain.split(" ")[0] for c in table.ordered_columns]
+    lines = drawn_text(table).splitlines()
+    for row in range(table.row_count):
+        line = lines[row + 1]
+        for column, cell in enumerate(table.get_row_at(row)):
+            text = getattr(cell, "plain", "")
+            assert table.ordered_columns[column].content_width >= len(text)
+            assert text in line, f"{width}: {headers[column]!r} shows {text!r} cut in {line!r}"
+    hidden = [c for c in COLUMNS if c and c not in headers]
+    hint = drawn_text(screen.query_one("#overview-hint", Static)).replace("\n", " ")
+    if hidden:
+        assert all(c in hint for c in hidden) and "hidden" in hint, width
+    else:
+        assert hint.strip() == "", width
+    if width >= 220:
+        assert not hidden
+
+
+async def test_every_overview_cell_is_whole_or_its_column_is_named_hidden() -> None:
+    """Each of WIDTHS, narrowest first, then back to the narrowest (one app: an app per width cost more
+    than the checks)."""
+    await _check_overview([(width, 24) for width in (*WIDTHS, WIDTHS[0])], _summaries(), "/runs")
 
 
 async def test_the_review_60x20_demo_overview() -> None:
     """The reported case: the demo runs at 60x20 (step showed ``1,49``)."""
     runs = [open_run(path.parent) for path in sorted(DEMO_RUNS.glob("*/run.json"))]
-    await _check_overview(60, 20, [summarize(run, diagnose(run), now=FIXED_NOW) for run in runs], str(DEMO_RUNS))
+    await _check_overview([(60, 20)], [summarize(run, diagnose(run), now=FIXED_NOW) for run in runs], str(DEMO_RUNS))
 
 
 # ---- the run view's header -------------------------------------------------------------------------------------------
@@ -148,20 +156,21 @@ def healthy_detail():
     return build_detail(run, summarize(run, diagnosis, now=FIXED_NOW), diagnosis, None, 200)
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-async def test_the_run_view_header_shows_whole_figures(healthy_detail, width: int) -> None:
+async def test_the_run_view_header_shows_whole_figures(healthy_detail) -> None:
+    """At each of WIDTHS, narrowest first, then back to the narrowest (one app, resized)."""
     detail = dataclasses.replace(
         healthy_detail, summary=dataclasses.replace(healthy_detail.summary, name="a-run-with-a-long-name-" * 3, step=98_765_432_101),
         system=(("steps/s", fmt(123456.7)), ("data wait", "45%"), ("mem", "12.3 GiB"), ("peak", "15.9 GiB"), ("GPU", "100%")))
     app = _RunHost()
-    async with app.run_test(size=(width, 24)) as pilot:
+    async with app.run_test(size=(WIDTHS[0], 24)) as pilot:
         app.screen.show(detail)
-        await pilot.pause()
-        title = drawn_text(app.screen.query_one("#run-title", Static)).rstrip()
-        assert "step 98765432101" in title and len(title) <= width
-        strip = drawn_text(app.screen.query_one("#system-strip", Static)).rstrip()
-        present = [f"{label} {value}" for label, value in detail.system if f"{label} {value}" in strip]
-        assert present == [f"{label} {value}" for label, value in detail.system[: len(present)]]
-        assert strip.endswith(ELLIPSIS) == (len(present) < len(detail.system))
-        assert strip.replace(ELLIPSIS, "").split() == " ".join(present).split()  # nothing but whole figures
-
+        for width in (*WIDTHS, WIDTHS[0]):
+            await pilot.resize_terminal(width, 24)
+            await pilot.pause()
+            title = drawn_text(app.screen.query_one("#run-title", Static)).rstrip()
+            assert "step 98765432101" in title and len(title) <= width, (width, title)
+            strip = drawn_text(app.screen.query_one("#system-strip", Static)).rstrip()
+            present = [f"{label} {value}" for label, value in detail.system if f"{label} {value}" in strip]
+            assert present == [f"{label} {value}" for label, value in detail.system[: len(present)]], width
+            assert strip.endswith(ELLIPSIS) == (len(present) < len(detail.system)), width
+            assert strip.replace(ELLIPSIS, "").split() == " ".join(present).split()  # nothing but whole figures

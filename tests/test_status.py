@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -100,3 +101,48 @@ def test_unwritable_cache_still_prints_the_finding(
     blocker.write_text("")
     monkeypatch.setenv("TUIDIAG_CACHE_DIR", str(blocker))
     assert _line(capsys, "--ascii", str(DEMO / "lr-too-low")).split(" > ")[2].startswith("lr_too_low ")
+
+
+def _listings(monkeypatch: pytest.MonkeyPatch, table: Path) -> list[str]:
+    """Every later listing of ``table`` (the real ``os.listdir`` runs; each call on it is noted)."""
+    import os
+
+    calls: list[str] = []
+    real = os.listdir
+
+    def noting(path: Any = ".") -> list[str]:
+        if Path(path) == table:
+            calls.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "listdir", noting)
+    return calls
+
+
+@pytest.mark.parametrize("mode", ["no-diagnosis", "cached", "no-summary", "stale-cache", "first-diagnosis"])
+def test_one_call_lists_metrics_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                     mode: str) -> None:
+    """``tuidiag status`` runs every second: its signature and its newest loss share one listing of ``metrics/``
+    (a first diagnosis reads the run whole, and lists it once more for that)."""
+    import json
+
+    run = tmp_path / "run"
+    with tuidiag.Recorder(run, flush_interval=60.0) as rec:
+        for step in range(30):
+            rec.log({"train/loss": 1.0 / (step + 1)}, step=step)
+    if mode == "no-summary":  # a run of format 1: the newest loss read from the shards, as listed
+        manifest = json.loads((run / "run.json").read_text())
+        manifest.pop("summary")
+        (run / "run.json").write_text(json.dumps(manifest))
+    if mode != "first-diagnosis":
+        _line(capsys, str(run))  # diagnosed inline once: cached
+    if mode == "stale-cache":
+        monkeypatch.setattr(status_cache, "INLINE_BYTES", 0)
+        monkeypatch.setattr(status_cache, "start_background", lambda _run: None)  # no refresher process in this test
+        with tuidiag.Recorder(run, flush_interval=60.0, resume="allow") as rec:
+            rec.log({"train/loss": 0.01}, step=30)
+    calls = _listings(monkeypatch, run / "metrics")
+    args = ["--no-diagnosis"] if mode == "no-diagnosis" else []
+    line = _line(capsys, "--ascii", *args, str(run))
+    assert len(calls) == (2 if mode == "first-diagnosis" else 1), line
+    assert ("step 30 loss 0.01" if mode == "stale-cache" else "step 29 loss 0.03333") in line

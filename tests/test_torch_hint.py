@@ -6,6 +6,7 @@ The CLI runs in a real subprocess where a meta path finder makes ``import torch`
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,18 @@ def test_with_torch_blocked_reading_commands_still_work(run_dir: Path, tmp_path:
     done = _without_torch(["ls", str(run_dir.parent)], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "run" in done.stdout
+
+
+def test_a_live_job_needs_no_torch_where_it_is_sent_from(tmp_path: Path) -> None:
+    """A job sent to a live training runs there: the CLI sending it, without torch, neither refuses
+    nor imports it (about 2 s saved on every live job), and prints the training's result."""
+    from helpers import training_thread
+
+    run = tmp_path / "live"
+    with training_thread(run, pause=0.05):
+        done = _without_torch(["lr-find", str(run), "--live", "--yes", "--json"], tmp_path)
+    assert done.returncode in (0, 1), done.stderr  # 1: the finder found no reliable LR (a verdict, not an error)
+    assert "needs torch" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    result = json.loads(done.stdout)
+    assert result["steps_run"] > 0 and len(result["losses"]) == len(result["lrs"]) > 0
+    assert "runs inside the live training" in done.stderr and f"saved {run / 'jobs'}" in done.stderr

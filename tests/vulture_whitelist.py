@@ -56,3 +56,7 @@ raw_confidence  # Finding.raw_confidence: the rule's score before calibration
 
 # Set on a LightningModule so that its own self.log_dict(...) calls do nothing while a live job runs.
 _.log_dict  # tuidiag/integrations/job_loss.py: silenced_logging
+
+# Textual's Underline reactives, read by Textual when it draws the tab bar.
+_.highlight_start  # RunScreen._underline_at_once: the underline under the new tab in the switch's frame
+_.highlight_end  # the same

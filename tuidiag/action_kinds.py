@@ -45,6 +45,8 @@ class ActionKind:
 
 SCALE_LR = ActionKind("scale_lr", "scale the LR", "scale the LR", "--scale-lr",
                       "multiply every LR (and those of the scheduler passed to rec.watch)", "factor", "FACTOR", drifts_replicas=True)
+MAX_LR_FACTOR = 100.0
+"""The most a ``scale_lr`` may move the LR either way (the recorder refuses a factor beyond 1/100..100)."""
 CLIP_GRAD = ActionKind("clip_grad", "clip gradients", "clip", "--clip",
                        "clip gradients by global norm from the next step (0: off)", "max_norm", "MAX_NORM", drifts_replicas=True)
 CHECKPOINT = ActionKind("checkpoint", "checkpoint now", "checkpoint", "--checkpoint", "save model and optimizer state now")

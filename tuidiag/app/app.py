@@ -31,6 +31,7 @@ from tuidiag.app.screens.compare import CompareScreen
 from tuidiag.app.screens.help import HelpScreen
 from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.app.styles import CSS
 from tuidiag.sources import kind_of
 from tuidiag.viewmodel.actions import PastAction, Proposal
 from tuidiag.viewmodel.compare_view import CompareView
@@ -47,8 +48,8 @@ COALESCE = 0.1
 EVENT_GRACE = 2 * SLOW_POLL
 """A run that grew with no file event for this many seconds means file events do not arrive here."""
 REFRESH_BUDGET = 0.04
-"""Share of one core the app may take while several runs are writing: refreshes space out to stay within it
-(with one busy run every flush is shown at once)."""
+"""Share of one core the app may take while several runs are writing: refreshes space out to stay within it, at most
+SLOW_POLL apart (with one busy run every flush is shown at once). Its CPU between two refreshes counts, all threads'."""
 REFRESH_PERIOD = 1.0
 """Least seconds between refreshes while several runs write: the recorder's flush period (runs flushing out of step show together)."""
 BUSY_WINDOW = 2.0
@@ -58,35 +59,6 @@ FIRST_DRAW_GRACE = 1.5
 READ_WAIT = 0.5
 """Seconds a refresh waits for the runs' reads: a run still being read then shows as it last was
 (or as ``reading``), the others at once, and it shows when its read ends."""
-
-CSS = """
-#run-title, #overview-title, #compare-title { height: 1; background: $boost; }
-#compare-head { dock: top; height: auto; }
-#compare-verdict { height: auto; max-height: 6; }
-#compare-tabs { height: 1fr; }
-#compare-numbers { height: auto; max-height: 100%; }
-#cmp-chart-numbers { height: 1fr; }
-CompareScreen.short #compare-numbers { height: 1fr; }
-CompareScreen.short #cmp-chart-numbers { display: none; }
-#compare-table { width: auto; }
-#system-strip { height: 1; color: $text-muted; }
-#run-title, #overview-title, #system-strip { text-wrap: nowrap; text-overflow: ellipsis; }
-#overview-hint { height: auto; color: $text-muted; }
-#run-main { height: 1fr; }
-#charts { width: 3fr; min-width: 68; }  /* 68: every tab label (run_tabs.py) fits beside the diagnosis at 110 columns */
-#diagnosis { width: 2fr; min-width: 40; }
-RunScreen.narrow #run-main { layout: vertical; }
-RunScreen.narrow #charts { width: 1fr; height: 1fr; min-width: 0; }
-RunScreen.narrow #diagnosis { width: 1fr; height: 50%; min-width: 0; }
-RunScreen.diagnosis-full #charts { display: none; }
-RunScreen.diagnosis-full #diagnosis { width: 1fr; height: 1fr; min-width: 0; }
-#cursor-bar { height: 1; }
-TabPane { padding: 0; }
-LayerHeatmap { height: 1fr; }
-#jobs-scroll { overflow-x: hidden; overflow-y: auto; }
-#jobs-text { width: 100%; }
-#dist-note { height: auto; padding: 1 1; color: $text-muted; }
-"""
 
 
 class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
@@ -207,10 +179,12 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         self._pending: set[Path] = set()
         self._flush_timer = None
         self._last_refresh = 0.0
-        self._refresh_cost = 0.0
-        self._cpu_mark = time.process_time()
+        self._refresh_cost, self._cpu_mark = 0.0, time.process_time()
         """Recent CPU seconds per refresh (the worker's reading, the UI thread's widget updates), smoothed."""
         self._poll_timer = None
+        self._poll_period = FAST_POLL
+        self._full_refresh = -math.inf
+        """When the last refresh of every run was asked for (``time.monotonic()``): a poll due soon after is skipped."""
         self._steps: dict[str, int | None] = {}
         self._event_times: dict[str, float] = {}
         """When a file event last arrived for each run (``time.monotonic()``)."""
@@ -221,9 +195,10 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
 
     def on_mount(self) -> None:
         self.model.hold_diagnoses(FIRST_DRAW_GRACE)
-        self.push_screen(OverviewScreen())
-        if self.root_is_run:
+        if self.root_is_run:  # its run view at once; the overview below it is built when it is left (overview_below)
             self.push_screen(RunScreen(str(self.root), replay=self.replay))
+        else:
+            self.push_screen(OverviewScreen())
         self._set_poll(FAST_POLL)  # until the watcher has started
         if not self.force_poll and not self.replay:
             self.start_watching()
@@ -253,7 +228,14 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
     def _set_poll(self, seconds: float) -> None:
         if self._poll_timer is not None:
             self._poll_timer.stop()
-        self._poll_timer = self.set_interval(seconds, lambda: self.request_refresh(None))
+        self._poll_period = seconds
+        self._poll_timer = self.set_interval(seconds, self._poll)
+
+    def _poll(self) -> None:
+        """Read every run (writes that sent no file event, runs whose read failed), unless a refresh of every run came
+        within half a poll period or one of file events is on its way (:meth:`_flush_pending` then reads every run)."""
+        if self._flush_timer is None and time.monotonic() - self._full_refresh >= self._poll_period / 2:
+            self.request_refresh(None)
 
     # ---- data path -------------------------------------------------------------
     def on_tuidiag_app_files_changed(self, message: FilesChanged) -> None:
@@ -264,16 +246,19 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
             self._flush_timer = self.set_timer(self._refresh_delay(now), self._flush_pending)
 
     def _refresh_delay(self, now: float) -> float:
-        """Seconds until the next refresh: at once for one busy run; for several, spaced to the CPU budget."""
+        """Seconds until the next refresh: at once for one busy run; for several, spaced to the CPU budget (at most SLOW_POLL)."""
         busy = sum(1 for seen in self._event_times.values() if now - seen < BUSY_WINDOW)
         if busy <= 1:
             return COALESCE
-        return max(COALESCE, self._last_refresh + max(REFRESH_PERIOD, self._refresh_cost / REFRESH_BUDGET) - now)
+        return min(SLOW_POLL, max(COALESCE, self._last_refresh + max(REFRESH_PERIOD, self._refresh_cost / REFRESH_BUDGET) - now))
 
     def _flush_pending(self) -> None:
+        """Refresh the runs that had file events; every run when the last refresh of every run is half a poll period
+        old (the poll is then skipped: with many busy runs the two came together, each rebuilding the open run's view)."""
         self._flush_timer = None
         dirs, self._pending = self._pending, set()
-        self.request_refresh(dirs)
+        due = time.monotonic() - self._full_refresh >= self._poll_period / 2
+        self.request_refresh(None if due else dirs)
 
     def request_refresh(self, dirs: set[Path] | None) -> None:
         """Start a refresh worker for ``dirs`` (None: all), with the open run's key and cursor."""
@@ -284,6 +269,8 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
         points = screen.chart_points() if isinstance(screen, RunScreen) else 400
         dist = screen.dist if isinstance(screen, RunScreen) else None
         self._last_refresh = time.monotonic()
+        if dirs is None:
+            self._full_refresh = self._last_refresh
         self.refresh_runs(dirs, key, at, window, points, dist)
 
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
@@ -316,9 +303,10 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
 
     def on_tuidiag_app_runs_refreshed(self, message: RunsRefreshed) -> None:
         self._show_refresh(message)
-        cpu = time.process_time()  # all threads since the last refresh: reading, widgets, rendering, watcher
-        cost, self._cpu_mark = cpu - self._cpu_mark, cpu
-        self._refresh_cost = 0.7 * self._refresh_cost + 0.3 * cost
+        if not message.late:  # a late one's CPU (a diagnosis that ended after its refresh) counts with the next refresh's
+            cpu = time.process_time()  # all threads since the last refresh: reading, widgets, rendering, watcher
+            cost, self._cpu_mark = cpu - self._cpu_mark, cpu
+            self._refresh_cost = 0.7 * self._refresh_cost + 0.3 * cost
 
     def _show_refresh(self, message: RunsRefreshed) -> None:
         self.summaries = message.summaries
@@ -364,8 +352,20 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
     def on_overview_screen_run_chosen(self, message: OverviewScreen.RunChosen) -> None:
         self.open_run(message.key)
 
+    def overview_below(self) -> bool:
+        """Put the overview in place of the run view opened at start (the root is one run) when none is below it;
+        whether it did. Built then, not at start, where its table and styles cost the run view's first frame."""
+        if not self.root_is_run or any(isinstance(screen, OverviewScreen) for screen in self.screen_stack):
+            return False
+        overview = OverviewScreen()
+        overview.show(self.summaries, str(self.root))  # kept until it is mounted
+        self.switch_screen(overview)
+        return True
+
     def open_run(self, key: str) -> None:
         """Show the run view of ``key`` (from the overview or the command palette)."""
+        if isinstance(self.screen, RunScreen):
+            self.overview_below()
         while isinstance(self.screen, (RunScreen, CompareScreen)) and len(self.screen_stack) > 2:
             self.pop_screen()
         screen = RunScreen(key, replay=self.replay)

@@ -122,13 +122,19 @@ def _checkpoint(args: argparse.Namespace) -> tuple[str, Any] | None:
     return path, load_checkpoint(path)
 
 
-def _check(kind: JobKind, args: argparse.Namespace) -> Plan:
-    """Open the run, check every argument and load what needs no user code."""
+def _open(kind: JobKind, args: argparse.Namespace) -> tuple[Run, Any]:
+    """Open the run and check the job's options (no torch needed)."""
+    try:
+        return load_run(args.run), kind.config_from_options(vars(args))
+    except (RunNotReadable, JobError) as exc:
+        raise _Stop(str(exc)) from exc
+
+
+def _check(kind: JobKind, args: argparse.Namespace, run: Run, config: Any) -> Plan:
+    """Check every other argument and load what needs no user code (imports torch)."""
     from tuidiag.jobs import choose_device
 
     try:
-        run = load_run(args.run)
-        config = kind.config_from_options(vars(args))
         return Plan(run, config, choose_device(args.device), _prepare(kind, run, args), checkpoint=_checkpoint(args))
     except (RunNotReadable, JobError) as exc:
         raise _Stop(str(exc)) from exc
@@ -240,22 +246,24 @@ def _print(kind: JobKind, result: dict[str, Any], as_json: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``tuidiag <job> RUN``: the handler of every job's subcommand (``args.job`` names the kind)."""
-    from tuidiag.cli.torch_hint import refuse_without_torch
-
-    kind = job_kinds.get(args.job)
-    if refuse_without_torch(kind.command):
-        return 2
-    return execute(kind, args)
+    return execute(kind=job_kinds.get(args.job), args=args)
 
 
 def execute(kind: JobKind, args: argparse.Namespace) -> int:
-    """Check, show the plan, ask, run, save and print one job."""
+    """Check, show the plan, ask, run, save and print one job.
+
+    A job sent to a live training runs in that process: only a job run here needs torch (and
+    imports it, about 2 s), so only that path refuses without it."""
+    from tuidiag.cli.torch_hint import refuse_without_torch
     from tuidiag.store.job_results import save_result
 
     try:
-        plan = _check(kind, args)
-        if job_requests.wants_live(plan.run, args) and kind.live:
-            return _execute_live(kind, plan, args)
+        run, config = _open(kind, args)
+        if job_requests.wants_live(run, args) and kind.live:
+            return _execute_live(kind, run, config, args)
+        if refuse_without_torch(kind.command):
+            return 2
+        plan = _check(kind, args, run, config)
         if kind.needs_capture and plan.capture is None:
             from tuidiag.jobs.nan_hunt import no_capture
 
@@ -275,13 +283,13 @@ def execute(kind: JobKind, args: argparse.Namespace) -> int:
     return 1 if kind.negative(result) else 0
 
 
-def _execute_live(kind: JobKind, plan: Plan, args: argparse.Namespace) -> int:
-    """Hand the job to the live training and print what it found."""
-    reason = ctl.live_problem(plan.run.manifest)
+def _execute_live(kind: JobKind, run: Run, config: Any, args: argparse.Namespace) -> int:
+    """Hand the job to the live training and print what it found (torch is the training's, not needed here)."""
+    reason = ctl.live_problem(run.manifest)
     if reason is not None:
         raise _Stop(f"--live: {reason}")
-    print(job_requests.describe(plan.run, kind.describe(plan.config)), file=sys.stderr)
-    result, message = job_requests.run_live(plan.run, kind.name, job_requests.job_args(plan.config), args.wait)
+    print(job_requests.describe(run, kind.describe(config)), file=sys.stderr)
+    result, message = job_requests.run_live(run, kind.name, job_requests.job_args(config), args.wait)
     if result is None:
         raise _Stop(f"the live job did not finish: {message}")
     _print(kind, result, args.json)

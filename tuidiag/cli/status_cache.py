@@ -25,7 +25,7 @@ from tuidiag.format import EVENTS_DIR, METRICS_DIR
 from tuidiag.store.cache_dir import cache_root, run_key
 from tuidiag.store.safe_write import create_new, write_text_atomic
 from tuidiag.store.limits import MAX_STATUS_CACHE_BYTES, read_json_bounded
-from tuidiag.store.discovery import list_shards
+from tuidiag.store.discovery import Shards, list_shards
 from tuidiag.store.job_results import results_mark
 
 INLINE_BYTES = 4 * 1024 * 1024
@@ -47,13 +47,15 @@ def _entry(run_dir: Path) -> Path:
     return cache_dir() / f"{run_key(run_dir)}.json"
 
 
-def signature(run_dir: Path) -> tuple[str, int]:
+def signature(run_dir: Path, metrics: Shards | None = None) -> tuple[str, int]:
     """(the newest flush of each table and rank and the job results saved, total metric shard bytes): changes
-    whenever data arrives or a job saves a result (the diagnosis reads both)."""
+    whenever data arrives or a job saves a result (the diagnosis reads both). ``metrics``: the shards of
+    ``metrics/`` when the caller has listed them already (``tuidiag status`` lists them once per call)."""
     parts, size = [], 0
     for table in (METRICS_DIR, EVENTS_DIR):
         newest: dict[int, int] = {}
-        for shard, path in list_shards(run_dir / table):
+        listed = metrics if table == METRICS_DIR and metrics is not None else list_shards(run_dir / table)
+        for shard, path in listed:
             newest[shard.rank] = max(newest.get(shard.rank, -1), shard.last)
             if table == METRICS_DIR:
                 try:
@@ -76,13 +78,15 @@ def load(run_dir: Path) -> dict[str, Any] | None:
     return entry if isinstance(entry, dict) else None
 
 
-def refresh(run_dir: Path) -> dict[str, Any]:
-    """Diagnose ``run_dir`` now and cache its top finding; returns the cache entry."""
+def refresh(run_dir: Path, sig: str | None = None) -> dict[str, Any]:
+    """Diagnose ``run_dir`` now and cache its top finding; returns the cache entry (``sig``: its signature, when
+    the caller has just taken it)."""
     from tuidiag.diagnosis import diagnose
     from tuidiag.store import open_run
     from tuidiag.store.job_results import job_records
 
-    sig, _ = signature(run_dir)  # taken first: data arriving meanwhile makes the entry stale, not wrong
+    if sig is None:
+        sig, _ = signature(run_dir)  # taken first: data arriving meanwhile makes the entry stale, not wrong
     start = time.perf_counter()
     run = open_run(run_dir)
     diagnosis = diagnose(run, jobs=job_records(run))
@@ -131,14 +135,15 @@ def _write(path: Path, entry: dict[str, Any]) -> None:
     write_text_atomic(path, json.dumps(entry), mode=0o600)
 
 
-def top_finding(run_dir: Path, inline: bool = False) -> tuple[dict[str, Any] | None, bool]:
-    """(the top finding, whether it covers the newest data); refreshes inline or in the background as needed."""
-    sig, size = signature(run_dir)
+def top_finding(run_dir: Path, inline: bool = False, metrics: Shards | None = None) -> tuple[dict[str, Any] | None, bool]:
+    """(the top finding, whether it covers the newest data); refreshes inline or in the background as needed
+    (``metrics``: the shards of ``metrics/``, already listed)."""
+    sig, size = signature(run_dir, metrics)
     cached = load(run_dir)
     if cached is not None and cached.get("signature") == sig:
         return cached.get("top"), True
     if inline or (cached is None and size < INLINE_BYTES):
-        return refresh(run_dir)["top"], True
+        return refresh(run_dir, sig)["top"], True
     if due(cached):
         start_background(run_dir)
     return (cached or {}).get("top"), False

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 from tuidiag.cli.status_cache import refresh_locked, top_finding
-from tuidiag.format import LOSS, STATUS_RUNNING
-from tuidiag.store.discovery import is_run_dir
+from tuidiag.format import LOSS, METRICS_DIR, STATUS_RUNNING
+from tuidiag.store.discovery import Shards, is_run_dir, list_shards
 from tuidiag.store.manifest import effective_status, read_manifest
 from tuidiag.store.progress import Progress, progress
 from tuidiag.store.recorder_losses import manifest_losses
@@ -79,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
     if args.refresh_cache:
         refresh_locked(path)
         return 0
-    finding = None if args.no_diagnosis else top_finding(path, inline=args.sync)
-    print(status_line(path, manifest, finding, symbols=symbols, tmux=args.tmux))
+    metrics = list_shards(path / METRICS_DIR)  # once per call: the finding's signature and the newest loss both read it
+    finding = None if args.no_diagnosis else top_finding(path, inline=args.sync, metrics=metrics)
+    print(status_line(path, manifest, finding, symbols=symbols, tmux=args.tmux, metrics=metrics))
     return 0
 
 
@@ -111,9 +112,11 @@ def status_line(
     symbols: dict[str, str] = UNICODE,
     tmux: bool = False,
     now: float | None = None,
+    metrics: Shards | None = None,
 ) -> str:
-    """The one line: name, step and loss, recorder losses, top finding (``None``: left out), age or end state."""
-    loss = newest(path, manifest, LOSS)
+    """The one line: name, step and loss, recorder losses, top finding (``None``: left out), age or end state
+    (``metrics``: the shards of ``metrics/``, when listed already)."""
+    loss = newest(path, manifest, LOSS, metrics)
     status = effective_status(manifest) if manifest else "unknown"
     reached = progress(manifest, loss.step if loss is not None else None)
     return _line(manifest.get("name") or path.name, reached, loss, manifest_losses(manifest).text(), finding, status,

@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 
 from tuidiag.diagnosis.evidence import Change, Evidence, Level, at_step, change_words, direction, measure
+from tuidiag.diagnosis.lr_target import unled
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import Move
 from tuidiag.text.numbers import fmt
@@ -198,7 +199,8 @@ def _drop_move(finding: Finding, move: Move, winner: Finding) -> Finding:
         if text == clause:  # an untagged fix: its one clause made every move
             moves.pop(other)
     parts = [p for p in (str(finding.fix).replace(clause, "", 1) if clause else str(finding.fix)).split("; ") if p.strip(" ;")]
-    if parts and parts[0].startswith("or "):
+    if parts and parts[0].startswith("or "):  # "or reduce LR ..." now leads: its move's clause loses the "or" too
+        moves = {other: unled(text) if text == parts[0] else text for other, text in moves.items()}
         parts[0] = parts[0][3:]
     note = f"not {move.doing}: conflicts with {winner.code} ({winner.confidence:.0%})"
     return finding.changed(fix="; ".join([*parts, note]), moves=moves)

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.moves import LR_DOWN, LR_UP, Move
+from tuidiag.diagnosis.lr_target import LRClause, finder_capped, finder_suggests
+from tuidiag.diagnosis.moves import LR_DOWN, LR_UP, FixText, Move, fix_text
 from tuidiag.text.numbers import fmt
 from tuidiag.text.safe import clean
 
@@ -97,8 +98,8 @@ def lr_evidence(findings: list[Finding], result: Mapping[str, Any], lr_now: floa
             continue
         finding = found[i]
         if agrees:
-            fix, moves = _prefix_lr_clause(finding, LR_DOWN if i == high else LR_UP,
-                                           f"set LR to about {fmt(suggested)} (LR finder), from {fmt(current)}")
+            move = LR_DOWN if i == high else LR_UP
+            fix, moves = _prefix_lr_clause(finding, move, finder_suggests(move, suggested, current))
             found[i] = finding.changed(evidence=[text, *finding.evidence], confidence=min(0.97, finding.confidence + 0.1),
                                        fix=fix, moves=moves)
         elif finding.confidence >= WELL_SUPPORTED:
@@ -107,29 +108,24 @@ def lr_evidence(findings: list[Finding], result: Mapping[str, Any], lr_now: floa
             found[i] = finding.changed(evidence=[f"{text}: it disagrees", *finding.evidence], confidence=finding.confidence * CONFLICT_DISCOUNT)
     if high is None and low is None and ratio >= ALONE:
         found.append(_alone("lr_too_high", "Learning rate too high", text,
-                            f"reduce LR 10x (LR finder), from {fmt(current)} to {fmt(current / MAX_UNSUPPORTED_STEP)}, and watch the loss; "
-                            "lower it further only if the loss improves"))
+                            fix_text((LR_DOWN, finder_capped(LR_DOWN, current, MAX_UNSUPPORTED_STEP, ", and watch the loss")),
+                                     "lower it further only if the loss improves")))
     if high is None and low is None and ratio <= 1 / ALONE:
         found.append(_alone("lr_too_low", "Learning rate too low", text,
-                            f"raise LR 10x (LR finder), from {fmt(current)} to {fmt(current * MAX_UNSUPPORTED_STEP)}, and watch the loss; "
-                            "raise it further only if the loss improves"))
+                            fix_text((LR_UP, finder_capped(LR_UP, current, MAX_UNSUPPORTED_STEP, ", and watch the loss")),
+                                     "raise it further only if the loss improves")))
     return found
 
 
-def _prefix_lr_clause(finding: Finding, move: Move, prefix: str) -> tuple[str, dict[Move, str]]:
-    """``(fix, moves)`` of ``finding`` with ``prefix`` (the finder's LR) as the clause that makes ``move``: it replaces
-    the rule's own LR clause (one target, not two), or leads an untagged fix as part of it, so that the
+def _prefix_lr_clause(finding: Finding, move: Move, clause: LRClause) -> tuple[str, dict[Move, str]]:
+    """``(fix, moves)`` of ``finding`` with ``clause`` (the finder's LR) as the clause that makes ``move``: it replaces
+    the rule's own LR clause (one target, not two), or leads a fix that has none of its own, so that the
     combiner, should it drop the move, drops the finder's words with it."""
     moves = dict(finding.moves)
     old = moves.get(move)
-    if not old or old not in str(finding.fix):
-        return f"{prefix}; {finding.fix}", moves
-    tagged = old != str(finding.fix)
-    new = prefix if tagged else f"{prefix}; {old}"  # a tagged LR clause is replaced: one LR target, not two
-    for other, clause in list(moves.items()):
-        if clause == old:  # an untagged fix: its one clause makes every move
-            moves[other] = new
-    return str(finding.fix).replace(old, new, 1), moves
+    if old and old in str(finding.fix) and old != str(finding.fix):  # a tagged LR clause: replaced
+        return str(finding.fix).replace(old, clause, 1), {**moves, move: clause}
+    return f"{clause}; {finding.fix}", {**moves, move: clause}
 
 
 def _times(ratio: float, verdict: str) -> str:
@@ -138,7 +134,7 @@ def _times(ratio: float, verdict: str) -> str:
     return f"{ratio:.0f}x above" if ratio > 1 else f"{1 / ratio:.0f}x below"
 
 
-def _alone(code: str, title: str, evidence: str, fix: str) -> Finding:
+def _alone(code: str, title: str, evidence: str, fix: FixText) -> Finding:
     return Finding(code, title, ALONE_CONFIDENCE, "warning", [evidence, "the recorded curves alone do not show it"], fix, None,
                    tags={FINDER_ONLY})
 

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:  # pandas is imported where a table is read: the monitor never loads it (memory)
+    import pandas as pd
+
 from tuidiag.importers.source import ImportSourceError, SourceRun
 from tuidiag.importers.tables import check_file, file_time, lightning_hparams, numbers, run_name, series_from_columns
 from tuidiag.store.limits import MAX_CSV_BYTES, MAX_CSV_HEADER_BYTES, open_bounded
-
-if TYPE_CHECKING:  # pandas costs 0.3 s to import: loaded only when a table is read
-    import pandas as pd
 
 DELIMITERS = ",;\t|"
 

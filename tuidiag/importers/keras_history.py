@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+if TYPE_CHECKING:  # pandas is imported where a table is read: the monitor never loads it (memory)
+    import pandas as pd
+
 from tuidiag.importers.source import ImportSourceError, SourceRun, SourceSeries
 from tuidiag.importers.tables import check_file, file_time, run_name, series_from_columns
 from tuidiag.store.limits import MAX_KERAS_HISTORY_BYTES, read_json_bounded
-
-if TYPE_CHECKING:  # pandas costs 0.3 s to import: loaded only when a table is read
-    import pandas as pd
 
 
 EXAMPLE = '{"loss": [...], "val_loss": [...]}'
@@ -62,6 +62,8 @@ def _as_text(values: list[Any]) -> pd.Series:
 
 def read_keras_history(path: str | os.PathLike[str], name: str | None = None) -> SourceRun:
     """The run held by a Keras history JSON file."""
+    import pandas as pd
+
     path = Path(path)
     check_file(path)
     lists = load_history(path)
@@ -74,8 +76,7 @@ def read_keras_history(path: str | os.PathLike[str], name: str | None = None) ->
         if note:
             notes.append(f"{metric}: {note}")
         try:
-            column = _as_text(values)
-            series += series_from_columns(column.to_frame(metric), epochs, wall, notes)
+            series += series_from_columns(pd.DataFrame({metric: _as_text(values)}), epochs, wall, notes)
         except ImportSourceError:
             continue  # already noted as holding no numbers
     if not series:

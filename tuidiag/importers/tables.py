@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+if TYPE_CHECKING:  # pandas is imported where a table is read: the monitor never loads it (memory)
+    import pandas as pd
+
 from tuidiag.importers.source import ImportSourceError, SourceSeries
 from tuidiag.store.limits import MAX_HPARAMS_BYTES, LimitError, check_tree, read_bytes_bounded
-
-if TYPE_CHECKING:  # pandas costs 0.3 s to import: loaded only when a table is read
-    import pandas as pd
 
 LIGHTNING_HPARAMS = "hparams.yaml"
 """Lightning's loggers (CSV and TensorBoard) write the hyperparameters here, beside the metrics."""

@@ -34,7 +34,7 @@ from tuidiag.store.safe_write import write_atomic
 
 LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")
 """Param-group keys that hold learning rates (schedulers such as OneCycleLR keep their own)."""
-MAX_FACTOR = 100.0
+MAX_FACTOR = action_kinds.MAX_LR_FACTOR
 
 
 class ActionError(Exception):

@@ -52,7 +52,15 @@ def norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
             return list(foreach_norm(tensors))
         except (RuntimeError, TypeError):
             pass
-    return [torch.linalg.vector_norm(t) for t in tensors]
+    return [torch.linalg.vector_norm(_stored(t)) for t in tensors]
+
+
+def _stored(tensor: torch.Tensor) -> torch.Tensor:
+    """The values a tensor stores: a sparse one's (``nn.Embedding(sparse=True)``'s gradient), whose norm is
+    the tensor's and which every norm kernel takes; a dense one as it is."""
+    if tensor.layout is torch.strided:
+        return tensor
+    return tensor.coalesce().values() if tensor.layout is torch.sparse_coo else tensor.values()
 
 
 def stack_scalars(parts: list[torch.Tensor], device: torch.device) -> torch.Tensor:

@@ -127,3 +127,22 @@ def _default_action(signum: int) -> None:
     """End the process by ``signum`` as if no handler had been installed."""
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
+
+
+def keep_sigint_exit() -> None:
+    """After an uncaught ``KeyboardInterrupt``, make sure the process still ends by SIGINT.
+
+    CPython ends a script whose ``KeyboardInterrupt`` was uncaught by SIGINT (status -2,
+    130 in a shell), but it keeps that in a flag which any ``exec``/``eval`` of a string
+    clears, and imports run some (``dataclasses``, ``namedtuple``, ``pyarrow.compute``).
+    One of them on the recorder's threads after Ctrl-C, or while the run is closed at exit,
+    made the training end with status 1 as if it had failed. Raising a ``KeyboardInterrupt``
+    from an ``exec`` of a string sets the flag again; called from ``atexit``, once the run is
+    closed. Nothing changes for a process that was not stopped by Ctrl-C."""
+    uncaught = _state["uncaught"]
+    if uncaught is None or not issubclass(uncaught, KeyboardInterrupt) or sys.implementation.name != "cpython":
+        return
+    try:
+        exec("raise KeyboardInterrupt", {})  # noqa: S102  # sets CPython's "unhandled Ctrl-C" flag again
+    except KeyboardInterrupt:
+        pass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tuidiag.format import STATUS_FAILED, STATUS_FINISHED, STATUS_INTERRUPTED
 from tuidiag.recorder.errors import ErrorReporter, Rejections
-from tuidiag.recorder.process import exit_status, interrupted_now
+from tuidiag.recorder.process import exit_status, interrupted_now, keep_sigint_exit
 from tuidiag.recorder.request_runner import RequestRunner
 from tuidiag.recorder.run_manifest import RunManifest
 from tuidiag.recorder.writer import ShardWriter
@@ -84,3 +84,4 @@ class RunEnd:
 
     def _close_at_exit(self) -> None:
         self.close(exit_status())
+        keep_sigint_exit()

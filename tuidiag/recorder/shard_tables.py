@@ -9,7 +9,7 @@ counted as lost (``lost_rows``).
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +18,10 @@ from tuidiag.format import EVENTS_SCHEMA, METRICS_SCHEMA
 from tuidiag.recorder.writer_items import EventRow
 from tuidiag.store import arrow_build
 
+Rows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""(steps, wall times, name codes, values): one batch of buffered rows, or all of a flush's joined."""
+T = TypeVar("T")
+
 
 class ShardTables:
     """The writer's buffered rows and events as tables (the writer's state is its own: see ``ShardWriter.__init__``)."""
@@ -25,17 +29,18 @@ class ShardTables:
     rank: int
     lost_rows: int
     report_error: Callable[[str, BaseException], None]
-    _rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+    _rows: list[Rows]
     _events: list[EventRow]
     _names: list[str]
 
-    def _metrics_table(self, seq: int) -> pa.Table | None:
-        """The buffered rows as one table; should that fail, the parts that convert alone (``None``: none does)."""
+    def _metrics_table(self, seq: int) -> tuple[pa.Table, Rows] | None:
+        """The buffered rows as one table, with the rows it holds joined (the tail summary reads those: the rows
+        are joined once per flush); should that fail, the parts that convert alone (``None``: none does)."""
         return self._isolating(self._rows, lambda parts: self._rows_table(parts, seq), "writer.metrics_table",
                                lambda part: max((len(column) for column in part if hasattr(column, "__len__")), default=1))
 
-    def _isolating(self, parts: list[Any], build: Callable[[list[Any]], pa.Table], where: str,
-                   size: Callable[[Any], int]) -> pa.Table | None:
+    def _isolating(self, parts: list[Any], build: Callable[[list[Any]], T], where: str,
+                   size: Callable[[Any], int]) -> T | None:
         """``build(parts)``; should that fail, keep (in place) the parts that build alone, count the others'
         ``size`` as lost and build those kept: one bad part never costs another (``None``: none builds)."""
         try:
@@ -52,8 +57,8 @@ class ShardTables:
         parts[:] = good
         return build(good) if good else None
 
-    def _rows_table(self, rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], seq: int) -> pa.Table:
-        steps, walls, codes, values = (np.concatenate(parts) for parts in zip(*rows))
+    def _rows_table(self, rows: list[Rows], seq: int) -> tuple[pa.Table, Rows]:
+        joined = steps, walls, codes, values = tuple(np.concatenate(parts) for parts in zip(*rows))
         n = len(steps)
         return pa.Table.from_arrays(
             [
@@ -65,7 +70,7 @@ class ShardTables:
                 arrow_build.numeric(np.full(n, seq, np.int64), pa.int64()),
             ],
             schema=METRICS_SCHEMA,
-        )
+        ), joined
 
     def _events_table(self, seq: int) -> pa.Table | None:
         """The buffered events as one table; should that fail, the events that convert alone (``None``: none does)."""

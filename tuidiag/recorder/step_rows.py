@@ -18,7 +18,7 @@ from tuidiag.format import EVENT_NO_GRAD, GRAD_MAX_NORM, GRAD_NONE_COUNT, LR_PRE
 from tuidiag.recorder.actions import LiveChanges
 from tuidiag.recorder.errors import ErrorReporter, Rejections
 from tuidiag.recorder.layouts import LayoutCache
-from tuidiag.recorder.values import Converted, convert
+from tuidiag.recorder.values import Converted
 from tuidiag.recorder.writer import EventRow, MetricBatch, ShardWriter
 
 
@@ -38,10 +38,19 @@ class StepRows:
     rejections: Rejections
 
     def _record_distributions(self, s: int) -> None:
-        """``histograms_every``: each parameter's weights and gradient as summary rows (on the device, no sync)."""
+        """``histograms_every``: each parameter's weights and gradient as summary rows (on the device, no sync).
+
+        A tensor that cannot be summarised is a rejected value (counted, reported once per name); anything
+        raised here is a recorder error: neither costs the step's other rows, written after these."""
         from tuidiag.recorder.distributions import distribution_values
 
-        self._submit_values(s, time.time(), convert(distribution_values(self._watch.named_params), self._torch))
+        try:
+            values = distribution_values(self._watch.named_params, self._torch)
+            for key, reason in values.rejected:
+                self.rejections.reject("histograms", key, reason)
+            self._submit_values(s, time.time(), values)
+        except Exception as exc:  # a device error while stacking the summaries: the step's own rows are still written
+            self.errors.report("histograms", exc)
 
     def _submit_values(self, s: int, wall: float, values: Converted) -> None:
         """The numbers of converted values (:func:`~tuidiag.recorder.values.convert`) as rows at step ``s``:

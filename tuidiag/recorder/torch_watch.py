@@ -121,13 +121,28 @@ class TorchWatch:
                 bug_probe.close()
 
     def _before_optimizer_step(self, *_: Any) -> None:
-        if self.paused or self._current_step() % self.weights_every != 0:
+        """The optimizer's pre-step hook: the weights to compare after it. Runs inside the training's
+        ``optimizer.step()``: what it raises is reported, never raised there."""
+        try:
             self._snapshot = []
-            return
-        with torch.no_grad():
-            self._snapshot = [(n, p, p.detach().clone()) for n, p in self.named_params if p.grad is not None]
+            if self.paused or self._current_step() % self.weights_every != 0:
+                return
+            with torch.no_grad():
+                self._snapshot = [(n, p, p.detach().clone()) for n, p in self.named_params if p.grad is not None]
+        except Exception as exc:  # a parameter whose .grad raises, a device error: this step's update ratios only
+            self._snapshot = []
+            self._report("weights", exc)
 
     def _after_optimizer_step(self, *_: Any) -> None:
+        """The optimizer's post-step hook: weight norms and update ratios (what it raises is reported, never raised)."""
+        try:
+            self._update_ratios()
+        except Exception as exc:
+            self._report("weights", exc)
+        finally:
+            self._snapshot = []
+
+    def _update_ratios(self) -> None:
         if self.paused or not self._snapshot:
             return
         with torch.no_grad():

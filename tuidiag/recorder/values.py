@@ -171,7 +171,8 @@ def one_number(value: Any, torch: Any) -> float | Any | Rejected:
     if type(value) is float:
         return value
     if torch is not None and isinstance(value, torch.Tensor):
-        problem = _tensor_problem(value, torch)
+        found = _tensor_problem(value, torch)
+        problem = _advised(found) if found is not None else None
         if problem is None and value.numel() != 1:
             problem = f"is a tensor of shape {tuple(value.shape)}, not one number (reduce it first, e.g. .mean())"
         if problem:
@@ -240,38 +241,65 @@ def _add_tensor(out: Converted, key: str, tensor: Any) -> None:
 
     problem = _tensor_problem(tensor, torch)
     if problem is not None:
-        out.rejected.append((key, problem))
+        out.rejected.append((key, _advised(problem)))
         return
     if tensor.numel() == 1:
         out.dev_names.append(key)
         out.dev_values.append(tensor.detach() if tensor.dim() == 0 else tensor.detach().reshape(()))
         return
+    _add_summary(out, key, tensor)
+
+
+def add_distribution(out: Converted, key: str, tensor: Any, torch: Any) -> None:
+    """``histograms_every``'s summary rows of one parameter's weights or gradient (``key``): always the
+    summary, a one-element tensor's included; a tensor that cannot be summarised goes to ``out.rejected``
+    with why (no advice to log it otherwise: the user did not log it)."""
+    problem = _tensor_problem(tensor, torch)
+    if problem is not None:
+        out.rejected.append((key, problem[0]))
+        return
+    _add_summary(out, key, tensor)
+
+
+def _add_summary(out: Converted, key: str, tensor: Any) -> None:
+    """The summary rows of a multi-element tensor, computed on its device; why not, should that fail."""
     from tuidiag.recorder.device import tensor_summary
 
     try:
         summary = tensor_summary(tensor, list(SUMMARY_QUANTILES.values()), QUANTILE_SAMPLE)
-    except Exception as exc:  # a dtype no kernel supports, a device error
+    except Exception as exc:  # a dtype no kernel supports, a device error, a tensor too large for the device's memory
         out.rejected.append((key, f"could not be summarised ({type(exc).__name__}: {str(exc)[:200]})"))
         return
     out.dev_names.extend(summary_names(key))
     out.dev_values.append(summary)
 
 
-def _tensor_problem(tensor: Any, torch: Any) -> str | None:
-    """Why a tensor cannot be recorded, from its metadata only (cheapest checks first); ``None`` when it can."""
+def _tensor_problem(tensor: Any, torch: Any) -> tuple[str, str] | None:
+    """Why a tensor cannot be recorded, from its metadata only (cheapest checks first): (what it is, what to
+    log instead, or ""); ``None`` when it can."""
     if tensor.is_nested:
-        return "is a nested tensor (log its parts)"
+        return "is a nested tensor", "log its parts"
     if tensor.layout is not torch.strided:
-        return f"is a {str(tensor.layout).replace('torch.', '')} tensor (log .to_dense())"
+        return f"is a {str(tensor.layout).replace('torch.', '')} tensor", "log .to_dense()"
     if tensor.is_quantized:
-        return "is a quantized tensor (log .dequantize())"
+        return "is a quantized tensor", "log .dequantize()"
     if tensor.dtype.is_complex:
-        return f"is a complex tensor ({str(tensor.dtype).replace('torch.', '')}; log .real and .imag, or .abs())"
+        return f"is a complex tensor ({str(tensor.dtype).replace('torch.', '')})", "log .real and .imag, or .abs()"
     if tensor.is_meta:
-        return "is a meta tensor (it holds no values)"
+        return "is a meta tensor (it holds no values)", ""
     if tensor.numel() == 0:
-        return f"is an empty tensor (shape {tuple(tensor.shape)}), it holds no value"
+        return f"is an empty tensor (shape {tuple(tensor.shape)}), it holds no value", ""
     return None
+
+
+def _advised(problem: tuple[str, str]) -> str:
+    """A tensor problem as the reason ``log``'s caller reads: what it is, then what to log instead."""
+    what, instead = problem
+    if not instead:
+        return what
+    if what.endswith(")"):  # "is a complex tensor (complex64)" -> "... (complex64; log .real ...)"
+        return f"{what[:-1]}; {instead})"
+    return f"{what} ({instead})"
 
 
 def _add_array(out: Converted, key: str, value: Any) -> None:

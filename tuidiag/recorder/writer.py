@@ -252,12 +252,13 @@ class ShardWriter(ShardTables):
         name = ShardName(self.rank, seq, seq).filename
         try:
             self._dirs_ready = self._dirs_ready or self._make_dirs(raise_errors=True)
-            metrics = self._metrics_table(seq) if self._rows else None
-            if metrics is not None:
+            built = self._metrics_table(seq) if self._rows else None
+            if built is not None:
+                metrics, joined = built
                 write_table_atomic(self.run_dir / METRICS_DIR / name, metrics, root=self.run_dir)
                 wrote = True
                 self.rows_written += metrics.num_rows
-                self._guard(self.tail.add, self._rows, self._names, seq)
+                self._guard(self.tail.add, joined, self._names, seq)
             self._rows.clear()
             events = self._events_table(seq) if self._events else None
             if events is not None:

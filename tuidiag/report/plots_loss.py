@@ -14,7 +14,7 @@ import numpy as np
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import TRAIN_ACC_NAMES, VAL_ACC_NAMES, VAL_LOSS_NAMES, RunView, natural_key
 from tuidiag.report import plotkit as kit
-from tuidiag.report.series import finite_part, moving_average, smoothing_window, spans_decades
+from tuidiag.report.series import finite_part, moving_average, nonfinite_steps, smoothing_window, spans_decades
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -35,27 +35,38 @@ def _train_curve(ax: Axes, view: RunView, raw: bool = True) -> tuple[np.ndarray,
 
 
 def draw_loss(view: RunView, path: Path) -> str:
-    """Training loss per step with its moving average; NaN/Inf steps marked."""
+    """Training loss per step with its moving average; NaN/Inf steps and a runaway marked."""
     if not len(view.loss[1]):
         raise kit.SkipPlot("no train/loss recorded (pass the loss to rec.step)")
     fig, (ax,) = kit.new_figure()
+    notes = plot_loss(ax, view)
+    kit.save(fig, path)
+    return "; ".join(notes)
+
+
+def plot_loss(ax: Axes, view: RunView) -> list[str]:
+    """Draw :func:`draw_loss`'s plot on ``ax``; return its caption's notes.
+
+    A diverged loss keeps its finite part readable: a log axis over many decades, the y axis capped
+    where the loss runs away (a dotted red line where it leaves the axis), and the steps where it is
+    NaN/Inf shaded and labelled, the x axis reaching the run's last step."""
     loss, window = _train_curve(ax, view)
     log = kit.log_if_wide(ax, loss)
-    capped = kit.clip_runaway(ax, loss, _start_level(loss))
+    capped = kit.clip_runaway(ax, loss, _start_level(loss), steps=finite_part(*view.loss)[0])
     bad = kit.mark_nonfinite(ax, *view.loss, "loss")
     resumed = kit.mark_resumes(ax, view.resume_steps)
     ax.set_xlabel("step")
     ax.set_ylabel("training loss" + (" (log scale)" if log else ""))
     kit.title(ax, "Training loss", view.run.name)
     kit.legend(ax)
-    kit.save(fig, path)
     notes = [f"moving average over {window} steps"]
     notes += ["log scale: the loss spans more than two decades"] if log else []
-    notes += [f"y axis capped at 100x the starting loss; the loss ran away to {fmt(float(loss.max()))}"] if capped else []
-    notes += [f"{kit.plural(bad, 'non-finite step')} marked in red"] if bad else []
+    notes += [f"y axis capped {'at most a decade' if log else 'a little'} above the loss before it ran away (dotted red: where it "
+              f"leaves the axis); it ran away to {fmt(float(loss.max()))}"] if capped else []
+    notes += [f"{kit.plural(bad, 'non-finite step')} marked in red, the first at step {nonfinite_steps(*view.loss)[0]}"] if bad else []
     shown = ", ".join(map(str, view.resume_steps[:5])) + (" ..." if resumed > 5 else "")
     notes += [f"resumed at step {shown} (dashed grey)"] if resumed else []
-    return "; ".join(notes)
+    return notes
 
 
 def _start_level(loss: np.ndarray) -> float:
@@ -78,6 +89,7 @@ def draw_train_val(view: RunView, path: Path) -> str:
     both = np.concatenate([loss, val[np.isfinite(val)]])
     log = kit.log_if_wide(ax, both)
     kit.clip_runaway(ax, both, _start_level(loss))
+    kit.mark_nonfinite(ax, *view.loss, "train loss")
     kit.mark_nonfinite(ax, v_steps, val, "validation")
     ax.set_ylabel("loss" + (" (log scale)" if log else ""))
     kit.title(ax, "Train vs validation loss", view.run.name)

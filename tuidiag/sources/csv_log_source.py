@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:  # pandas is imported where a table is read: the monitor never loads it (memory)
+    import pandas as pd
+
 from tuidiag.importers.csv_log import DELIMITERS
 from tuidiag.importers.source import SourceSeries
 from tuidiag.importers.tables import LIGHTNING_HPARAMS, lightning_hparams, numbers
 from tuidiag.sources.foreign_run import ForeignSource
 from tuidiag.sources.run_source import Batch, Claim, Tail
 from tuidiag.store.limits import MAX_CSV_BYTES, MAX_CSV_HEADER_BYTES, LimitError, open_bounded
-
-if TYPE_CHECKING:  # pandas costs 0.3 s to import: loaded only when a table is read
-    import pandas as pd
 
 KIND = "csv"
 LIGHTNING_FILE = "metrics.csv"
@@ -150,9 +150,9 @@ class CsvTail(Tail):
         rows = [row for row in csv.reader(io.StringIO(text), delimiter=self.delimiter, skipinitialspace=True) if row]
         if not rows:
             return []
+        width = len(self.columns)
         import pandas as pd
 
-        width = len(self.columns)
         frame = pd.DataFrame([row[:width] + [""] * (width - len(row)) for row in rows], columns=range(width), dtype=str)
         step_index = next((self.columns.index(c) for c in STEP_COLUMNS if c in self.columns), None)
         if step_index is None:

@@ -58,7 +58,11 @@ def find_runs(root: str | Path, max_depth: int = 6) -> list[Path]:
     return sorted(runs)
 
 
-def list_shards(directory: Path) -> list[tuple[ShardName, Path]]:
+Shards = list[tuple[ShardName, Path]]
+"""The well-named shards of one table directory, as :func:`list_shards` lists them."""
+
+
+def list_shards(directory: Path) -> Shards:
     """All well-named shards in ``directory``, sorted by rank and sequence range."""
     try:
         names = os.listdir(directory)

@@ -26,7 +26,7 @@ class RecorderLosses:
     """Cumulative counts of what the recorder did not record as asked."""
 
     rejected_values: int = 0
-    """Values refused at ``log``/``step``: not numbers, complex, empty, ..."""
+    """Values refused at ``log``/``step`` (not numbers, complex, empty, ...) and tensors ``histograms_every`` could not summarise."""
     lost_rows: int = 0
     """Rows accepted but not written: the writer could not convert them."""
     dropped_rows: int = 0

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from tuidiag.format import METRICS_DIR
 from tuidiag.store.decode import ShardError, check_footer, check_regular_file, open_parquet, texts, to_numpy
+from tuidiag.store.discovery import Shards
 from tuidiag.store.shards import list_shards
 from tuidiag.store.tail_summary import Latest
 
@@ -24,12 +25,13 @@ MAX_SHARDS = 16
 _COLUMNS = ["step", "wall_time", "metric", "value"]
 
 
-def latest(run_dir: str | Path, metric: str, rank: int | None = None) -> Latest | None:
+def latest(run_dir: str | Path, metric: str, rank: int | None = None, shards: Shards | None = None) -> Latest | None:
     """The newest row of ``metric`` for ``rank`` (default: the lowest rank), or ``None``.
 
-    Unreadable, forged or vanished shards (compacted away meanwhile) are skipped.
+    Unreadable, forged or vanished shards (compacted away meanwhile) are skipped. ``shards``: those of
+    ``metrics/``, when the caller has listed them already.
     """
-    shards = list_shards(Path(run_dir) / METRICS_DIR)
+    shards = list_shards(Path(run_dir) / METRICS_DIR) if shards is None else shards
     if not shards:
         return None
     rank = min(s.rank for s, _ in shards) if rank is None else rank

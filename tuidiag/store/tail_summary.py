@@ -32,6 +32,8 @@ from tuidiag.format import GRAD_NORM_TOTAL, LOSS, LR_PREFIX, METRICS_DIR
 if TYPE_CHECKING:
     import numpy as np
 
+    from tuidiag.store.discovery import Shards
+
 SUMMARY_KEY = "summary"
 SUMMARY_VERSION = 1
 LR_FIRST = f"{LR_PREFIX}0"
@@ -130,14 +132,15 @@ class TailKeeper:
             self.seq, self.rows, self._last = previous.seq, previous.rows, dict(previous.last)
             self._seeded = set(self._last)
 
-    def add(self, rows: list[tuple["np.ndarray", "np.ndarray", "np.ndarray", "np.ndarray"]], codes: dict[str, int], seq: int) -> None:
-        """The rows of flush ``seq`` (the writer's (steps, wall times, name codes, values) parts), now on disk."""
+    def add(self, rows: tuple["np.ndarray", "np.ndarray", "np.ndarray", "np.ndarray"], codes: dict[str, int], seq: int) -> None:
+        """The rows of flush ``seq`` (the writer's (steps, wall times, name codes, values), joined once for the
+        table written), now on disk."""
         import numpy as np
 
         self.seq = max(self.seq, seq)
-        if not rows:
+        steps, walls, names, values = rows
+        if not len(steps):
             return
-        steps, walls, names, values = (np.concatenate(parts) for parts in zip(*rows))
         self.rows += len(steps)
         for name in TRACKED:
             code = codes.get(name)
@@ -204,26 +207,32 @@ def steps_per_second(steps: "np.ndarray", walls: "np.ndarray", window: float = P
     return (float(steps[-1]) - float(steps[start])) / elapsed if elapsed > 0 else None  # as floats: int64 steps may differ by more than int64 holds
 
 
-def current_summary(run_dir: Path, manifest: Any) -> TailSummary | None:
+def current_summary(run_dir: Path, manifest: Any, shards: Shards | None = None) -> TailSummary | None:
     """The summary of ``run.json`` when it covers every metrics shard of the lowest rank on disk, else ``None``
-    (absent, behind the shards, or another rank's data only): then only the shards tell the newest values."""
+    (absent, behind the shards, or another rank's data only): then only the shards tell the newest values.
+    ``shards``: those of ``metrics/``, when the caller has listed them already."""
     from tuidiag.store.discovery import list_shards
 
     summary = read_summary(manifest)
     if summary is None:
         return None
-    shards = list_shards(Path(run_dir) / METRICS_DIR)
+    shards = list_shards(Path(run_dir) / METRICS_DIR) if shards is None else shards
     if shards and (min(s.rank for s, _ in shards) != 0 or max(s.last for s, _ in shards if s.rank == 0) > summary.seq):
         return None
     return summary
 
 
-def newest(run_dir: Path, manifest: Any, metric: str) -> Latest | None:
+def newest(run_dir: Path, manifest: Any, metric: str, shards: Shards | None = None) -> Latest | None:
     """The newest row of ``metric`` (one of :data:`TRACKED`): from the summary when it is current, else read from
-    the end of the shards (:func:`tuidiag.store.tail.latest`, which imports pyarrow)."""
-    summary = current_summary(run_dir, manifest)
+    the end of the shards (:func:`tuidiag.store.tail.latest`, which imports pyarrow). ``shards``: those of
+    ``metrics/``, when the caller has listed them already (``metrics/`` is then not listed again)."""
+    if shards is None:
+        from tuidiag.store.discovery import list_shards
+
+        shards = list_shards(Path(run_dir) / METRICS_DIR)
+    summary = current_summary(run_dir, manifest, shards)
     if summary is not None and metric in TRACKED:
         return summary.last.get(metric)
     from tuidiag.store.tail import latest
 
-    return latest(run_dir, metric)
+    return latest(run_dir, metric, shards=shards)

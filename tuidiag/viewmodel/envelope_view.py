@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tuidiag.diagnosis.rules.data_wait import DATA_WAIT, STEP_TIME
 from tuidiag.diagnosis.view import VAL_LOSS_NAMES, RunView
 from tuidiag.format import EVENT_ACTION, GRAD_MAX_NORM, GRAD_NORM_PREFIX, GRAD_NORM_TOTAL, LOSS, SYS_GPU_UTIL, UPDATE_RATIO_PREFIX
 from tuidiag.store.envelope import NO_STEP, Level, coarsen, from_rows, zigzag
@@ -133,28 +134,43 @@ def envelope_layers(run: EnvelopeRun, bins: int) -> LayerGrid:
     return LayerGrid(tuple(layers), grid, edges)
 
 
-def recent_mean(run: EnvelopeRun, name: str, steps: int = 200) -> float:
-    """Mean of ``name``'s finite values over about its last ``steps`` steps (the finest buckets that cover them)."""
-    pyramid = run.pyramid(name)
-    if pyramid is None:
-        return np.nan
-    finest = pyramid.levels[min(pyramid.levels)]
+RECENT_STEPS = 200
+"""The envelope strip's data wait covers the finest buckets that hold the newest this many steps."""
+
+
+def recent_wait(run: EnvelopeRun) -> tuple[float, int] | None:
+    """Mean data wait over mean step time in the finest buckets (256 steps) that hold the newest :data:`RECENT_STEPS`
+    step times, and how many steps those buckets span; ``None`` without both series there.
+
+    Not the rule's figure (:func:`tuidiag.diagnosis.rules.data_wait.data_wait_share`: medians over the newest 30 %
+    of the run), which needs the rows of that whole window: the strip says which it is (:func:`envelope_system`)."""
+    steps, waits = run.pyramid(STEP_TIME), run.pyramid(DATA_WAIT)
+    if steps is None or waits is None:
+        return None
+    finest = steps.levels[min(steps.levels)]
     if not len(finest):
-        return np.nan
-    recent = finest.between(int(finest.last_step[-1]) - steps, int(finest.last_step[-1]))
-    count = recent.count.sum()
-    return float(recent.total.sum() / count) if count else np.nan
+        return None
+    last = int(finest.last_step[-1])
+    recent = finest.between(last - RECENT_STEPS, last)
+    first = int(recent.first_step.min())
+    wait = waits.levels[min(waits.levels)].between(first, last)
+    step_count, wait_count = recent.count.sum(), wait.count.sum()
+    if not step_count or not wait_count:
+        return None
+    step_mean, wait_mean = recent.total.sum() / step_count, wait.total.sum() / wait_count
+    return (float(wait_mean / step_mean) if step_mean > 0 else np.nan), last - first + 1
 
 
 def envelope_system(run: EnvelopeRun, steps_per_s: float | None = None) -> tuple[tuple[str, str], ...]:
     """Steps/s (``steps_per_s``: the run's throughput as the overview shows it, from its tail summary), the
-    data-wait share, device memory and GPU utilisation (means of the newest buckets), as labelled strings."""
+    data-wait share (:func:`recent_wait`, labelled as a mean over the steps it covers), device memory and GPU
+    utilisation (the newest values), as labelled strings."""
     figures = []
-    step_time, wait = recent_mean(run, "time/step"), recent_mean(run, "time/data_wait")
     if steps_per_s is not None:
         figures.append(("steps/s", fmt(steps_per_s)))
-    if np.isfinite(step_time) and step_time > 0 and np.isfinite(wait):
-        figures.append(("data wait", f"{wait / step_time:.0%}"))
+    waiting = recent_wait(run)
+    if waiting is not None and np.isfinite(waiting[0]):
+        figures.append(("data wait", f"{waiting[0]:.0%} (mean, last {waiting[1]:,} steps)"))
     for name, label in MEMORY_FIGURES:
         value = last_value(run, name)
         if value is not None:

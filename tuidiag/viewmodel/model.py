@@ -28,7 +28,7 @@ from tuidiag.format import LOSS, MANIFEST_NAME, METRICS_DIR
 from tuidiag.sources import KIND_TUIDIAG, discover, open_source
 from tuidiag.store import Run
 from tuidiag.store.manifest import read_manifest
-from tuidiag.store.tail_summary import TailSummary, current_summary
+from tuidiag.store.tail_summary import TailSummary, current_summary, read_summary
 from tuidiag.store.unreadable import reason_of
 from tuidiag.viewmodel.detail import DetailData
 from tuidiag.viewmodel.downsample import tail_spark
@@ -40,6 +40,11 @@ from tuidiag.viewmodel.snapshot import RunSummary, reading_summary, summarize, s
 
 RETRY_AFTER = 10.0
 """Seconds before a run whose read failed is read again (at once when its files change)."""
+TAIL_GRACE = 3.0
+"""Seconds a run's ``run.json`` summary may stay behind its newest metrics shard before the run is read whole. The
+recorder writes ``run.json`` just after each flush's shards: a refresh between the two shows the run as of its last
+summary, and the rename of ``run.json`` brings the next refresh. Behind for longer (a crash between the two, another
+tool's shard), the shards are read, as for a run without a summary."""
 
 
 class RunsModel(RunDiagnoses, RunDetails):
@@ -173,7 +178,8 @@ class RunsModel(RunDiagnoses, RunDetails):
     def _current_tail(slot: RunSlot) -> TailSummary | None:
         """The summary in the run's ``run.json`` if it covers the shards on disk (slot lock held); another
         tracker's run has none: it is read whole. When neither ``run.json`` nor the list of metrics shards
-        changed since the last call (:func:`_files_mark`), the summary found then is kept: nothing is parsed."""
+        changed since the last call (:func:`_files_mark`), the summary found then is kept: nothing is parsed. A summary
+        behind the newest shard is taken for the last one for :data:`TAIL_GRACE` seconds (its ``run.json`` is on its way)."""
         if slot.kind != KIND_TUIDIAG:
             return None
         mark = _files_mark(slot.path)
@@ -186,8 +192,14 @@ class RunsModel(RunDiagnoses, RunDetails):
             return None
         tail = current_summary(slot.path, manifest)
         if tail is not None:
-            slot.manifest, slot.files_mark = manifest, mark
-        return tail
+            slot.manifest, slot.files_mark, slot.behind_since = manifest, mark, None
+            return tail
+        if slot.tail is not None and read_summary(manifest) is not None:  # behind the newest shard
+            now = time.monotonic()
+            slot.behind_since = now if slot.behind_since is None else slot.behind_since
+            if now - slot.behind_since < TAIL_GRACE:
+                return slot.tail
+        return None
 
     def _summary(self, path: Path, run: Run, diagnosis: Diagnosis | None = None) -> RunSummary:
         """``summarize`` with the loss sparkline reused while the loss series is unchanged."""

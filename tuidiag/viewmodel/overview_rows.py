@@ -5,6 +5,7 @@ Pure functions over :class:`~tuidiag.viewmodel.snapshot.RunSummary`; the screen 
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import PurePath
 from collections.abc import Sequence
@@ -30,16 +31,23 @@ def run_label(summary: RunSummary, root: str) -> str:
     ``a/seed0`` and ``b/seed0`` stay apart; a run directly under the root (or the root itself)
     is its name alone, and a name that already ends with the run's path (``tuidiag import``
     names runs so) is not repeated."""
+    return _label(summary.key, summary.name, root)
+
+
+@functools.lru_cache(maxsize=8192)
+def _label(key: str, name: str, root: str) -> str:
+    """:func:`run_label` of the run at ``key`` named ``name``, kept: the overview asks it for every row at every
+    refresh (filter, sort, cells), and path arithmetic on hundreds of runs costs the first draw."""
     try:
-        relative = PurePath(summary.key).relative_to(root)
+        relative = PurePath(key).relative_to(root)
     except ValueError:  # not under the root (a symlinked run resolved elsewhere): its name
-        return summary.name
-    parents, named = relative.parent, PurePath(summary.name).parts
+        return name
+    parents, named = relative.parent, PurePath(name).parts
     if str(parents) in ("", "."):
-        return summary.name
+        return name
     if named and relative.parts[-len(named):] == named:
         return relative.as_posix()
-    return f"{parents.as_posix()}/{summary.name}"
+    return f"{parents.as_posix()}/{name}"
 
 
 def visible(summaries: list[RunSummary], root: str, needle: str, sort: str) -> list[RunSummary]:

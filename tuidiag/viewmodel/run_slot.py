@@ -72,3 +72,5 @@ class RunSlot:
     """The run's envelopes, while its view is drawn from them (:meth:`RunsModel.detail`)."""
     files_mark: tuple[int, ...] | None = None
     """What the run's files were (``model._files_mark``) when ``tail`` was read from its ``run.json``."""
+    behind_since: float | None = None
+    """``time.monotonic()`` when its ``run.json`` summary was first seen behind its newest shard (``None``: it is not)."""

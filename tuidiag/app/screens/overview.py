@@ -8,11 +8,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Input, Static
 
+from tuidiag.app.widgets.cell_table import CellTable
 from tuidiag.app.widgets.steady_footer import SteadyFooter
 from tuidiag.app.widgets.trend_sparkline import TrendSparkline
 from tuidiag.diagnosis.codes import badge
@@ -81,11 +82,15 @@ class OverviewScreen(Screen):
         """True while the source column is shown (some run is not tuidiag's own)."""
         self._texts: dict[str, Text] = {}
         """What the title and the hint show (:meth:`_update`)."""
+        self._behind = False
+        """Summaries came while another screen hid this one: the table shows older ones until it is shown again."""
+        self._filled_for: tuple[int, list[RunSummary]] | None = None
+        """The width the table was last filled for, and the summaries it showed (a resize that keeps both: nothing to do)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="overview-title")
         yield Input(placeholder="filter runs by name, status or source (Enter to apply, Esc to clear)", id="filter")
-        yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+        yield CellTable(id="runs", cursor_type="row", zebra_stripes=True)
         yield Static(id="overview-hint")
         yield SteadyFooter(compact=True)
 
@@ -100,7 +105,8 @@ class OverviewScreen(Screen):
     def show(self, summaries: list[RunSummary], root: str) -> None:
         """Replace the table with ``summaries`` (keeps the cursor on the same run).
 
-        Before the screen's widgets exist the summaries are kept and drawn by ``on_mount``; summaries equal
+        Before the screen's widgets exist the summaries are kept and drawn by ``on_mount``, and while another
+        screen hides this one (a run view) they are kept and drawn when it shows again; summaries equal
         to those shown (a refresh in which no run changed) change nothing."""
         if summaries == self.summaries and root == self._root and self._shown_cells:
             return
@@ -109,7 +115,20 @@ class OverviewScreen(Screen):
             self.query_one("#overview-title", Static)
         except NoMatches:  # not composed yet, or being torn down: on_mount draws what was kept
             return
+        if self._hidden():
+            self._behind = True
+            return
         self._fill()
+
+    def _hidden(self) -> bool:
+        """Whether a screen other than a dialog is above this one (a run view, a comparison): it covers the table."""
+        stack = self.app.screen_stack
+        return self in stack and any(not isinstance(screen, ModalScreen) for screen in stack[stack.index(self) + 1:])
+
+    def on_screen_resume(self) -> None:
+        """Shown again: draw the summaries that came while it was hidden."""
+        if self._behind and self.summaries:
+            self._fill()
 
     def _title(self, shown: int) -> Text:
         """Runs shown (``2 of 5 runs`` while filtered), live ones, and the root."""
@@ -152,11 +171,17 @@ class OverviewScreen(Screen):
         return shown, rows, hint
 
     def on_resize(self) -> None:
-        if self.summaries:
-            self._fill()
+        """Refit the table to a new width (a resize that keeps it: nothing to do; hidden: when shown again)."""
+        if not self.summaries or self._filled_for == (self._available(self.query_one("#runs", DataTable)), self.summaries):
+            return
+        if self._hidden():
+            self._behind = True
+            return
+        self._fill()
 
     def _fill(self) -> None:
-        table = self.query_one("#runs", DataTable)
+        self._behind = False
+        table = self.query_one("#runs", CellTable)
         keep = self._current_key()
         self._mixed = any(s.source != KIND_TUIDIAG for s in self.summaries)
         visible = self._visible()
@@ -179,6 +204,7 @@ class OverviewScreen(Screen):
                 table.move_cursor(row=table.get_row_index(keep))
         self._shown = [(key, [_signature(c) for c in cells]) for key, cells in rows]
         self._shown_cells = rows
+        self._filled_for = (self._available(table), self.summaries)
         hint = ("no runs yet: a run is a directory with run.json or metrics/, "
                 "a TensorBoard log, a W&B run (run-*.wandb) or a CSV log") if not self.summaries else hidden_hint
         self._update("#overview-hint", Text(hint))
@@ -195,11 +221,14 @@ class OverviewScreen(Screen):
             return [max((_width(row[c]) for row in table_rows), default=0) for c in range(len(table_rows[0]))] if table_rows else []
         return widths([cells for _, cells in rows]) == widths([cells for _, cells in self._shown_cells])
 
-    def _update_changed(self, table: DataTable, rows: list[tuple[str, list[object]]]) -> None:
-        for row, ((_, cells), (_, before)) in enumerate(zip(rows, self._shown)):
-            for column, (cell, old) in enumerate(zip(cells, before)):
-                if _signature(cell) != old:
-                    table.update_cell_at(Coordinate(row, column), cell, update_width=False)  # same widths (_same_widths): none to measure again
+    def _update_changed(self, table: CellTable, rows: list[tuple[str, list[object]]]) -> None:
+        """Put in the table the cells whose text, style or sparkline changed; the others, the header and the rows
+        with no change are not drawn again (:class:`CellTable`). The widths are the same (:meth:`_same_widths`)."""
+        changed = [(Coordinate(row, column), cell)
+                   for row, ((_, cells), (_, before)) in enumerate(zip(rows, self._shown))
+                   for column, (cell, old) in enumerate(zip(cells, before)) if _signature(cell) != old]
+        if changed:
+            table.update_cells(changed)
 
     def _visible(self) -> list[RunSummary]:
         return visible(self.summaries, self._root, self.filter_text, self.sort)

@@ -40,7 +40,7 @@ class RunChartViews:
     time_axis: bool
     cursor: int | None
     dist: str | None
-    _update: Callable[[str, Text], None]
+    _update: Callable[..., None]
     """Sets a ``Static``'s text when it changed (``RunScreen._update``)."""
     _toasts: dict[str, float]
     """When each message of :meth:`_notify_once` was last shown."""

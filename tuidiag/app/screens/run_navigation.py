@@ -32,8 +32,8 @@ class RunNavigation:
     _finding_index: int
     window: tuple[int, int] | None
     zooming: bool
-    _update: Callable[[str, Text], None]
-    """Sets a one-line ``Static``'s text when it changed (``RunScreen._update``)."""
+    _update: Callable[..., None]
+    """Sets a one-line ``Static``'s text when it changed (``RunScreen._update``; ``layout=False``: its size stays)."""
 
     def _marker(self) -> int | None:
         return self.at if self.replay and self.at is not None else self.marker
@@ -49,7 +49,7 @@ class RunNavigation:
         bar.append("=" * filled, style="magenta")
         bar.append("-" * (width - filled), style="dim")
         bar.append(f"  {at}/{last}")
-        self._update("#cursor-bar", bar)
+        self._update("#cursor-bar", bar, layout=False)
 
     def _move(self, at: int | None) -> None:
         if self.detail is not None and at is not None:

@@ -211,15 +211,16 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         title = Text(" ")
         title.append_text(literal(elide(name, title_name_width(name, rest.plain, self._width() - 1)), "bold"))
         title.append_text(rest)
-        self._update("#run-title", title)
-        self._update("#system-strip", _system(detail, self._width()))
+        self._update("#run-title", title, layout=False)
+        self._update("#system-strip", _system(detail, self._width()), layout=False)
 
-    def _update(self, selector: str, text: Text) -> None:
+    def _update(self, selector: str, text: Text, layout: bool = True) -> None:
         """Show ``text`` in the ``Static`` at ``selector`` unless it shows it already (a refresh that changed
-        nothing there repaints nothing)."""
+        nothing there repaints nothing). ``layout=False`` for a line whose size its text never changes (the title's
+        step, say): only the line is repainted, the screen is not laid out and drawn again whole."""
         if self._texts.get(selector) != text:
             self._texts[selector] = text
-            self.query_one(selector, Static).update(text)
+            self.query_one(selector, Static).update(text, layout=layout)
 
     def action_back(self) -> None:
         if self.has_class("diagnosis-full"):
@@ -231,7 +232,7 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
             return
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
-        else:
+        elif not getattr(self.app, "overview_below", lambda: False)():  # the run view opened at start: its overview
             self.app.exit()
 
     def action_toggle_diagnosis(self) -> None:
@@ -250,7 +251,9 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
     def action_tab(self, tab: str) -> None:
         if self.has_class("diagnosis-full"):
             self.action_toggle_diagnosis()
-        self.query_one("#charts", TabbedContent).active = tab
+        tabs = self.query_one("#charts", TabbedContent)
+        tabs.active = tab
+        _underline_at_once(tabs, tab)
         target = next((widget for widget in self.query_one(f"#{tab}", TabPane).query("*") if widget.can_focus), None)
         if target is not None:  # the events table, the jobs text: their keys work at once
             self.set_focus(target)
@@ -272,6 +275,20 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
     def on_events_panel_event_chosen(self, message: EventsPanel.EventChosen) -> None:
         self._jump_to(message.event.step)
         self.app.push_screen(EventDetailScreen(message.event))
+
+
+def _underline_at_once(tabs: TabbedContent, tab: str) -> None:
+    """Put the tab bar's underline under ``tab`` in the frame that shows its pane. Textual moves it a refresh later
+    (sliding it for 0.3 s when animations are on), so the switch took two frames, 30-50 ms apart; the tabs keep their
+    places, so where it goes is known now."""
+    try:
+        title = tabs.get_tab(tab)
+        underline = tabs.query_one("Underline")
+    except (NoMatches, ValueError):
+        return
+    start, end = title.virtual_region.shrink(title.styles.gutter).column_span
+    if end > start:  # laid out already (not before the first frame)
+        underline.highlight_start, underline.highlight_end = start, end  # type: ignore[attr-defined]
 
 
 def _system(detail: RunDetail, width: int) -> Text:

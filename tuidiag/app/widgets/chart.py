@@ -132,6 +132,8 @@ def draw_chart(chart: Chart | None, *, log: bool, marker: int | None, width: int
     ``cursor`` step, what each series recorded nearest it."""
     if width < MIN_WIDTH or height < MIN_HEIGHT:
         return Text(" chart: too small"[: max(0, width)], style="dim")
+    if chart is None:  # before the view's first data: words, not a plotext frame (its build costs the first frame)
+        return Text("\n").join([Text(" no data yet".ljust(width)[:width], style="dim")] + [Text(" " * width)] * (height - 1))
     bottom = height >= BOTTOM_ROW_FROM
     frame_height = height - 1 - bottom  # plotext's rows: frame top, canvas, frame bottom, (empty) x label row
     rows = frame_height - 3

@@ -42,7 +42,7 @@ class LayerHeatmap(Static):
         if self._drawn is not None and self._drawn[0] is grid and self._drawn[1:] == (width, source):
             return
         self._drawn = (grid, width, source)
-        self.update(render_grid(grid, width, source))
+        self.update(render_grid(grid, width, source), layout=False)  # its size is set by the layout (1fr), not by its text
 
     def on_resize(self) -> None:
         """Fit the grid to the new width."""

@@ -6,8 +6,9 @@ import numpy as np
 
 from tuidiag.diagnosis.evidence import Evidence, Level, Measure, measure
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.lr_target import scaled
 from tuidiag.diagnosis.moves import INIT_SMALLER, LR_DOWN, fix_text
-from tuidiag.diagnosis.rules.measures import listing, lr_change
+from tuidiag.diagnosis.rules.measures import listing
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import ACT_DEAD_PREFIX, ACT_SATURATED_PREFIX
 
@@ -50,7 +51,7 @@ def dead_relu(view: RunView) -> Finding | None:
     limit = Evidence(f"{DEAD_LIMIT:.0%} is the limit; healthy ReLU layers have few units dead across a whole batch",
                      refs=(DEAD_LIMIT,))
     evidence: list[str] = [_hits_line("dead units (zero for the whole batch)", hits, DEAD_LIMIT), limit]
-    fix = fix_text((LR_DOWN, f"lower LR {lr_change(view, 0.3)}"), "use LeakyReLU/GELU",
+    fix = fix_text(scaled(LR_DOWN, "lower", view.lr_now, 0.3), "use LeakyReLU/GELU",
                    "initialise biases slightly positive (0.01) with Kaiming init")
     finding = Finding("dead_relu", "Dead ReLU units", min(0.93, 0.7 + hits[0][1].value - DEAD_LIMIT), "warning", evidence, fix,
                       onset[0])

@@ -6,6 +6,7 @@ import numpy as np
 
 from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Level, at_step, change_words, direction, measure, quoted
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.lr_target import plain
 from tuidiag.diagnosis.moves import CAPACITY_UP, LR_UP, REG_DOWN, REG_UP, fix_text
 from tuidiag.diagnosis.rules.measures import drop_of, first_vs_last, start_measure, tail
 from tuidiag.diagnosis.stats import median, robust_sigma
@@ -130,7 +131,7 @@ def underfitting(view: RunView) -> Finding | None:
                                     f"{plateau.before.where} -> {fmt(plateau.after.value)} over {plateau.after.where}", plateau,
                                     refs=(0.4,)))
     fix = fix_text((CAPACITY_UP, "increase capacity (wider/deeper model)"), (REG_DOWN, "reduce regularization"),
-                   (LR_UP, "raise LR"), "check that labels match inputs")
+                   plain(LR_UP, "raise"), "check that labels match inputs")
     return Finding("underfitting", "Underfitting: both losses plateau high", 0.65, "warning", evidence, fix, int(steps[cut]))
 
 

@@ -6,9 +6,10 @@ import numpy as np
 
 from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Fact, Level, Measure, measure, quoted
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.lr_target import scaled
 from tuidiag.diagnosis.moves import CLIP_LOOSER, CLIP_TIGHTER, INIT_SMALLER, LR_DOWN, fix_text
 from tuidiag.diagnosis.rules.nothing_trains import nothing_trains
-from tuidiag.diagnosis.rules.measures import HUGE_GRAD, after_quiet, listing, lr_change, recent, start_level, start_measure, tail
+from tuidiag.diagnosis.rules.measures import HUGE_GRAD, after_quiet, listing, recent, start_level, start_measure, tail
 from tuidiag.diagnosis.stats import median
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
@@ -154,7 +155,7 @@ def exploding_gradients(view: RunView) -> Finding | None:
         evidence.append(layers)
     fix = fix_text((CLIP_TIGHTER, "clip by global norm (clip_grad_norm_(params, 1.0))"),
                    (INIT_SMALLER, "fix the init scale (Kaiming/Xavier), add normalization"),
-                   (LR_DOWN, f"reduce LR {lr_change(view, 0.3)}"))
+                   scaled(LR_DOWN, "reduce", view.lr_now, 0.3))
     severity = "critical" if facts["nonfinite"] else "warning"
     finding = Finding("exploding_gradients", "Exploding gradients", _explosion_confidence(facts), severity, evidence, fix,
                       _explosion_onset(view, facts))
@@ -311,7 +312,7 @@ def over_clipping(view: RunView) -> Finding | None:
                                  f"{fmt(norm.value / value)}x", Level(norm), Compare(norm, limit)))
     known = norm is not None and np.isfinite(norm.value)
     typical = f"to about {fmt(norm.value)} (the typical pre-clip norm)" if known and norm is not None else "(a higher limit)"
-    fix = fix_text((CLIP_LOOSER, f"raise max_norm {typical}"), (LR_DOWN, f"or reduce LR {lr_change(view, 0.3)}"))
+    fix = fix_text((CLIP_LOOSER, f"raise max_norm {typical}"), scaled(LR_DOWN, "reduce", view.lr_now, 0.3, lead="or "))
     confidence = 0.6 + 0.3 * (share.value - 0.8) / 0.2
     return Finding("over_clipping", "Gradient clipping on most steps", confidence, "warning", evidence, fix, _clipping_since(view))
 

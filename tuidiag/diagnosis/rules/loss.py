@@ -7,8 +7,9 @@ import numpy as np
 from tuidiag.diagnosis.evidence import Compare, Evidence, Fact, Level, Occurrences, Periodic, at_step, measure, quoted
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.job_evidence import nan_hunt_counts
+from tuidiag.diagnosis.lr_target import plain, scaled
 from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, WARMUP_UP, fix_text
-from tuidiag.diagnosis.rules.measures import after_quiet, lr_change
+from tuidiag.diagnosis.rules.measures import after_quiet
 from tuidiag.diagnosis.rules.precursors import before_nonfinite
 from tuidiag.diagnosis.stats import local_baseline, robust_sigma
 from tuidiag.text.numbers import fmt
@@ -66,10 +67,10 @@ def nonfinite_loss(view: RunView) -> Finding | None:
                        "(e.g. torch.log(x.clamp_min(1e-7)), x / (d + 1e-8))", f"check the batch of step {steps[i]} for non-finite inputs",
                        *hunt)
     elif steps[i] < 100:
-        fix = fix_text((LR_DOWN, f"reduce LR {lr_change(view, 0.1)}"), (WARMUP_UP, "add warmup"),
+        fix = fix_text(scaled(LR_DOWN, "reduce", view.lr_now, 0.1), (WARMUP_UP, "add warmup"),
                        "check weight init (the loss went non-finite within the first 100 steps)")
     else:
-        fix = fix_text((CLIP_TIGHTER, "add torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"), (LR_DOWN, "reduce LR"),
+        fix = fix_text((CLIP_TIGHTER, "add torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"), plain(LR_DOWN, "reduce"),
                        "if gradients were normal before the NaN, clamp log/div inputs in the loss "
                        "(e.g. torch.log(x.clamp_min(1e-7)))")
     finding = Finding("nonfinite_loss", "Loss became NaN/Inf", 0.9, "critical", evidence, fix, int(steps[i]))

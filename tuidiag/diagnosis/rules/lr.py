@@ -8,9 +8,10 @@ from tuidiag.diagnosis.evidence import (
     Change, Evidence, Level, Measure, Occurrences, change_words, direction, measure, quoted, signed_percent,
 )
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.lr_target import scaled
 from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, LR_UP, WARMUP_UP, fix_text
 from tuidiag.diagnosis.rules.measures import (
-    HUGE_GRAD, after_quiet, drop_of, finite_only, first_vs_last, huge_from_start, lr_change, lr_collapse_step, start_measure,
+    HUGE_GRAD, after_quiet, drop_of, finite_only, first_vs_last, huge_from_start, lr_collapse_step, start_measure,
     steps_between, tail, update_ratio,
 )
 from tuidiag.diagnosis.rules.overshoot import (
@@ -291,7 +292,7 @@ def lr_too_high(view: RunView) -> Finding | None:
     i = first_nonfinite(view)
     before = before_nonfinite(view, i) if i is not None else None
     abrupt = before is not None and not before.grew  # a numerical fault: a warning here, nonfinite_loss says it
-    fix = fix_text((LR_DOWN, f"reduce LR {lr_change(view, 0.1)} (3-10x lower)"),
+    fix = fix_text(scaled(LR_DOWN, "reduce", view.lr_now, 0.1, " (3-10x lower)"),
                    (WARMUP_UP, f"add warmup over the first {max(100, view.n_steps // 20)} steps"),
                    (CLIP_TIGHTER, "clip gradients at 1.0"))
     severity = "critical" if i is not None and not abrupt else "warning"
@@ -336,7 +337,7 @@ def lr_too_low(view: RunView) -> Finding | None:
         Evidence(f"gradient norm median {fmt(grad.value)} over {grad.where} is not small: gradients are there, steps are too "
                  "small", Level(grad, above=1e-3))]
     evidence[:0] = [ratio_text] if ratio_text else []
-    fix = fix_text((LR_UP, f"raise LR {lr_change(view, 10)} (2-10x higher)"), "confirm with an LR range test")
+    fix = fix_text(scaled(LR_UP, "raise", view.lr_now, 10, " (2-10x higher)"), "confirm with an LR range test")
     return Finding("lr_too_low", "Learning rate too low", confidence, "warning", evidence, fix, int(steps[0]))
 
 

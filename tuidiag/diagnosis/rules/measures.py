@@ -101,14 +101,6 @@ def listing(measures: Sequence[Measure], names: Sequence[str], show: Callable[[f
     return ", ".join(items) + (f" over {measures[0].where}" if same and measures else "")
 
 
-def lr_change(view: RunView, factor: float) -> str:
-    """'from 3e-2 to about 3e-3' for the current LR times ``factor`` (or a relative phrase)."""
-    lr = view.lr_now
-    if lr is None or lr <= 0:
-        return f"by about {1 / factor:.0f}x" if factor < 1 else f"by about {factor:.0f}x"
-    return f"from {fmt(lr)} to about {fmt(lr * factor)}"
-
-
 def drop_of(change: Change | None) -> float:
     """Relative drop of a change (positive when it fell); 0 without a change or from 0."""
     if change is None or not change.before.value:
