@@ -138,7 +138,7 @@ class ShardWriter(ShardTables):
 
     # ---- writer-thread side ----------------------------------------------------
     def _loop(self) -> None:
-        self._guard(_import_close_modules)
+        self._guard(_import_compute)
         deadline = time.monotonic() + self.flush_interval
         while True:
             self._wake.wait(max(0.0, deadline - time.monotonic()))
@@ -324,17 +324,13 @@ class ShardWriter(ShardTables):
         return max(last, default=-1) + 1
 
 
-def _import_close_modules() -> None:
-    """Import now, on this thread, what a compaction at ``close()`` imports: ``pyarrow.compute`` and
-    the summary files (:mod:`tuidiag.store.summary_files`, whose dataclasses are built by ``exec``).
+def _import_compute() -> None:
+    """Import ``pyarrow.compute`` now, not first at the compaction of ``close()``.
 
-    An ``exec`` of source text makes CPython forget an uncaught ``KeyboardInterrupt``: a training
-    stopped by Ctrl-C and closed at exit then ended with status 1, not by SIGINT (-2, 130 in a
-    shell) as it does without tuidiag, whenever its last flushes left enough shards to compact.
-    About 60 ms, once."""
+    Its import runs ``exec``, which makes CPython forget an uncaught ``KeyboardInterrupt``:
+    a training stopped by Ctrl-C and closed at exit then ended with status 1, not by SIGINT
+    (-2, 130 in a shell) as it does without tuidiag. About 60 ms, once, on this thread."""
     import pyarrow.compute  # noqa: F401
-
-    import tuidiag.store.summary_files  # noqa: F401
 
 
 def _stderr_report(where: str, exc: BaseException) -> None:
