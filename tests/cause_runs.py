@@ -280,12 +280,13 @@ PLANTS: dict[str, Plant] = {f.__name__: f for f in (
 
 
 def write(root: Path, name: str, plants: list[tuple[str, int]], loss: str = "falling") -> Path:
-    """A single-rank run of ``N`` steps with ``plants`` ((plant, step) pairs) applied in order."""
+    """A single-rank run of ``N`` steps with ``plants`` ((plant, step) pairs) applied in order; ``all_frozen``
+    last whatever its step (a frozen model has no gradient to plant anything in)."""
     rng = np.random.default_rng(len(name))
     series = base_series(N, loss_shape(loss, N, rng), rng)
     series["grad/clipped"] = (series["train/loss"][0], np.zeros(N))
     extra: Extra = {"model": model_summary()}
-    for plant, at in plants:
+    for plant, at in sorted(plants, key=lambda p: p[0] == "all_frozen"):
         PLANTS[plant](series, extra, at)
     return write_run(root / name, series, model=extra.pop("model"), events=extra.pop("events", None), **extra)
 

@@ -18,6 +18,15 @@ ROOT = Path(__file__).resolve().parent.parent
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+FULL_TESTS = os.environ.get("TUIDIAG_FULL_TESTS") == "1"
+"""``TUIDIAG_FULL_TESTS=1``: also run the repeats and extra grid points that the default run leaves out.
+
+The default run keeps at least one test of every class (each integration, DDP strategy, fault
+kind); what it leaves out proves the same claim again and costs a fresh interpreter or a
+training. Each test that is shorter by default says what the full run adds."""
+full_only = pytest.mark.skipif(not FULL_TESTS, reason="a repeat of a claim tested by default: TUIDIAG_FULL_TESTS=1 runs it")
+"""Mark a test (or a ``pytest.param``) that only the full run runs."""
+
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.modules.setdefault("torch", None)  # type: ignore[arg-type]  # a training without torch: the recorder skips it
-import tuidiag  # noqa: E402
+from tuidiag import Recorder  # noqa: E402  # resolved here, before the forks: each child would import the recorder anew
 
 MAX_STEPS = 500_000
 READY = MAX_STEPS
@@ -33,7 +33,7 @@ READY = MAX_STEPS
 
 def child(run_dir: Path, times: np.ndarray, flush_interval: float) -> None:
     """The training: log step after step until killed."""
-    rec = tuidiag.Recorder(run_dir, flush_interval=flush_interval)
+    rec = Recorder(run_dir, flush_interval=flush_interval)
     times[READY] = 1.0
     for step in range(MAX_STEPS):
         rec.log({"x": float(step)}, step=step)

@@ -26,7 +26,8 @@ import signal
 import sys
 import time
 
-sys.modules.setdefault("torch", None)  # type: ignore[arg-type]  # a training without torch: the recorder skips it
+if __name__ == "__main__":  # a training without torch (the recorder skips it); never when the tests import this
+    sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
 import tuidiag  # noqa: E402
 import tuidiag.recorder.recorder  # noqa: E402,F401
 

@@ -57,9 +57,18 @@ def quiet_trainer(callback: TuidiagCallback, **kwargs) -> pl.Trainer:
     return pl.Trainer(callbacks=[callback], **settings)
 
 
-if __name__ == "__main__":  # the DDP test: python tests/lightning_helpers.py RUN_DIR STRATEGY
+def fit_on_two_ranks(run_dir: str, strategy: str) -> None:
+    """The DDP test's fit, on two CPU ranks with ``strategy``."""
     pl.seed_everything(0, verbose=False)
     train_loader, val_loader = loaders()
-    trainer = quiet_trainer(TuidiagCallback(sys.argv[1], flush_interval=0.2), strategy=sys.argv[2], devices=2,
+    trainer = quiet_trainer(TuidiagCallback(run_dir, flush_interval=0.2), strategy=strategy, devices=2,
                             max_epochs=2, gradient_clip_val=1.0)
     trainer.fit(TinyRegressor(lr=0.01), train_loader, val_loader)
+
+
+if __name__ == "__main__":  # the DDP test: python tests/lightning_helpers.py RUN_DIR STRATEGY
+    if sys.argv[2] == "ddp":  # two ranks as torchrun starts them, forked once Lightning is imported
+        from tests.rank_forks import fork_ranks
+
+        sys.exit(fork_ranks(2, lambda: fit_on_two_ranks(sys.argv[1], "ddp")))
+    fit_on_two_ranks(sys.argv[1], sys.argv[2])  # ddp_spawn: Lightning starts its processes itself

@@ -49,6 +49,8 @@ class Training:
     loss: str = "ce"
     """``ce`` (cross-entropy classification) or ``poisson`` (log of a ReLU output, the numerical fault)."""
     batch_size: int = 32
+    full: bool = False
+    """Trained only by the full run (``TUIDIAG_FULL_TESTS=1``): a repeat of what its kind already covers."""
 
     @property
     def name(self) -> str:

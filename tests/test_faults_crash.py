@@ -26,17 +26,26 @@ POLL_PAUSE = FLUSH_INTERVAL / 5
 from the trainings it watches (a busy loop took 5 s of the test's 10 s of CPU)."""
 
 
-def _tail(root: Path, stop: threading.Event, warnings: list[str], polls: list[int]) -> None:
-    """Open and refresh every run under ``root`` until stopped, collecting reader warnings."""
+def _tail(root: Path, stop: threading.Event, done: set[str], warnings: list[str], polls: list[int]) -> None:
+    """Open and refresh every run under ``root`` until stopped, collecting reader warnings.
+
+    A run the driver has reported killed (in ``done``) is read once more and then left alone: it
+    no longer changes, and refreshing 30 still runs every poll took most of this reader's time."""
     runs: dict[Path, tuidiag.Run] = {}
+    finished: set[Path] = set()
     while not stop.is_set():
         for path in tuidiag.find_runs(root):
+            if path in finished:
+                continue
+            over = str(path) in done  # read before the refresh: its last refresh then sees the whole run
             run = runs.get(path)
             if run is None:
                 run = runs[path] = tuidiag.open_run(path)
             else:
                 run.refresh()
             warnings.extend(w for w in run.warnings if w not in warnings)
+            if over:
+                finished.add(path)
         polls[0] += 1
         stop.wait(POLL_PAUSE)
 
@@ -44,15 +53,24 @@ def _tail(root: Path, stop: threading.Event, warnings: list[str], polls: list[in
 def test_thirty_sigkills_leave_readable_crashed_runs_losing_at_most_one_flush(tmp_path, python) -> None:
     warnings: list[str] = []
     polls = [0]
+    done: set[str] = set()
     stop = threading.Event()
-    tailer = threading.Thread(target=_tail, args=(tmp_path, stop, warnings, polls), daemon=True)
+    tailer = threading.Thread(target=_tail, args=(tmp_path, stop, done, warnings, polls), daemon=True)
     tailer.start()
     command = [python, "-m", "tests.crash_driver", str(tmp_path), str(TRIALS), "7", str(FLUSH_INTERVAL)]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    stop.set()
-    tailer.join()
-    assert done.returncode == 0, done.stderr
-    trials = [json.loads(line) for line in done.stdout.splitlines()]
+    driver = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    trials = []
+    try:
+        for line in driver.stdout:  # one line as each trial's training is killed
+            trials.append(json.loads(line))
+            done.add(trials[-1]["run"])
+        stderr = driver.stderr.read()
+        assert driver.wait(timeout=120) == 0, stderr
+    finally:
+        driver.kill()
+        driver.wait()
+        stop.set()
+        tailer.join()
     assert len(trials) == TRIALS
     assert polls[0] > 0 and warnings == []  # the tailing reader never met a partial shard
     lost_windows = [_check_trial(t) for t in trials]

@@ -56,14 +56,25 @@ def _run_naming_a_factory(tmp_path: Path, marker: Path) -> Path:
     return run_dir
 
 
-def test_the_factory_a_run_names_is_not_imported_without_confirmation(tmp_path: Path, python: str) -> None:
+def test_the_factory_a_run_names_is_not_imported_without_confirmation(tmp_path: Path, python: str,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """The first command as a user runs it, a process of its own; the others through the same ``main``
+    in this process (each process of its own would import torch again), from the same directory."""
+    from tuidiag.cli.main import main
+
     marker = tmp_path / "imported"
     run_dir = _run_naming_a_factory(tmp_path, marker)
-    for command in (["lr-find", str(run_dir)], ["overfit-batch", str(run_dir)], ["sharpness", str(run_dir)]):
-        done = subprocess.run([python, "-m", "tuidiag", *command], cwd=tmp_path, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=120, env=os.environ | {"PYTHONPATH": str(ROOT)})
-        assert done.returncode == 2 and "not confirmed" in done.stderr, done.stderr
-    assert not marker.exists()
+    done = subprocess.run([python, "-m", "tuidiag", "lr-find", str(run_dir)], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120, env=os.environ | {"PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2 and "not confirmed" in done.stderr, done.stderr
+    monkeypatch.chdir(tmp_path)
+    with open(os.devnull) as no_terminal:
+        monkeypatch.setattr(sys, "stdin", no_terminal)
+        for command in (["overfit-batch", str(run_dir)], ["sharpness", str(run_dir)]):
+            assert main(command) == 2
+            assert "not confirmed" in capsys.readouterr().err
+    assert not marker.exists() and "evil_factory_mod" not in sys.modules
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a directory owned by another user needs root")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import pickle
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 import tuidiag  # noqa: E402
+from tests.conftest import full_only
 from tests.lightning_helpers import TinyRegressor, loaders, quiet_trainer  # noqa: E402
 from tuidiag.cli.main import main  # noqa: E402
 from tuidiag.integrations.lightning import TuidiagCallback  # noqa: E402
@@ -143,9 +145,21 @@ def test_errors_inside_the_callback_never_reach_the_training(tmp_path, capsys) -
     assert capsys.readouterr().err.count("recorder error in callback.on_train_start") == 1
 
 
+def test_the_callback_pickles_before_the_fit_as_ddp_spawn_needs(run_dir) -> None:
+    """``ddp_spawn`` sends the callback to its processes by pickle: it holds nothing until the fit starts."""
+    callback = TuidiagCallback(run_dir, config={"batch_size": 8}, flush_interval=0.2)
+    copied = pickle.loads(pickle.dumps(callback))
+    assert (copied.run_dir, copied.config, copied.recorder_kwargs) == (run_dir, {"batch_size": 8}, {"flush_interval": 0.2})
+    assert copied.recorder is None
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
+@pytest.mark.parametrize("strategy", ["ddp", pytest.param("ddp_spawn", marks=full_only)])
 def test_ddp_on_cpu_writes_shards_of_both_ranks(tmp_path, python, strategy) -> None:
+    """Both ranks record into one run. ``ddp``: two ranks as torchrun starts them, forked from one
+    interpreter that imported Lightning once (``tests/rank_forks.py``). ``ddp_spawn`` (full run only)
+    proves the same through the same callback hooks, with three interpreters importing Lightning (5 s
+    of CPU each); what it needs besides, a callback that pickles, is tested above."""
     run_dir = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=str(HELPERS.parent.parent), OMP_NUM_THREADS="1")
     result = subprocess.run([python, str(HELPERS), str(run_dir), strategy], env=env, cwd=tmp_path,

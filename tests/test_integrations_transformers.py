@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,8 +28,15 @@ def _logged(trainer: Trainer, key: str) -> tuple[list[int], list[float]]:
     return [row["step"] - 1 for row in rows], [row[key] for row in rows]
 
 
-def test_trainer_run_records_pre_clip_grad_norm_loss_lr_and_eval_loss(tmp_path, run_dir) -> None:
-    trainer = train(tmp_path, run_dir, max_grad_norm=1.0)
+@pytest.fixture(scope="module")
+def clipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trainer, Path]:
+    """One training with clipping and accumulation (the defaults of ``train``), read by several tests."""
+    tmp_path = tmp_path_factory.mktemp("clipped")
+    return train(tmp_path, tmp_path / "run", max_grad_norm=1.0), tmp_path / "run"
+
+
+def test_trainer_run_records_pre_clip_grad_norm_loss_lr_and_eval_loss(clipped: tuple[Trainer, Path]) -> None:
+    trainer, run_dir = clipped
     run = tuidiag.open_run(run_dir)
     assert run.status == "finished"
     loss = run.series("train/loss")
@@ -82,9 +88,8 @@ def test_a_training_from_a_checkpoint_continues_the_run_and_a_new_one_never_mixe
     assert tuidiag.open_run(run_dir).series("train/loss").steps.tolist() == list(range(10))
 
 
-def test_diagnose_reads_a_transformers_run(tmp_path, run_dir, capsys) -> None:
-    train(tmp_path, run_dir)
-    assert main(["diagnose", str(run_dir)]) == 0
+def test_diagnose_reads_a_transformers_run(clipped: tuple[Trainer, Path], capsys) -> None:
+    assert main(["diagnose", str(clipped[1])]) == 0
     assert capsys.readouterr().out.strip()
 
 
@@ -101,19 +106,14 @@ def test_errors_inside_the_callback_never_reach_the_training(tmp_path, capsys) -
     assert capsys.readouterr().err.count("recorder error in callback.on_train_begin") == 1
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_ddp_ranks_record_the_all_reduced_pre_clip_gradients(tmp_path) -> None:
+    """Two ranks with the environment ``torchrun --nproc-per-node 2`` gives its workers, forked from one
+    interpreter that imported transformers once (``tests/rank_forks.py``)."""
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-               "--master-port", str(_free_port()), str(HELPERS), str(tmp_path), str(run_dir)]
     env = dict(os.environ, PYTHONPATH=str(HELPERS.parent.parent), OMP_NUM_THREADS="1")
-    result = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    result = subprocess.run([sys.executable, str(HELPERS), str(tmp_path), str(run_dir)], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     run = tuidiag.open_run(run_dir)
     assert run.ranks == [0, 1] and run.manifest["world_size"] == 2 and run.status == "finished"

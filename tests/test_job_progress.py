@@ -71,7 +71,8 @@ def test_every_verdict_becomes_the_notification_when_a_job_ends(kind: job_kinds.
     for code, verdict in kind.verdicts.items():
         severity, text = outcome(kind.name, "done", "", {"verdict": code, "passed": code == "pass",
                                                          "suggested_lr": 1e-3 if code != "no_suggestion" else None,
-                                                         "reliable": code == "suggested"})
+                                                         "reliable": code == "suggested",
+                                                         "informative": code != "uninformative"})
         assert text.startswith(f"{kind.title} finished: {verdict.text}") and severity == ("warning" if verdict.negative else "information")
     assert outcome(kind.name, "cancelled", "", None) == ("warning", f"{kind.title} cancelled")
     assert outcome(kind.name, "failed", "boom", None) == ("error", f"{kind.title} failed: boom")

@@ -1,5 +1,6 @@
 """End to end in tmux: a real training writes a run, ``tuidiag watch RUN`` follows it, ``n`` then ``y``
-arms a NaN hunt inside the training, and ``capture-pane`` shows the progress bar with the steps left
+arms a NaN hunt inside the training (a thread of the test process: its own process would import torch
+again), and ``capture-pane`` shows the progress bar with the steps left
 and the cancel key; ``x`` cancels it. Every wait is on what the pane shows, never a fixed sleep."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import start_training
+from helpers import training_thread
 
 import tuidiag
 
@@ -54,10 +55,9 @@ def test_an_armed_nan_hunt_shows_its_progress_bar_in_tmux(tmux: list[str], tmp_p
     root.mkdir()
     run = root / "live"
     env = f"env PYTHONPATH={Path(tuidiag.__file__).parent.parent} TERM=xterm-256color"  # this checkout's tuidiag
-    training = start_training(run, PAUSE)
-    try:
+    with training_thread(run, PAUSE):  # in this process: a process of its own would import torch again
         subprocess.run([*tmux, "new-session", "-d", "-s", "jobs", "-x", "100", "-y", "30", "-c", str(tmp_path),
-                        f"{env} {sys.executable} -m tuidiag watch {root}"], check=True)  # starts while the training does
+                        f"{env} {sys.executable} -m tuidiag watch {root}"], check=True)
         target = "jobs"
         _wait(tmux, target, r"live\s+running", timeout=60)
         subprocess.run([*tmux, "send-keys", "-t", target, "Enter"], check=True)
@@ -72,7 +72,3 @@ def test_an_armed_nan_hunt_shows_its_progress_bar_in_tmux(tmux: list[str], tmp_p
         _wait(tmux, target, r"the NaN hunt cancelled")
         assert "armed:" not in _pane(tmux, target)
         subprocess.run([*tmux, "send-keys", "-t", target, "q"], check=True)
-    finally:
-        (run / "stop").parent.mkdir(parents=True, exist_ok=True)
-        (run / "stop").touch()
-        training.wait(30)

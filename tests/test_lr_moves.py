@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -86,6 +86,7 @@ def _check(diagnosis: Diagnosis) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(planted=plants, loss=st.sampled_from(["falling", "flat", "rising"]), finder=st.sampled_from(sorted(FINDER)))
+@example(planted=[("all_frozen", 40), ("exploding_gradients", 40)], loss="falling", finder="fine")  # a frozen model, planted first
 def test_no_two_findings_advise_opposite_moves_and_lr_clauses_are_rendered(planted: list[tuple[str, int]], loss: str,
                                                                           finder: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -38,7 +38,7 @@ def test_monitor_follows_a_live_training_in_tmux(tmp_path, python) -> None:
     session = f"tuidiag-e2e-{uuid.uuid4().hex[:6]}"
     root = tmp_path / "runs"
     _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "30",
-          f"{python} -m tuidiag demo {root} --live --pace 0.01")
+          f"{python} -m tuidiag demo {root} --live --pace 0.05")
     try:
         app = _tmux("split-window", "-t", session, "-h", "-l", "100", "-P", "-F", "#{pane_id}",
                     f"TERM=xterm-256color {python} -m tuidiag watch {root}").strip()

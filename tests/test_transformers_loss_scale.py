@@ -76,9 +76,10 @@ def _train(tmp_path: Path, model: torch.nn.Module, accumulation: int) -> tuple[l
 
 @pytest.mark.parametrize("accumulation", [1, 3])
 def test_train_loss_is_the_step_mean_for_every_normalisation(tmp_path: Path, accumulation: int) -> None:
-    reference, _ = _train(tmp_path, Plain(), accumulation)
+    reference: list[float] = []  # what the Trainer logs for the plain model: it divides that loss itself
     for model in (Plain(), Ignores(), Honours()):
         logged, run_dir = _train(tmp_path, model, accumulation)
+        reference = reference or logged
         run = tuidiag.open_run(run_dir)
         assert np.allclose(run.series("train/loss").values, reference, rtol=1e-4), type(model).__name__
         assert np.allclose(run.series(LOSS_TRAINER).values, logged, rtol=1e-4)

@@ -53,5 +53,8 @@ def train(tmp_path: Path, run_dir: Path, max_grad_norm: float = 1.0, accumulatio
     return trainer
 
 
-if __name__ == "__main__":  # the DDP test: torchrun --nproc-per-node 2 tests/transformers_helpers.py TMP RUN_DIR
-    train(Path(sys.argv[1]), Path(sys.argv[2]), max_grad_norm=1.0, accumulation=2, max_steps=6)
+if __name__ == "__main__":  # the DDP test: python tests/transformers_helpers.py TMP RUN_DIR
+    from tests.rank_forks import fork_ranks  # two ranks as torchrun starts them, forked once transformers is imported
+
+    sys.exit(fork_ranks(2, lambda: train(Path(sys.argv[1]), Path(sys.argv[2]), max_grad_norm=1.0, accumulation=2,
+                                         max_steps=6)))

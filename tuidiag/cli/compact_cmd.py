@@ -5,7 +5,9 @@ without them: the monitor computes the envelopes from the rows on first open and
 keeps them in its cache. This command writes them into the run instead
 (``summaries/``, :mod:`tuidiag.store.summary_files`), so every reader of the run
 opens it at the cost of its summaries. A live run's shards are not merged (its
-writer does that); their summaries are written all the same.
+writer does that); their summaries are written all the same. A run tuidiag must leave as it is
+(``run.json`` marks it ``"read_only"``, or its directory is not writable) is neither merged nor written
+into: its summaries go to the cache, where the monitor reads them as it reads a run's own.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from tuidiag.cli.run_argument import fail
 from tuidiag.format import EVENTS_DIR, METRICS_DIR, STATUS_RUNNING, SUMMARIES_DIR
 from tuidiag.store.discovery import is_run_dir, list_shards
+from tuidiag.store.job_results import keeps_own_files
 from tuidiag.store.manifest import effective_status, read_manifest
 
 
@@ -36,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
         live = effective_status(read_manifest(path)) == STATUS_RUNNING
     except (OSError, ValueError):
         live = False
+    if not keeps_own_files(path, SUMMARIES_DIR):
+        return _into_cache(path)
     merged = 0
     try:
         if not live:
@@ -50,4 +55,16 @@ def run(args: argparse.Namespace) -> int:
         return fail("compact", f"cannot write into {path}: {exc}")
     note = " (live run: shards not merged)" if live else ""
     print(f"{path}: merged {merged} shards; wrote {written} summaries{note}")
+    return 0
+
+
+def _into_cache(path: Path) -> int:
+    """A read-only run: write its missing summaries to the cache, touch nothing in it."""
+    from tuidiag.store.summary_files import build_missing
+
+    try:
+        written = build_missing(path, in_cache=True)
+    except OSError as exc:
+        return fail("compact", f"cannot write into the cache: {exc}")
+    print(f"{path}: read-only run, left as it is; wrote {written} summaries to the cache (the monitor reads them)")
     return 0

@@ -140,25 +140,44 @@ def write_cached(path: Path, pyramids: dict[str, Pyramid], rows: int) -> None:
         pass
 
 
-def build_missing(run_dir: Path) -> int:
-    """Write the summary of every metrics shard of ``run_dir`` that has none (or an invalid one); returns how many."""
+def build_missing(run_dir: Path, in_cache: bool = False) -> int:
+    """Write the summary of every metrics shard of ``run_dir`` that has none (or an invalid one); returns how many.
+
+    ``in_cache``: the run must stay as it is (read-only): the summaries go where the monitor keeps the levels
+    it computes (:func:`cached_path`), which it reads as it reads a run's own."""
     from tuidiag.format import METRICS_SCHEMA  # type: ignore[attr-defined]
     from tuidiag.store.discovery import list_shards
 
     written = 0
     for _, path in list_shards(run_dir / METRICS_DIR):
+        where = cached_path(run_dir, path) if in_cache else summary_path(run_dir, path.name)
+        if where is None:
+            continue  # compacted away meanwhile
         try:
-            read_levels(summary_path(run_dir, path.name), shard_rows(path), min_shift=62)
-            continue
-        except (FileNotFoundError, ShardError):
-            pass
-        try:
+            rows = shard_rows(path)
+            if _valid(summary_path(run_dir, path.name), rows) or (in_cache and _valid(where, rows)):
+                continue
             table = read_shard(path, METRICS_SCHEMA, ["step", "wall_time", "metric", "value"])
         except (FileNotFoundError, ShardError):
             continue  # unreadable or compacted away: its rows are read (or skipped) as before
-        write_summary(run_dir, path.name, table, root=run_dir)
+        if in_cache:
+            from tuidiag.store.shards import write_table_atomic
+
+            where.parent.mkdir(parents=True, exist_ok=True)
+            write_table_atomic(where, summary_table(pyramids_of(table), table.num_rows))
+        else:
+            write_summary(run_dir, path.name, table, root=run_dir)
         written += 1
     return written
+
+
+def _valid(path: Path, rows: int) -> bool:
+    """Whether ``path`` holds a valid summary of a shard of ``rows`` rows."""
+    try:
+        read_levels(path, rows, min_shift=62)
+    except (FileNotFoundError, ShardError):
+        return False
+    return True
 
 
 def _int(raw: bytes | None) -> int | None:

@@ -35,8 +35,33 @@ def _finish(color: bool) -> str:
     return text if color else plt.uncolorize(text)
 
 
+SUGGESTED_GLYPH = "│"
+"""The vertical line at the suggested LR (its legend entry says so)."""
+RUN_LR_GLYPH = "┊"
+"""The vertical line at the run's LR (else the factory optimizer's) when the sweep reaches it (named in the legend)."""
+_MARK_ROWS = 64
+"""Points a vertical marker is drawn with: more than a chart has rows, so it is a whole line."""
+
+
+def lr_markers(result: dict[str, Any], lo: float, hi: float) -> list[tuple[float, str, str]]:
+    """The vertical lines of the LR chart within ``lo..hi``: (LR, glyph, legend label); each one named in the legend."""
+    marks = []
+    suggested, run_lr = _number(result.get("suggested_lr")), _number(result.get("run_lr"))
+    whose = "run's" if run_lr is not None else "optimizer's"
+    run_lr = run_lr if run_lr is not None else _number(result.get("optimizer_lr"))
+    if suggested is not None:
+        marks.append((suggested, SUGGESTED_GLYPH, f"suggested LR {suggested:.2g}"))
+    if run_lr is not None:
+        marks.append((run_lr, RUN_LR_GLYPH, f"{whose} LR {run_lr:.2g}"))
+    return [mark for mark in marks if lo <= mark[0] <= hi]
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0 else None
+
+
 def lr_chart(result: dict[str, Any], width: int = 76, height: int = 18, color: bool = False) -> str:
-    """Smoothed loss against LR on a log axis, the suggestion marked by a vertical line."""
+    """Smoothed loss against LR on a log axis; vertical lines at the suggested LR and the run's, named in the legend."""
     points = [(lr, v) for lr, v in zip(result["lrs"], result["smoothed"]) if isinstance(v, float) and math.isfinite(v)]
     if len(points) < 2:
         return "(too few finite points to draw)"
@@ -48,11 +73,10 @@ def lr_chart(result: dict[str, Any], width: int = 76, height: int = 18, color: b
     plt.xscale("log")
     ticks = _decades(lrs[0], lrs[-1])
     plt.xticks(ticks, [f"{t:.0e}" for t in ticks])
-    suggested = result.get("suggested_lr")
-    if suggested:
-        plt.vline(suggested, "red")
-        at = min(range(len(lrs)), key=lambda i: abs(math.log(lrs[i] / suggested)))
-        plt.scatter([suggested], [losses[at]], marker="x", color="red", label=f"suggested {suggested:.2e}")
+    low, high = min(losses), max(losses)
+    ys = [low + (high - low) * i / (_MARK_ROWS - 1) for i in range(_MARK_ROWS)]
+    for (lr, glyph, label), colour in zip(lr_markers(result, lrs[0], lrs[-1]), ("red", "blue")):
+        plt.scatter([lr] * _MARK_ROWS, ys, marker=glyph, color=colour, label=label)
     plt.xlabel("learning rate (log)")
     plt.ylabel("loss")
     return _finish(color)

@@ -86,6 +86,8 @@ HIDDEN_FIRST = ("trend", "grad", "lr", "steps/s", "loss", "source", "step", "sta
 """The columns hidden first to last where the terminal is too narrow for all (kept last to first, each
 that fits): a column is shown whole or not at all, so no number is ever cut to a shorter, false one
 (``1,49`` for ``1,499``)."""
+HEALTH = "health"
+"""The column kept longest: the run's label shrinks to :data:`RUN_LEAST` before it is hidden."""
 RUN_FIT = 16
 """Characters the run's label may shrink to before any column is hidden."""
 RUN_LEAST = 6
@@ -98,8 +100,8 @@ def fit_columns(columns: Sequence[str], widths: Sequence[int], available: int, r
     ``widths`` holds each column's widest text (header or cell; the run's at its longest allowed).
     Columns not named in :data:`HIDDEN_FIRST` (the marks, the run) are always shown; the others are
     added from the last of that list to the first, each if it fits whole. The run's label keeps its
-    width, or shrinks to :data:`RUN_FIT` where that shows more columns, and to :data:`RUN_LEAST` at
-    the narrowest."""
+    width, or shrinks to :data:`RUN_FIT` where that shows more columns, to :data:`RUN_LEAST` where only that
+    shows :data:`HEALTH` (the overview's purpose), and to :data:`RUN_LEAST` at the narrowest."""
     width = dict(zip(columns, widths))
     run_full = width.get(run, 0)
     fixed = [c for c in columns if c not in HIDDEN_FIRST]
@@ -120,6 +122,14 @@ def fit_columns(columns: Sequence[str], widths: Sequence[int], available: int, r
     if len(shown_narrow) > len(shown):  # a shorter label shows more columns: it takes back what is left over
         shown, run_width = shown_narrow, min(run_full, narrow + available - used_narrow)
         used = used_narrow + run_width - narrow
+    if HEALTH in width and HEALTH not in shown:  # the overview's purpose: the label gives way to it down to RUN_LEAST
+        room = available - sum(width[c] + COLUMN_PADDING for c in fixed if c != run) - COLUMN_PADDING * (run in width)
+        least = min(run_full, RUN_LEAST)
+        if room - width[HEALTH] - COLUMN_PADDING >= least:
+            label = max(least, min(narrow, room - width[HEALTH] - COLUMN_PADDING))
+            shown, used = fill(label)
+            run_width = min(run_full, label + available - used)
+            used += run_width - label
     if used > available:  # the marks and the label alone are too wide
         run_width = max(min(run_full, RUN_LEAST), run_width - (used - available))
     return tuple(c for c in columns if c in shown), run_width

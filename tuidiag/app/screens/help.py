@@ -23,6 +23,7 @@ from tuidiag.app.screens.overview import OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.app.screens.text_modal import TextModal
 from tuidiag.app.widgets.events_panel import EventsPanel
+from tuidiag.app.widgets.layers import LayerHeatmap
 
 KEYS_WIDTH = 12
 """Columns of a help line's key column."""
@@ -110,6 +111,7 @@ SECTIONS: tuple[HelpSection, ...] = (
     HelpSection("Overview (table of runs)", OverviewScreen),
     HelpSection("Run view", RunScreen, "Replay (tuidiag replay RUN): the diagnosis shows what was known at the cursor. "
                 "Jobs run inside a live training, else from the run's factory, after you confirm."),
+    HelpSection(f"Layers tab ({tab_of('layers').key})", LayerHeatmap),
     HelpSection(f"Events tab ({tab_of('events-tab').key})", EventsPanel),
     HelpSection("One event", EventDetailScreen),
     HelpSection("Compare (c on the overview)", CompareScreen),

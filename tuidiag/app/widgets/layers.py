@@ -2,13 +2,18 @@
 
 Each cell is a space with a background colour on a log scale (blue: vanishing,
 green: healthy, red: exploding) plus a glyph that also encodes the level, so the
-view still reads under ``NO_COLOR``.
+view still reads under ``NO_COLOR``. The scale reaches down to 1e-12, so a vanished layer (1e-10) reads
+apart from a merely small one (1e-6). A model with more layers than the widget has lines shows a window of
+them, with a line saying how many are above and below; the arrow keys (once focused) and the mouse wheel
+scroll it, and the legend stays on the last lines.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from rich.text import Text
+from textual import events
+from textual.binding import Binding
 from textual.widgets import Static
 
 from tuidiag.app.widgets.guard import guarded
@@ -16,8 +21,11 @@ from tuidiag.sources import KIND_TUIDIAG
 from tuidiag.viewmodel.snapshot import LayerGrid
 from tuidiag.text.safe import clean
 
-LEVELS = [(-6, "#1f3b8f", "."), (-4, "#2f6fd0", ":"), (-2, "#2aa198", "-"), (0, "#3fb950", "="), (1, "#d29922", "+"), (2, "#f85149", "#")]
+LEVELS = [(-12, "#10163a", "_"), (-10, "#17276b", ","), (-8, "#1f3b8f", "."), (-6, "#2656b0", ";"), (-4, "#2f6fd0", ":"),
+          (-2, "#2aa198", "-"), (0, "#3fb950", "="), (1, "#d29922", "+"), (2, "#f85149", "#")]
 """(upper bound of log10 norm, colour, glyph), checked in order; beyond the last: the last."""
+_LIGHT_BELOW = -7
+"""Buckets below this bound are dark: their glyph is drawn white."""
 
 
 def cell_style(log_norm: float) -> tuple[str, str]:
@@ -30,24 +38,54 @@ def cell_style(log_norm: float) -> tuple[str, str]:
     return LEVELS[-1][1], LEVELS[-1][2]
 
 
-class LayerHeatmap(Static):
-    """Rows are weight layers in model order, columns are step ranges."""
+def _glyph_style(colour: str) -> str:
+    light = any(c == colour and bound < _LIGHT_BELOW for bound, c, _ in LEVELS)
+    return f"{'white' if light else 'black'} on {colour}"
 
-    _drawn: tuple[LayerGrid, int, str] | None = None
+
+class LayerHeatmap(Static, can_focus=True):
+    """Rows are weight layers in model order, columns are step ranges; scrolls when the layers outnumber its lines."""
+
+    BINDINGS = [Binding("up", "scroll_rows(-1)", "Layer up", show=False, tooltip="scroll the layers one row up (the wheel too)"),
+                Binding("down", "scroll_rows(1)", "Layer down", show=False, tooltip="scroll the layers one row down"),
+                Binding("pageup", "scroll_rows(-10)", "Layers up", show=False, tooltip="ten layers up"),
+                Binding("pagedown", "scroll_rows(10)", "Layers down", show=False, tooltip="ten layers down")]
+
+    _drawn: tuple[LayerGrid, int, str, int, int] | None = None
+    top = 0
+    """The first layer shown."""
 
     @guarded("the layer heatmap")
     def show(self, grid: LayerGrid, source: str = KIND_TUIDIAG) -> None:
-        """Render ``grid`` to fit the widget's width (nothing to do when neither changed); ``source``: the run's kind."""
+        """Render ``grid`` to fit the widget (nothing to do when neither changed); ``source``: the run's kind."""
         width = max(10, self.size.width - 2)
-        if self._drawn is not None and self._drawn[0] is grid and self._drawn[1:] == (width, source):
+        height = self.size.height or 1000
+        if self._drawn is not None and self._drawn[0] is grid and self._drawn[1:] == (width, source, height, self.top):
             return
-        self._drawn = (grid, width, source)
-        self.update(render_grid(grid, width, source), layout=False)  # its size is set by the layout (1fr), not by its text
+        self.top = clamp_top(len(grid.layers), self.top, width, height)
+        self._drawn = (grid, width, source, height, self.top)
+        self.update(render_grid(grid, width, source, height, self.top), layout=False)  # its size is set by the layout (1fr)
 
     def on_resize(self) -> None:
-        """Fit the grid to the new width."""
+        """Fit the grid to the new size."""
         if self._drawn is not None:
             self.show(self._drawn[0], self._drawn[2])
+
+    def action_scroll_rows(self, by: int) -> None:
+        """Show the layers ``by`` rows further down (negative: up)."""
+        if self._drawn is not None:
+            self.top = max(0, self.top + by)
+            self.show(self._drawn[0], self._drawn[2])
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        """The wheel scrolls the layers."""
+        event.stop()
+        self.action_scroll_rows(2)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        """The wheel scrolls the layers."""
+        event.stop()
+        self.action_scroll_rows(-2)
 
     def show_error(self, text: Text) -> None:
         """Show why the grid could not be drawn (the next ``show`` tries again)."""
@@ -55,8 +93,41 @@ class LayerHeatmap(Static):
         self.update(text)
 
 
-def render_grid(grid: LayerGrid, width: int, source: str = KIND_TUIDIAG) -> Text:
-    """The heatmap as literal text (layer names come from run files)."""
+def legend(width: int) -> list[Text]:
+    """The colour scale, wrapped to ``width`` columns."""
+    lines = [Text("log10 |grad|:", style="dim")]
+    entries = [(glyph, colour, f"<{bound}") for bound, colour, glyph in LEVELS[:-1]]
+    entries.append((LEVELS[-1][2], LEVELS[-1][1], f">={LEVELS[-2][0]}"))
+    for glyph, colour, label in entries:
+        if len(lines[-1]) + 2 + len(label) > width:
+            lines.append(Text())
+        lines[-1].append(" ")
+        lines[-1].append(glyph, style=_glyph_style(colour))
+        lines[-1].append(label, style="dim")
+    return lines
+
+
+def window(count: int, top: int, width: int, height: int) -> tuple[int, int, bool, bool]:
+    """The layers shown (``first``, ``end``) among ``count`` in ``height`` lines from ``top``, and whether a
+    line says more are above or below."""
+    room = max(1, height - 1 - len(legend(width)))  # the step range and the legend stay
+    if count <= room:
+        return 0, count, False, False
+    top = min(max(0, top), count - max(1, room - 1))  # scrolled to the end: the last layer on the last row
+    if top == 0:
+        return 0, max(1, room - 1), False, True
+    if top + room - 1 >= count:
+        return top, count, True, False
+    return top, top + max(1, room - 2), True, True
+
+
+def clamp_top(count: int, top: int, width: int, height: int) -> int:
+    """``top`` moved so that the window ends at the last layer at the latest."""
+    return window(count, top, width, height)[0]
+
+
+def render_grid(grid: LayerGrid, width: int, source: str = KIND_TUIDIAG, height: int | None = None, top: int = 0) -> Text:
+    """The heatmap as literal text (layer names come from run files) in ``height`` lines (None: every layer)."""
     out = Text()
     if not grid.layers and source != KIND_TUIDIAG:
         return Text(f"the per-layer view needs tuidiag's recorder: this run is a {clean(source, 20)} log, which holds no "
@@ -67,15 +138,19 @@ def render_grid(grid: LayerGrid, width: int, source: str = KIND_TUIDIAG) -> Text
     columns = max(4, width - label_width - 1)
     bins = grid.log_norms.shape[1]
     pick = np.linspace(0, bins - 1, min(columns, bins)).astype(int)
-    for name, row in zip(grid.layers, grid.log_norms):
+    count = len(grid.layers)
+    first, end, above, more_after = window(count, top, width, height if height is not None else count + 10)
+    if above:
+        out.append(f"{'':>{label_width}}^ {first} more layer{'s' * (first != 1)} above (up/wheel)\n", style="bold")
+    for name, row in zip(grid.layers[first:end], grid.log_norms[first:end]):
         out.append(clean(name, label_width - 1).rjust(label_width - 1) + " ")
         for value in row[pick]:
             colour, glyph = cell_style(value)
-            out.append(glyph, style=f"black on {colour}" if colour else "")
+            out.append(glyph, style=_glyph_style(colour) if colour else "")
         out.append("\n")
-    out.append(f"{'':>{label_width}}step 0 .. {int(grid.step_edges[-1]) - 1}   ", style="dim")
-    out.append("log10 |grad|: ", style="dim")
-    for bound, colour, glyph in LEVELS:
-        out.append(glyph, style=f"black on {colour}")
-        out.append(f"<{bound} ", style="dim")
+    if more_after:
+        more = count - end
+        out.append(f"{'':>{label_width}}v {more} more layer{'s' * (more != 1)} below (down/wheel)\n", style="bold")
+    out.append(f"{'':>{label_width}}step 0 .. {int(grid.step_edges[-1]) - 1}  ({count} layers)\n", style="dim")
+    out.append(Text("\n").join(legend(width)))
     return out
