@@ -40,7 +40,7 @@ def test_json_shows_the_fix_improved_things(fixed: dict) -> None:
     assert "lr_too_high" in codes
     assert "lr_too_high" not in {f["code"] for f in fixed["findings"]["persisted"] + fixed["findings"]["appeared"]}
     assert fixed["verdict"].startswith("A diverged (NaN/Inf from step ") and "B is better at the end" in fixed["verdict"]
-    assert "not present in B: lr_too_high" in fixed["verdict"] and "resolved" not in fixed["verdict"]
+    assert "not present in B: LR too high" in fixed["verdict"] and "resolved" not in fixed["verdict"]
     assert fixed["a"]["name"] == "lr-too-high" and fixed["b"]["name"] == "healthy"
 
 

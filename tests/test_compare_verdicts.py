@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tuidiag.diagnosis.codes import CODES, badge
 from tuidiag.report.compare import METRICS, THRESHOLD_PCT, compare_summaries, compare_runs
 from tuidiag.store import open_run
 
@@ -78,7 +79,7 @@ def test_best_and_final_disagreeing_are_both_said(best: tuple[float, float], fin
 def test_findings_absent_from_b_are_not_called_resolved() -> None:
     result = compare_summaries(_summary(0.3, NAN, 50, ("lr_too_high", "nonfinite_loss")),
                                _summary(1.4, 1.4, None, ("lr_too_low",)))
-    assert "not present in B: lr_too_high, nonfinite_loss" in result.verdict and "new in B: lr_too_low" in result.verdict
+    assert "not present in B: LR too high, NaN loss" in result.verdict and "new in B: LR too low" in result.verdict
     assert "resolved" not in result.verdict
 
 
@@ -89,4 +90,13 @@ def test_the_reviewed_demo_pair() -> None:
     assert isinstance(step, int) and result.b["diverged_step"] is None
     assert result.verdict.startswith(f"A diverged (NaN/Inf from step {step}); B did not: B is better at the end, "
                                      "though A had the lower best val loss (A 0.3249, B 1.389) before diverging")
-    assert "resolved" not in result.verdict and "not present in B: lr_too_high" in result.verdict
+    assert "resolved" not in result.verdict and "not present in B: LR too high" in result.verdict
+
+
+@pytest.mark.parametrize("code", sorted(c for c in CODES if c not in ("healthy", "unreadable")))
+def test_findings_are_named_as_the_monitor_names_them(code: str) -> None:
+    """Every code, gone from B or new in it, reads as its badge (as the overview and ``tuidiag status`` show it)."""
+    gone = compare_summaries(_summary(0.3, 0.3, None, (code,)), _summary(0.3, 0.3))
+    new = compare_summaries(_summary(0.3, 0.3), _summary(0.3, 0.3, None, (code,)))
+    assert gone.verdict.endswith(f"; not present in B: {badge(code)}")
+    assert new.verdict.endswith(f"; new in B: {badge(code)}")

@@ -33,6 +33,7 @@ from tuidiag.diagnosis.codes import CODES  # noqa: E402
 from tuidiag.diagnosis.moves import LR_DOWN, LR_UP, fix_text  # noqa: E402
 from tuidiag.diagnosis.combine import resolve_fix_conflicts  # noqa: E402
 from tuidiag.diagnosis.evidence import Change, Evidence  # noqa: E402
+from tuidiag.text.numbers import confidence  # noqa: E402
 
 MATRIX = {case.name: case for case in evidence_runs.cases()}
 RANK_RUNS = {f"ranks-{kind}-{n}": (kind, n) for kind in evidence_runs.RANK_CASES for n in evidence_runs.RANK_LENGTHS}
@@ -134,7 +135,7 @@ def test_resolution_keeps_the_better_supported_fix_and_says_why() -> None:
     low = _finding("underfitting", 0.6, fix_text("increase capacity", (LR_UP, "raise LR")))
     given = (low.fix, dict(low.moves))
     low_after, high_after = resolve_fix_conflicts([low, high])
-    assert low_after.fix == "increase capacity; not raising the LR: conflicts with lr_too_high (87%)"
+    assert low_after.fix == "increase capacity; not raising the LR: conflicts with lr_too_high (87%)"  # titled by its code here
     assert high_after.fix == "reduce LR 10x; add warmup" and LR_UP not in low_after.moves
     assert (low.fix, low.moves) == given, "the findings given are left as they were"
     cause = _finding("dead_relu", 0.5, fix_text((LR_DOWN, "lower LR")), related=["lr_too_low"])
@@ -223,7 +224,7 @@ def test_lower_and_raise_lr_never_both_advised(tmp_path: Path) -> None:
     assert by_code["dead_relu"].fix.startswith("lower LR from 5 to about 1.5")
     under = by_code["underfitting"]
     assert "raise LR" not in under.fix
-    assert f"not raising the LR: conflicts with dead_relu ({by_code['dead_relu'].confidence:.0%})" in under.fix
+    assert f"not raising the LR: conflicts with Dead ReLU units ({confidence(by_code['dead_relu'].confidence)})" in under.fix
     moves = [m for f in _all_findings(diagnosis) for m in (*f.moves, *fix_moves_in_text(f.fix))]
     assert LR_DOWN in moves and LR_UP not in moves
 

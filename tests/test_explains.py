@@ -92,7 +92,6 @@ PAIRS: dict[tuple[str, str], Pair] = {
     ("activation_saturation", "vanishing_gradients"): _pair("activation_saturation", "vanishing_gradients", 0, 150, late=True),
     ("activation_saturation", "lr_too_low"): _pair("activation_saturation", "lr_too_low", 0, 0),
     ("activation_saturation", "underfitting"): _pair("activation_saturation", "underfitting", 0, 100),
-    ("vanishing_gradients", "lr_too_low"): _pair("vanishing_gradients", "lr_too_low", 0, 0),
     ("vanishing_gradients", "underfitting"): _pair("vanishing_gradients", "underfitting", 0, 100),
     ("over_clipping", "lr_too_low"): _pair("over_clipping", "lr_too_low", 0, 0),
     ("over_clipping", "underfitting"): _pair("over_clipping", "underfitting", 0, 100),

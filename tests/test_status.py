@@ -12,6 +12,10 @@ import pytest
 import tuidiag
 from tuidiag.cli import status_cache
 from tuidiag.cli.main import main
+from tuidiag.cli.status_cache import top_entry
+from tuidiag.cli.status_cmd import UNICODE, _finding
+from tuidiag.diagnosis import Finding
+from tuidiag.diagnosis.codes import CODES, badge
 from tuidiag.store.tail import latest
 
 DEMO = Path(__file__).resolve().parent.parent / "demo_runs"
@@ -35,7 +39,7 @@ def test_line_of_a_finished_run(capsys: pytest.CaptureFixture[str]) -> None:
     line = _line(capsys, str(DEMO / "lr-too-high"))
     name, progress, finding, age = line.split(" \N{BLACK RIGHT-POINTING SMALL TRIANGLE} ")
     assert name == "lr-too-high" and progress == "step 254 loss nan"
-    assert finding.startswith("lr_too_high ") and finding.endswith("%")
+    assert finding.startswith("LR too high ") and finding.endswith("%")
     assert age.startswith("failed ") and age.endswith(" ago")
     assert _line(capsys, "--ascii", "--no-diagnosis", str(DEMO / "healthy")).startswith(
         "healthy > step 1,499 loss 0.1157 > finished"
@@ -100,7 +104,7 @@ def test_unwritable_cache_still_prints_the_finding(
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     monkeypatch.setenv("TUIDIAG_CACHE_DIR", str(blocker))
-    assert _line(capsys, "--ascii", str(DEMO / "lr-too-low")).split(" > ")[2].startswith("lr_too_low ")
+    assert _line(capsys, "--ascii", str(DEMO / "lr-too-low")).split(" > ")[2].startswith("LR too low ")
 
 
 def _listings(monkeypatch: pytest.MonkeyPatch, table: Path) -> list[str]:
@@ -146,3 +150,14 @@ def test_one_call_lists_metrics_once(tmp_path: Path, monkeypatch: pytest.MonkeyP
     line = _line(capsys, "--ascii", *args, str(run))
     assert len(calls) == (2 if mode == "first-diagnosis" else 1), line
     assert ("step 30 loss 0.01" if mode == "stale-cache" else "step 29 loss 0.03333") in line
+
+
+@pytest.mark.parametrize("code", sorted(set(CODES) - {"unreadable"}))  # unreadable: what to do, its title
+def test_every_code_is_named_as_the_monitor_names_it(code: str) -> None:
+    """The status line names a finding by its badge, the one name the overview and the report's views give it."""
+    finding = Finding(code, CODES[code].meaning, 0.8, "warning", [], CODES[code].fix)
+    for tmux in (False, True):
+        text = _finding(top_entry(finding), True, UNICODE, tmux)
+        shown = text.removeprefix("#[fg=yellow]").removesuffix("#[default]")
+        assert shown.startswith(badge(code).replace("#", "##")), (code, text)
+        assert code == badge(code) or code not in shown

@@ -12,7 +12,7 @@ from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
 from tuidiag.diagnosis import Diagnosis, diagnose
 from tuidiag.store.job_results import job_records
 from tuidiag.store.progress import progress
-from tuidiag.text.findings import finding_text, rank_label
+from tuidiag.text.findings import finding_text, labels
 from tuidiag.text.safe import literal
 
 
@@ -47,9 +47,9 @@ def render(result: Diagnosis, status: str, step_text: str | None = None) -> Text
     heading = f"Diagnosis of {result.run} at step {step_text or result.step} ({status})"
     out.append_text(literal(heading, "bold", max_len=200))
     out.append("\n" + "=" * min(len(heading), 78) + "\n")
-    for i, finding in enumerate(result.findings):
+    for finding, label in zip(result.findings, labels(result.findings)):
         out.append("\n")
-        out.append_text(finding_text(finding, rank_label(i), indent="  ", severity=True))
+        out.append_text(finding_text(finding, label, indent="  ", severity=True))
     if result.notes:
         out.append("\nNotes (review of the setup, not alarms):\n", style="bold")
         for note in result.notes:

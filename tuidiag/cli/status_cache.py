@@ -104,7 +104,7 @@ def store(run_dir: Path, sig: str, diagnosis: Any, cost: float, warnings: list[s
         "computed": time.time(),
         "cost": cost,
         "step": diagnosis.step,
-        "top": {"code": top.code, "title": top.title, "confidence": top.confidence, "severity": top.severity},
+        "top": top_entry(top),
         "warnings": [str(w)[:500] for w in warnings[:20]],
     }
     whole = diagnosis.to_json()
@@ -115,6 +115,15 @@ def store(run_dir: Path, sig: str, diagnosis: Any, cost: float, warnings: list[s
     except OSError:
         pass  # an unwritable cache only costs speed: the next call diagnoses again
     return entry
+
+
+def top_entry(top: Any) -> dict[str, Any]:
+    """A finding as the status line keeps it: its code, its name as every other view shows it (``badge``: the one
+    place codes get their short titles, :func:`tuidiag.diagnosis.codes.badge`), title, confidence and severity."""
+    from tuidiag.diagnosis.codes import badge  # the diagnosis is loaded already: this costs nothing
+
+    return {"code": top.code, "badge": badge(top.code), "title": top.title, "confidence": top.confidence,
+            "severity": top.severity}
 
 
 def due(cached: dict[str, Any] | None) -> bool:
@@ -140,8 +149,8 @@ def top_finding(run_dir: Path, inline: bool = False, metrics: Shards | None = No
     (``metrics``: the shards of ``metrics/``, already listed)."""
     sig, size = signature(run_dir, metrics)
     cached = load(run_dir)
-    if cached is not None and cached.get("signature") == sig:
-        return cached.get("top"), True
+    if cached is not None and cached.get("signature") == sig and "badge" in (cached.get("top") or {}):
+        return cached.get("top"), True  # an entry without a badge predates it: diagnosed again, as a stale one
     if inline or (cached is None and size < INLINE_BYTES):
         return refresh(run_dir, sig)["top"], True
     if due(cached):

@@ -1,6 +1,6 @@
 """``tuidiag status RUN``: one line for a tmux status bar: step, loss, top finding, staleness.
 
-``myrun ▸ step 12,345 loss 0.4312 ▸ lr_too_high 80% ▸ 3s ago``. It reads ``run.json``
+``myrun ▸ step 12,345 loss 0.4312 ▸ LR too high 80% ▸ 3s ago``. It reads ``run.json``
 (whose ``summary`` holds the newest loss: :mod:`tuidiag.store.tail_summary`; a run
 without one has it read from the end of the newest shard) and a cached top finding
 (:mod:`tuidiag.cli.status_cache`), never the whole run and, on a run with a summary,
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuidiag.cli.run_argument import RunNotReadable, fail, load_run
-from tuidiag.cli.status_cache import refresh_locked, top_finding
+from tuidiag.cli.status_cache import refresh_locked, top_entry, top_finding
 from tuidiag.format import LOSS, METRICS_DIR, STATUS_RUNNING
 from tuidiag.store.discovery import Shards, is_run_dir, list_shards
 from tuidiag.store.manifest import effective_status, read_manifest
@@ -140,8 +140,7 @@ def _diagnosed(run: Run) -> tuple[dict[str, Any] | None, bool]:
     """The top finding of a run diagnosed now (in the shape the cache keeps), covering all its data."""
     from tuidiag.diagnosis import diagnose
 
-    top = diagnose(run).top
-    return {"code": top.code, "title": top.title, "confidence": top.confidence, "severity": top.severity}, True
+    return top_entry(diagnose(run).top), True
 
 
 def _line(name: str, reached: Progress, loss: Latest | None, losses: str, finding: tuple[dict[str, Any] | None, bool] | None,
@@ -172,7 +171,8 @@ def _finding(top: dict[str, Any] | None, fresh: bool, symbols: dict[str, str], t
     if code == UNREADABLE:  # what to do, not a likelihood
         text = _text(top.get("title") or code, tmux, 60)
     else:
-        text = code if code == "healthy" or not isinstance(confidence, (int, float)) else f"{code} {percent(confidence)}"
+        name = _text(top.get("badge") or code, tmux, 40)  # as the monitor and the report name it
+        text = name if code == "healthy" or not isinstance(confidence, (int, float)) else f"{name} {percent(confidence)}"
     text += "" if fresh else "*"
     if tmux:
         colour = TMUX_COLOURS.get(str(top.get("severity")), "default")

@@ -20,7 +20,7 @@ from tuidiag.diagnosis.evidence import Change, Evidence, Level, at_step, change_
 from tuidiag.diagnosis.lr_target import unled
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import Move
-from tuidiag.text.numbers import fmt
+from tuidiag.text.numbers import confidence, fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 from tuidiag.diagnosis.rules.nothing_trains import TAG as NOTHING_TRAINS
@@ -35,7 +35,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
                     "vanishing_gradients", "activation_saturation"),
     "dead_relu": ("dead_layer", "lr_too_low", "underfitting", "vanishing_gradients"),
     "activation_saturation": ("vanishing_gradients", "lr_too_low", "underfitting"),
-    "vanishing_gradients": ("lr_too_low", "underfitting"),
+    "vanishing_gradients": ("underfitting",),  # never lr_too_low: that rule stays silent while a layer is starved
     "over_clipping": ("lr_too_low", "underfitting"),
     "lr_decayed_too_early": ("underfitting",),
     "lr_too_low": ("underfitting",),
@@ -202,7 +202,7 @@ def _drop_move(finding: Finding, move: Move, winner: Finding) -> Finding:
     if parts and parts[0].startswith("or "):  # "or reduce LR ..." now leads: its move's clause loses the "or" too
         moves = {other: unled(text) if text == parts[0] else text for other, text in moves.items()}
         parts[0] = parts[0][3:]
-    note = f"not {move.doing}: conflicts with {winner.code} ({winner.confidence:.0%})"
+    note = f"not {move.doing}: conflicts with {winner.title} ({confidence(winner.confidence)})"  # as the finding is headed
     return finding.changed(fix="; ".join([*parts, note]), moves=moves)
 
 
@@ -214,7 +214,7 @@ def resolve_fix_conflicts(findings: list[Finding]) -> list[Finding]:
     alarms over notes, then the higher confidence, except that a cause beats a symptom it
     explains (it is causally earlier). Every finding advising the opposite move loses
     that clause of its fix and says why instead ("not raising the LR: conflicts with
-    lr_too_high (87%)").
+    Learning rate too high (87%)").
     """
     current = list(findings)
     settings = sorted({move.setting for finding in current for move in finding.moves})

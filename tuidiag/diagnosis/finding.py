@@ -22,7 +22,7 @@ class Finding:
     first_step: int | None = None
     """The first step at which the finding's signature held (``None``: not tied to a step)."""
     related: list[str] = field(default_factory=list)
-    """Codes of symptoms this finding explains (they appear below it as alternatives)."""
+    """Codes of symptoms this finding explains (they appear below it, labelled as observed symptoms of it)."""
     tags: set[str] = field(default_factory=set, repr=False)
     """Internal facts the combiner reads (e.g. ``from_start``); not part of the JSON contract."""
     moves: dict[Move, str] = field(default_factory=dict, repr=False)

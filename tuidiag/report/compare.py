@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tuidiag.diagnosis import Diagnosis, diagnose
+from tuidiag.diagnosis.codes import badge
 from tuidiag.diagnosis.view import VAL_ACC_NAMES, VAL_LOSS_NAMES, RunView
 from tuidiag.report.series import moving_average
 from tuidiag.store import Run
@@ -270,8 +271,8 @@ def verdict(result: Comparison) -> str:
         text = "Cannot compare: no loss or validation metric recorded in both runs"
     else:
         text = _headline(head) + _at_the_end(head, by_key.get(FINAL_OF.get(head.key, "")))
-    gone = [f["code"] for f in result.disappeared if f["severity"] != "info"]
-    new = [f["code"] for f in result.appeared if f["severity"] != "info"]
+    gone = [badge(f["code"]) for f in result.disappeared if f["severity"] != "info"]  # named as the monitor names them
+    new = [badge(f["code"]) for f in result.appeared if f["severity"] != "info"]
     if gone:
         text += f"; not present in B: {', '.join(gone)}"
     if new:

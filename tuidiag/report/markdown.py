@@ -11,7 +11,7 @@ import time
 
 from tuidiag import __version__
 from tuidiag.diagnosis import Diagnosis, Finding
-from tuidiag.text.findings import RANK_LABELS
+from tuidiag.text.findings import OBSERVED, labels
 from tuidiag.text.numbers import confidence
 from tuidiag.report.checklist import FAIL, NOT_ANSWERABLE, PASS, Check
 from tuidiag.report.mdtext import code, image, md, table
@@ -50,17 +50,16 @@ def findings_section(diagnosis: Diagnosis) -> list[str]:
              f"Ranked hypotheses from `tuidiag diagnose` as of step {diagnosis.step if diagnosis.step is not None else '(none yet)'}, "
              "most likely first; "
              "the alternatives are worth ruling out too.", ""]
-    for i, finding in enumerate(diagnosis.findings):
-        lines += finding_block(finding, i)
+    for i, (finding, label) in enumerate(zip(diagnosis.findings, labels(diagnosis.findings))):
+        lines += finding_block(finding, i, label)
     return lines
 
 
-def finding_block(finding: Finding, rank: int) -> list[str]:
-    """One finding: heading, a facts table, evidence bullets and the fix."""
-    label = RANK_LABELS[min(rank, len(RANK_LABELS) - 1)]
+def finding_block(finding: Finding, rank: int, label: str) -> list[str]:
+    """One finding: heading (``label`` from :func:`~tuidiag.text.findings.labels`), a facts table, evidence bullets and the fix."""
     first = f"step {finding.first_step}" if finding.first_step is not None else "n/a"
     lines = [f"### {rank + 1}. {label}: {md(finding.title)} ({code(finding.code)})", ""]
-    lines += table(["confidence", "severity", "first step"], [[confidence(finding.confidence), md(finding.severity), first]])
+    lines += table(["confidence", "severity", "first step"], [["observed" if label.startswith(OBSERVED) else confidence(finding.confidence), md(finding.severity), first]])
     lines += ["", "Evidence:", ""]
     lines += [f"- {md(line, 1000)}" for line in finding.evidence] or ["- none recorded"]
     lines.append("")

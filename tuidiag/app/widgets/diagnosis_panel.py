@@ -9,7 +9,7 @@ from textual.widgets import Static
 
 from tuidiag.app.widgets.guard import guarded
 from tuidiag.diagnosis import Diagnosis
-from tuidiag.text.findings import finding_text, rank_label
+from tuidiag.text.findings import finding_text, labels
 from tuidiag.text.safe import clean, literal
 
 SKIPPED_SHOWN = 5
@@ -73,8 +73,8 @@ def panel_title(step: int | None, at: int | None, status: str) -> str:
 def render_diagnosis(diagnosis: Diagnosis, max_evidence: int | None = PANEL_EVIDENCE) -> Text:
     """All findings (each with its first ``max_evidence`` evidence lines; None: all), then notes, as literal text."""
     out = Text()
-    for i, finding in enumerate(diagnosis.findings):
-        out.append_text(finding_text(finding, rank_label(i), max_evidence=max_evidence))
+    for finding, label in zip(diagnosis.findings, labels(diagnosis.findings)):
+        out.append_text(finding_text(finding, label, max_evidence=max_evidence))
         out.append("\n")
     whole = max_evidence is None  # the full diagnosis (d): every note whole, with its fix
     for note in diagnosis.notes if whole else diagnosis.notes[:3]:

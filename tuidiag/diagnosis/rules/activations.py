@@ -8,7 +8,7 @@ from tuidiag.diagnosis.evidence import Evidence, Level, Measure, measure
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.lr_target import scaled
 from tuidiag.diagnosis.moves import INIT_SMALLER, LR_DOWN, fix_text
-from tuidiag.diagnosis.rules.measures import listing
+from tuidiag.diagnosis.module_names import DEAD_FAMILY, SATURATING_FAMILY, family, module_label
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import ACT_DEAD_PREFIX, ACT_SATURATED_PREFIX
 
@@ -36,9 +36,14 @@ def _layers_over(view: RunView, prefix: str, limit: float) -> tuple[list[tuple[s
     return sorted(hits, key=lambda h: -h[1].value), onset
 
 
-def _hits_line(what: str, hits: list[tuple[str, Measure]], limit: float, refs: tuple[float, ...] = ()) -> Evidence:
+def _hits_line(view: RunView, what: str, hits: list[tuple[str, Measure]], limit: float, kinds: tuple[str, ...],
+               refs: tuple[float, ...] = ()) -> Evidence:
+    """The layers over ``limit``, each named with its type and place (:func:`module_label`) and its median share."""
     shown = hits[:5]
-    items = listing([m for _, m in shown], [n for n, _ in shown], lambda v: f"{v:.0%}")
+    kind = family(view.model, kinds)
+    same = len({(m.first, m.last) for _, m in shown}) <= 1
+    items = ", ".join(f"{module_label(view.model, n, kind)} {m.value:.0%}" + ("" if same else f" ({m.where})") for n, m in shown)
+    items += f" over {shown[0][1].where}" if same else ""
     samples = "the last 3 samples" if all(m.first < m.last for _, m in shown) else "the samples so far (up to 3)"
     return Evidence(f"{what}, median of {samples}: {items}", *(Level(m, above=limit) for _, m in shown), refs=(3, *refs))
 
@@ -50,7 +55,7 @@ def dead_relu(view: RunView) -> Finding | None:
         return None
     limit = Evidence(f"{DEAD_LIMIT:.0%} is the limit; healthy ReLU layers have few units dead across a whole batch",
                      refs=(DEAD_LIMIT,))
-    evidence: list[str] = [_hits_line("dead units (zero for the whole batch)", hits, DEAD_LIMIT), limit]
+    evidence: list[str] = [_hits_line(view, "dead units (zero for the whole batch)", hits, DEAD_LIMIT, DEAD_FAMILY), limit]
     fix = fix_text(scaled(LR_DOWN, "lower", view.lr_now, 0.3), "use LeakyReLU/GELU",
                    "initialise biases slightly positive (0.01) with Kaiming init")
     finding = Finding("dead_relu", "Dead ReLU units", min(0.93, 0.7 + hits[0][1].value - DEAD_LIMIT), "warning", evidence, fix,
@@ -64,7 +69,8 @@ def activation_saturation(view: RunView) -> Finding | None:
     hits, onset = _layers_over(view, ACT_SATURATED_PREFIX, SATURATED_LIMIT)
     if not hits or onset is None:
         return None
-    evidence: list[str] = [_hits_line("saturated units (pre-activation beyond +/-5)", hits, SATURATED_LIMIT, (-5, 5))]
+    evidence: list[str] = [_hits_line(view, "saturated units (pre-activation beyond +/-5)", hits, SATURATED_LIMIT, SATURATING_FAMILY,
+                                      (-5, 5))]
     fix = fix_text("add normalization before the activation", (INIT_SMALLER, "use a smaller init scale"), "or switch to ReLU/GELU")
     confidence = min(0.92, 0.65 + hits[0][1].value - SATURATED_LIMIT)
     finding = Finding("activation_saturation", "Saturated sigmoid/tanh units", confidence, "warning", evidence, fix, onset[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tuidiag.diagnosis.evidence import (
-    Change, Evidence, Level, Measure, Occurrences, change_words, direction, measure, quoted, signed_percent,
+    Change, Evidence, Level, Measure, Occurrences, at_step, change_words, direction, measure, quoted, signed_percent,
 )
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.lr_target import scaled
@@ -18,7 +18,7 @@ from tuidiag.diagnosis.rules.overshoot import (
     FAR_OVERSHOOT, RATIO_HIGH, RATIO_OVERSHOOT, RISE, RISE_MIN, WEIGHT_BLOWUP, died_after, far_overshoot, first_updates_rise,
     ratio_onset, rise_words, sustained_rise, weight_blowup,
 )
-from tuidiag.diagnosis.rules.precursors import before_nonfinite, first_nonfinite
+from tuidiag.diagnosis.rules.precursors import before_nonfinite, calm_loss, first_nonfinite
 from tuidiag.diagnosis.stats import block_medians, median, thin
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
@@ -29,8 +29,9 @@ NO_PROGRESS = 0.25
 
 
 def _start_vs_now(view: RunView) -> Change | None:
-    """The loss's first 5 finite values against its newest fifth (at least 20; ``None`` below 30 finite values)."""
-    steps, values = finite_only(*view.loss)
+    """The loss's first 5 finite values against its newest fifth (at least 20; ``None`` below 30 finite values), before
+    any runaway that ended in a non-finite loss (:func:`calm_loss`)."""
+    steps, values = finite_only(*calm_loss(view)[:2])
     if len(values) < 30:
         return None
     start = start_measure(LOSS, steps, values)
@@ -104,7 +105,7 @@ def _no_progress_while(view: RunView, ratio: Measure) -> Change | None:
     sampled = view.series(UPDATE_RATIO_PREFIX + (view.weight_params or view.param_order)[0])[0]
     if int(((sampled >= ratio.first) & (sampled <= ratio.last)).sum()) < STALL_SAMPLES:
         return None
-    change = first_vs_last(LOSS, *steps_between(*finite_only(*view.loss), ratio.first, ratio.last))
+    change = first_vs_last(LOSS, *steps_between(*finite_only(*calm_loss(view)[:2]), ratio.first, ratio.last))
     return change if change is not None and drop_of(change) < NO_PROGRESS else None
 
 
@@ -149,15 +150,19 @@ def _divergence_points(view: RunView) -> Part:
         if not grew:
             return 0.0, None, None
     if at is not None:
-        first = Occurrences((LOSS,), int(steps[0]), at, "nonfinite", (at,), 1)
+        first: tuple = (Occurrences((LOSS,), int(steps[0]), at, "nonfinite", (at,), 1),)
         g_steps, g = finite_only(*view.grad_total)
         start = measure(GRAD_NORM_TOTAL, g_steps[:3], g[:3], "median") if len(g) else None
         ran = [what for what, did in (("the loss", before is not None and before.loss_grew),
                                        ("the gradient norm", before is not None and before.grad_grew)) if did]
-        after_run = f", after {' and '.join(ran)} ran away in the steps before it" if ran else ""
+        since = "in the steps before it"
+        if before is not None and before.grew_from is not None and len(hit := np.flatnonzero(steps == before.grew_from)):
+            since = f"from step {before.grew_from}"
+            first = Occurrences((LOSS,), int(steps[0]), at, "nonfinite", (at,), 1), Level(at_step(LOSS, steps, values, int(hit[0])))
+        after_run = f", after {' and '.join(ran)} ran away {since}" if ran else ""
         normal_start = (f"; at the start the gradient norm was {fmt(start.value)} over {start.where}, not out of range"
                         if start is not None else "")
-        claims = [first] + ([Level(start, below=100.0)] if start is not None else [])
+        claims = [*first] + ([Level(start, below=100.0)] if start is not None else [])
         onset = before.grew_from if before is not None and before.grew_from is not None else at
         return 1.0, Evidence(f"training diverged: the loss is non-finite from step {at}{after_run}{normal_start}: the steps "
                              "overshoot", *claims), (onset, onset)
@@ -213,8 +218,8 @@ def _weight_blowup_points(view: RunView) -> Part:
 
 
 def _rising_points(view: RunView) -> Part:
-    """The loss rose from its best level and stayed up over the last stretch."""
-    steps, values = finite_only(*after_quiet(view, *view.loss))
+    """The loss rose from its best level and stayed up over the last stretch (before any runaway to a non-finite loss)."""
+    steps, values = finite_only(*after_quiet(view, *calm_loss(view)[:2]))
     if len(values) < 100:
         return 0.0, None, None
     sampled = thin(steps)  # the blocks are chosen on the sample block_medians takes; the medians shown are exact
@@ -226,6 +231,9 @@ def _rising_points(view: RunView) -> Part:
     best = measure(LOSS, steps[inside], values[inside], "median")
     later = steps >= sampled[offset + 17 * size]
     now = measure(LOSS, steps[later], values[later], "median")
+    shared = _start_vs_now(view)  # the finding's other lines quote the loss now over this window: one window, one value
+    if shared is not None and shared.after.first > best.last:
+        now = shared.after
     floor = float(np.min(smooth[-3:]))
     if now.value > 1.3 * best.value and floor > 1.15 * best.value and now.value - best.value > 0.05:
         change = Change(best, now, "up")
@@ -326,7 +334,7 @@ def lr_too_low(view: RunView) -> Finding | None:
     drop = drop_of(change)
     g_steps, g = view.grad_total
     grad = measure(GRAD_NORM_TOTAL, g_steps, g, "median") if len(g) else None
-    if drop > 0.2 or grad is None or not (grad.value > 1e-3) or _some_layer_without_gradient(view):
+    if drop > 0.2 or grad is None or not (grad.value > 1e-3) or _starved_layer(view) is not None:
         return None
     confidence, ratio_text = _small_steps(ratio, drop)
     if not confidence or change is None:
@@ -341,13 +349,28 @@ def lr_too_low(view: RunView) -> Finding | None:
     return Finding("lr_too_low", "Learning rate too low", confidence, "warning", evidence, fix, int(steps[0]))
 
 
-def _some_layer_without_gradient(view: RunView) -> bool:
-    """A weight layer's recent gradient is exactly zero: updates are small because nothing flows, not because of the LR."""
+STARVED_ORDERS = 3.0
+"""A weight layer whose recent gradient norm is this many orders of magnitude below the largest layer's gets
+next to nothing (the line :func:`~tuidiag.diagnosis.rules.gradients.vanishing_gradients` draws)."""
+STARVED_FLOOR = 1e-8
+"""...or whose recent gradient norm is below this: no step size moves a layer with such gradients."""
+
+
+def _starved_layer(view: RunView) -> tuple[str, float] | None:
+    """A weight layer whose recent gradient is zero, vanishingly small, or orders of magnitude below the largest
+    layer's (its name and median): updates are small because little flows there, not because of the LR."""
+    medians = {}
     for name in view.weight_params:
         values = view.series(GRAD_NORM_PREFIX + name)[1]
-        if len(values) and median(values[-max(10, len(values) // 5):]) == 0:
-            return True
-    return False
+        if len(values):
+            medians[name] = median(values[-max(10, len(values) // 5):])
+    if not medians:
+        return None
+    name = min(medians, key=lambda n: medians[n])
+    low, high = medians[name], max(medians.values())
+    if not low > STARVED_FLOOR or not np.isfinite(high) or low * 10**STARVED_ORDERS < high:
+        return name, low
+    return None
 
 
 RULES = [lr_too_high, lr_too_low]

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuidiag.diagnosis.evidence import Change, Evidence, Level, Measure, at_step, measure, quoted, stat_of
+from tuidiag.diagnosis.evidence import Change, Evidence, Level, Measure, at_step, measure, stat_of
+from tuidiag.diagnosis.module_names import DEAD_FAMILY, family, module_label
 from tuidiag.diagnosis.rules.activations import DEAD_LIMIT
 from tuidiag.diagnosis.rules.measures import after_quiet, finite_only
+from tuidiag.diagnosis.rules.precursors import calm_loss
 from tuidiag.diagnosis.stats import column_medians, grouped_median
 from tuidiag.text.numbers import fmt
 from tuidiag.diagnosis.view import RunView
@@ -102,8 +104,9 @@ def weight_blowup(view: RunView) -> tuple[Change, int] | None:
 
 def sustained_rise(view: RunView, start: Measure) -> tuple[Change, int] | None:
     """The first block of steps after the quiet ones whose median loss is 1.5x its start and 0.1 above it, with the earliest
-    step the rise may have begun: the previous block's first step, or the run's first when it is the first block judged."""
-    steps, values = finite_only(*after_quiet(view, *view.loss))
+    step the rise may have begun: the previous block's first step, or the run's first when it is the first block judged.
+    Blocks end before any runaway to a non-finite loss (:func:`calm_loss`), whose median would hide it."""
+    steps, values = finite_only(*after_quiet(view, *calm_loss(view)[:2]))
     size = max(5, len(values) // 20)
     for first in range(0, len(values) - size + 1, size):
         block = measure(LOSS, steps[first:first + size], values[first:first + size], "median")
@@ -153,7 +156,8 @@ def died_after(view: RunView, since: int) -> Evidence | None:
             shown.append((name, at_step(name, steps, values, i), at_step(name, steps, values, int(later[0]))))
     if not shown:
         return None
-    parts = [f"{quoted(name[len(ACT_DEAD_PREFIX):])} from {was.value:.0%} dead units at step {was.first} to {now.value:.0%} at step "
+    kind = family(view.model, DEAD_FAMILY)
+    parts = [f"{module_label(view.model, name[len(ACT_DEAD_PREFIX):], kind)} from {was.value:.0%} dead units at step {was.first} to {now.value:.0%} at step "
              f"{now.first}" for name, was, now in shown[:3]]
     claims = [c for _, was, now in shown[:3] for c in (Level(was), Level(now, above=DEAD_LIMIT))]
     return Evidence(f"ReLU units died after the steps began to overshoot: {'; '.join(parts)}", *claims, refs=(DEAD_LIMIT,))

@@ -116,3 +116,18 @@ def _verdict(loss_grew: bool, grad_grew: bool, with_grad: bool) -> str:
     grad = ", the gradient norm under 10x its median" if with_grad else ""
     return (f"nothing ran away first (the loss within half its spread above its earlier peak{grad}): "
             "a numerical fault, not a divergence")
+
+
+def runaway_from(view: RunView) -> int | None:
+    """The first step of the runaway that ended in a non-finite loss (``None``: no such runaway, or no non-finite loss)."""
+    i = first_nonfinite(view)
+    before = before_nonfinite(view, i) if i is not None else None
+    return before.grew_from if before is not None and before.grew else None
+
+
+def calm_loss(view: RunView) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """The loss before the runaway that ended in a non-finite value, with that runaway's first step (the whole loss and
+    ``None`` without one): a window's median that spans the runaway would hide it, so windows end before it."""
+    steps, values = view.loss
+    since = runaway_from(view)
+    return (steps, values, None) if since is None else (steps[steps < since], values[steps < since], since)
