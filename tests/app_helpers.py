@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-import os
+import json
+import shutil
 from pathlib import Path
 from typing import Callable
 
-from tests.conftest import ROOT
+from tests.conftest import FULL_TESTS, ROOT
 
 DEMO_RUNS = ROOT / "demo_runs"
-FULL_TESTS = os.environ.get("TUIDIAG_FULL_TESTS") == "1"
-"""``TUIDIAG_FULL_TESTS=1``: app tests that sample a grid (of sizes, of cases) walk all of it; the default
-run covers every screen, tab and class at 80x24 and one wide size, within the suite's time budget."""
+
+
+def own_copy(demo: str, dest: Path) -> Path:
+    """A copy of the demo run ``demo`` at ``dest`` as a run of one's own: without the demo's ``read_only``
+    mark, so tuidiag writes into it (compacts it, keeps its job results) as into a user's run."""
+    shutil.copytree(DEMO_RUNS / demo, dest)
+    manifest = json.loads((dest / "run.json").read_text())
+    manifest.pop("read_only", None)
+    (dest / "run.json").write_text(json.dumps(manifest))
+    return dest
+
 FIXED_NOW = 1_900_000_000.0
 """A clock for deterministic snapshots: ages of demo data are shown relative to this."""
 

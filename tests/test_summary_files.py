@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tuidiag
-from tests.app_helpers import DEMO_RUNS
+from tests.app_helpers import own_copy
 from tuidiag.cli.main import main
 from tuidiag.format import METRICS_DIR, SUMMARIES_DIR
 from tuidiag.recorder.writer import Layout, MetricBatch, ShardWriter
@@ -62,7 +62,7 @@ def test_summaries_of_compacted_shards_merge_into_the_levels_of_all_rows(tmp_pat
 @pytest.mark.parametrize("forge", ["garbage", "metrics shard", "another shard's", "empty"])
 def test_a_summary_that_cannot_be_trusted_is_refused(tmp_path: Path, forge: str) -> None:
     run_dir = tmp_path / "run"
-    shutil.copytree(DEMO_RUNS / "healthy", run_dir)
+    own_copy("healthy", run_dir)
     assert main(["compact", str(run_dir)]) == 0
     (shard,) = [p for _, p in list_shards(run_dir / METRICS_DIR)]
     target = summary_path(run_dir, shard.name)
@@ -82,7 +82,7 @@ def test_a_summary_that_cannot_be_trusted_is_refused(tmp_path: Path, forge: str)
 
 def test_compact_writes_what_older_runs_lack_and_leaves_live_runs_unmerged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     old = tmp_path / "old"
-    shutil.copytree(DEMO_RUNS / "lr-too-high", old)
+    own_copy("lr-too-high", old)
     assert not (old / SUMMARIES_DIR).exists()
     assert main(["compact", str(old)]) == 0 and main(["compact", str(old)]) == 0
     out = capsys.readouterr().out.splitlines()
