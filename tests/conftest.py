@@ -24,6 +24,15 @@ FULL_TESTS = os.environ.get("TUIDIAG_FULL_TESTS") == "1"
 The default run keeps at least one test of every class (each integration, DDP strategy, fault
 kind); what it leaves out proves the same claim again and costs a fresh interpreter or a
 training. Each test that is shorter by default says what the full run adds."""
+
+
+def examples(count: int) -> int:
+    """Hypothesis's ``max_examples`` for a property test: ``count`` in the full run, a third of it
+    (at least 10) by default. Each run draws new examples (not derandomised), so the default runs
+    together still explore the space; the full run gives one run the whole budget."""
+    return count if FULL_TESTS else max(10, count // 3)
+
+
 full_only = pytest.mark.skipif(not FULL_TESTS, reason="a repeat of a claim tested by default: TUIDIAG_FULL_TESTS=1 runs it")
 """Mark a test (or a ``pytest.param``) that only the full run runs."""
 
