@@ -28,6 +28,7 @@ for path in (ROOT, Path(__file__).resolve().parent):
 
 from benchmarks.suite import calibrate  # noqa: E402
 from synthetic_runs import healthy_series, write_run  # noqa: E402
+from tests.conftest import examples
 from tuidiag.store import open_run  # noqa: E402
 from tuidiag.diagnosis import Finding, diagnose  # noqa: E402
 from tuidiag.diagnosis.calibration import POOLED, TABLE_PATH, calibrated, confidence_of, load_tables  # noqa: E402
@@ -63,7 +64,7 @@ def ranked_findings(draw: st.DrawFn) -> list[Finding]:
     return found
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(ranked_findings())
 def test_calibrated_ranks_most_likely_first_causes_above_symptoms(found: list[Finding]) -> None:
     raw = {f.code: f.confidence for f in found}
@@ -81,7 +82,7 @@ def test_calibrated_ranks_most_likely_first_causes_above_symptoms(found: list[Fi
             assert result[position[symptom]].confidence <= f.confidence
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.sampled_from([*ALARM_CODES, "healthy", "a_code_never_fitted"]), st.floats(0, 1), st.floats(0, 1))
 def test_each_codes_mapping_is_monotone(code: str, a: float, b: float) -> None:
     tables = load_tables()
@@ -98,7 +99,7 @@ def test_unreadable_table_leaves_raw_scores_and_says_so(tmp_path: Path) -> None:
     assert len(skipped) == 1 and "raw rule scores" in skipped[0]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 1), st.floats(0.1, 5)), min_size=1, max_size=12))
 def test_pav_is_the_monotone_fit_keeping_the_weighted_mean(pairs: list[tuple[float, float]]) -> None:
     y, w = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])

@@ -16,6 +16,7 @@ import pyarrow as pa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from tuidiag.diagnosis.evidence import Fact, Measure
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_MAX_NORM, METRICS_DIR, METRICS_SCHEMA, MODEL_TRAINING, ShardName
@@ -53,7 +54,7 @@ def _expected(norms: list[float | None], declared: object, at: int) -> float | N
     return float(declared) if ok else None
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(norms=st.lists(NORMS, min_size=1, max_size=12), declared=DECLARED, at=st.integers(0, 14))
 @example(norms=[1.0, 1.0, 0.5, None, None], declared=None, at=4)  # a live clip turned off: no threshold drawn, clipping offered again
 @example(norms=[2.0, 2.0, 0.5, 0.5], declared=2.0, at=3)  # a live clip tighter than the training's own: the live one

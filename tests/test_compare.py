@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from tuidiag.cli.main import main
 from tuidiag.report.compare import Metric
 
@@ -80,7 +81,7 @@ _value = st.one_of(st.floats(-1e6, 1e6, allow_nan=False).filter(lambda v: v == 0
                    st.sampled_from([float("nan"), float("inf")]))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(a=_value, b=_value, key=st.sampled_from(["best_val_loss", "best_val_acc"]))
 def test_verdict_and_table_agree_in_sign_and_words(a: float, b: float, key: str) -> None:
     """For any pair, lower- or higher-is-better: the verdict quotes the table's change (B vs A, signed as the

@@ -13,6 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from tuidiag.diagnosis.rules.data_wait import DATA_WAIT, STEP_TIME, data_wait_share
 from tuidiag.diagnosis.rules.system import data_loading_bottleneck
 from tuidiag.diagnosis.view import RunView
@@ -44,7 +45,7 @@ def _run(n: int, step_ms: float, share: float, noise: float, every: int, seed: i
     return ForeignRun("/nonexistent/generated", "generated", _Given(series))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(n=st.integers(30, 800), step_ms=st.floats(3, 500), share=st.floats(0.35, 0.95), noise=st.floats(0, 1.5),
        every=st.sampled_from([1, 1, 3]), seed=st.integers(0, 2**16))
 def test_strip_and_evidence_give_one_figure(n: int, step_ms: float, share: float, noise: float, every: int, seed: int) -> None:

@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from tuidiag.store.envelope import SHIFT_STEP, Level, Pyramid, coarsen, from_rows, merge, zigzag
 
 FIELDS = ("bucket", "count", "bad", "lo", "hi", "lo_pos", "first_step", "first_bad", "last_step", "last_value")
@@ -28,7 +29,7 @@ def _same(a: Level, b: Level) -> None:
     np.testing.assert_allclose(a.total, b.total, rtol=1e-9, atol=1e-6)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=series(), shift=st.integers(0, 6), cuts=st.lists(st.integers(0, 1000), max_size=4), bounds=st.tuples(st.integers(0, 200), st.integers(0, 200)))
 def test_extremes_of_any_range_are_the_raw_extremes(data: tuple[np.ndarray, np.ndarray], shift: int, cuts: list[int],
                                                     bounds: tuple[int, int]) -> None:

@@ -30,6 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 import tuidiag
 from tests.cli_driver import results
 from tests.parquet_forge import COLUMN_NUM_VALUES, FILE_NUM_ROWS, ROW_GROUP_NUM_ROWS, forge, int_fields
@@ -95,20 +96,20 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_
                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TRICKY, inner, max_size=4), max_leaves=30)
 
 
-@settings(FAST, max_examples=150)
+@settings(FAST, max_examples=examples(150))
 @given(value=JSON)
 def test_json_depth_is_the_nesting_whatever_the_strings_hold(value: Any) -> None:
     text = json.dumps(value, ensure_ascii=bool(len(str(value)) % 2))
     assert json_depth(text) == _depth(value)
 
 
-@settings(FAST, max_examples=200)
+@settings(FAST, max_examples=examples(200))
 @given(text=st.text(alphabet='[]{}"\\x', max_size=200))
 def test_json_depth_takes_any_text(text: str) -> None:
     assert json_depth(text) >= 0  # malformed text gets some number, never an error
 
 
-@settings(FAST, max_examples=40)
+@settings(FAST, max_examples=examples(40))
 @given(depth=st.integers(1, 6000), kinds=st.lists(st.booleans(), min_size=1, max_size=5))
 def test_json_nesting_over_the_limit_is_refused_before_parsing(depth: int, kinds: list[bool]) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
@@ -184,7 +185,7 @@ FORGEABLE = [FILE_NUM_ROWS, ROW_GROUP_NUM_ROWS, COLUMN_NUM_VALUES, COLUMN_UNCOMP
 HUGE = st.one_of(st.integers(-(2**63), 2**63 - 1), st.sampled_from([10**12, 2**62, -1, 2**31, 10**9]), st.integers(0, 10**6))
 
 
-@settings(FAST, max_examples=40)
+@settings(FAST, max_examples=examples(40))
 @given(field=st.sampled_from(FORGEABLE), which=st.integers(0, 5), value=HUGE)
 def test_a_forged_footer_count_is_never_allocated(template: tuple[Path, bytes], field: tuple[int, ...], which: int,
                                                   value: int) -> None:
@@ -218,7 +219,7 @@ def test_a_forged_footer_count_is_never_allocated(template: tuple[Path, bytes], 
         shutil.rmtree(work.parent, ignore_errors=True)
 
 
-@settings(FAST, max_examples=40)
+@settings(FAST, max_examples=examples(40))
 @given(rank=st.integers(0, 10**12), first=st.integers(0, 10**25), width=st.integers(0, 10**25))
 def test_a_shard_name_claims_nothing_that_is_allocated(template: tuple[Path, bytes], rank: int, first: int, width: int) -> None:
     """Any rank and flush range in a shard's name: parsed only within the columns' types, and neither the

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 import tuidiag
 from tests.cli_driver import results
 from tuidiag.text.safe import clean, escape_surrogates, escaped
@@ -126,7 +127,7 @@ TEXT = st.text(alphabet=st.characters(), max_size=60) | hostile
 """Any code point, surrogates included, and the hostile pieces."""
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=examples(200), deadline=None, derandomize=True)
 @given(value=TEXT)
 def test_what_every_command_prints_through_can_be_written_anywhere(value: str) -> None:
     for text in (clean(value), escaped(value), escape_surrogates(value)):

@@ -33,6 +33,7 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 import tuidiag
 from tuidiag.cli.main import main
 from tuidiag.diagnosis.evidence import quoted
@@ -290,7 +291,7 @@ def test_distinct_names_stay_distinct_on_disk(names: list[str]) -> None:
         assert stats_of(rec.run_dir)["rejected_values"] == 2 * (len(names) - len(storable))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_any_text, _any_text)
 def test_evidence_quotes_distinct_names_differently(a: str, b: str) -> None:
     assert ast.literal_eval(quoted(a)) == a

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from tests.conftest import examples
 import tuidiag
 from tuidiag.cli.main import main
 from tuidiag.diagnosis import diagnose
@@ -169,7 +170,7 @@ def test_nested_dicts_strings_none_and_arrays(tmp_path: Path) -> None:
 _finite_or_not = st.floats(width=32, allow_nan=True, allow_infinity=True)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(hnp.arrays(st.sampled_from([np.float32, np.float16, np.float64]), hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=9),
                   elements=_finite_or_not))
 def test_device_summary_matches_numpy_on_the_finite_elements(array: np.ndarray) -> None:

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from tuidiag.sources.foreign_run import ACTIVE_WRITE, RECENT_WRITE, STATUS_EXITED, STATUS_IDLE, STATUS_UNKNOWN
 from tuidiag.sources.tensorboard_source import TensorBoardSource, event_files, writer_of
 
@@ -81,7 +82,7 @@ def test_a_log_from_another_host_goes_by_the_age_of_its_last_write(tmp_path: Pat
 host_part = st.text("abcxyz019-", min_size=1, max_size=6)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(host=st.lists(host_part, min_size=1, max_size=4).map(".".join), pid=st.integers(1, 2**22),
        stamp=st.integers(10**9, 2 * 10**9), counter=st.integers(0, 99), suffix=st.sampled_from(["", ".v2", ".profile-empty"]))
 def test_writer_of_reads_the_host_and_pid_torch_and_tensorflow_write(host: str, pid: int, stamp: int, counter: int,

@@ -24,6 +24,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 import tuidiag
 from tuidiag.format import DIST_GRAD_PREFIX, DIST_WEIGHT_PREFIX, EVENT_REJECTED, LOSS, SUMMARY_SUFFIXES
 from tuidiag.store.recorder_losses import run_losses
@@ -141,7 +142,7 @@ def _check_summary(run: Any, key: str, steps: list[int], seen: dict[tuple[int, s
             assert math.isnan(q50), key
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(odd, min_size=1, max_size=4))
 def test_every_histogram_tensor_is_recorded_or_refused_and_counted(odds: list[Odd]) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from textual.widgets import Static
 
+from tests.conftest import examples
 from tests.app_helpers import wait_for
 from tuidiag import job_kinds
 from tuidiag.app.app import TuidiagApp
@@ -24,7 +25,7 @@ from tuidiag.viewmodel.job_progress import ARMED, RUNNING, JobTracker, duration,
 from tuidiag.viewmodel.jobs_view import job_texts
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(total=st.integers(1, 5000), pace=st.floats(0.001, 5.0), reports=st.lists(st.integers(1, 5000), min_size=1, max_size=6),
        start_delay=st.floats(0.0, 30.0))
 def test_a_running_job_shows_done_of_total_elapsed_and_the_time_left_at_its_pace(total: int, pace: float, reports: list[int],
@@ -46,7 +47,7 @@ def test_a_running_job_shows_done_of_total_elapsed_and_the_time_left_at_its_pace
     assert f"~{duration(view.left)} left" in figures
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(window=st.integers(1, 1000), waited=st.integers(0, 1000), rate=st.one_of(st.none(), st.floats(0.5, 500.0)))
 def test_an_armed_hunt_says_how_many_steps_are_left_and_how_to_cancel(window: int, waited: int, rate: float | None) -> None:
     waited = min(waited, window)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from tests.conftest import examples
 from tuidiag.cli.main import main
 from tuidiag.jobs import JobError
 from tuidiag.jobs.tensors import iter_tensors
@@ -416,7 +417,7 @@ CARRIERS = {
 }
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data(), name=st.sampled_from(sorted(CARRIERS)))
 def test_ops_that_only_carry_values_never_create_them(data: Any, name: str) -> None:
     """Whatever NaN/inf the inputs hold, these ops pass them on (or write them from an argument): nothing is new."""
@@ -433,7 +434,7 @@ CREATORS = {
 }
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data(), name=st.sampled_from(sorted(CREATORS)))
 def test_from_finite_inputs_every_non_finite_element_is_created(data: Any, name: str) -> None:
     """With finite inputs, the op that returns a non-finite element created exactly those elements."""

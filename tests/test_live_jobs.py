@@ -18,6 +18,7 @@ from helpers import training_thread
 import torch
 from torch import nn
 
+from tests.conftest import examples
 import tuidiag
 from tuidiag.store import control_channel as ctl
 from tuidiag.store import open_run
@@ -181,7 +182,7 @@ def test_cli_sends_the_job_to_the_live_training(tmp_path: Path) -> None:
 
 # ---- the batches a live job sees ------------------------------------------------------------------
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=examples(60), deadline=None, derandomize=True)
 @given(sizes=st.lists(st.integers(0, 40), min_size=1, max_size=60), most=st.integers(0, 20))
 def test_recent_batches_keep_the_newest_within_count_and_bytes(sizes: list[int], most: int) -> None:
     from tuidiag.recorder.recent_batches import ALWAYS, RecentBatches

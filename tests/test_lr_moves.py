@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cause_runs  # noqa: E402
+from tests.conftest import examples
 from tuidiag.diagnosis import Diagnosis, diagnose  # noqa: E402
 from tuidiag.diagnosis.lr_target import LRClause, LRMove  # noqa: E402
 from tuidiag.diagnosis.moves import LR_DOWN, LR_UP  # noqa: E402
@@ -84,7 +85,7 @@ def _check(diagnosis: Diagnosis) -> None:
         assert named == {(finders[0].target, None)}, shown
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(planted=plants, loss=st.sampled_from(["falling", "flat", "rising"]), finder=st.sampled_from(sorted(FINDER)))
 @example(planted=[("all_frozen", 40), ("exploding_gradients", 40)], loss="falling", finder="fine")  # a frozen model, planted first
 def test_no_two_findings_advise_opposite_moves_and_lr_clauses_are_rendered(planted: list[tuple[str, int]], loss: str,

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from tuidiag.jobs.lr_find import LRFindConfig, Smoother, Sweep, assess, smoothed_sweep
 from tuidiag.jobs.lr_stability import SPREAD_LIMIT, Resampler, stability
 
 CFG = LRFindConfig()
-CURVES = settings(max_examples=40, deadline=None, derandomize=True)
+CURVES = settings(max_examples=examples(40), deadline=None, derandomize=True)
 SPREAD = re.compile(r"over 32 resamples of the batch noise the middle 80% of suggestions spans ([0-9.e+-]+)\.\.([0-9.e+-]+)")
 
 

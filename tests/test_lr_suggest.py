@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from tuidiag.jobs.lr_suggest import DEFAULT_RULE, MIN_DESCENT, RULES, descent, floor_end_index, suggest, suggest_all
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +38,7 @@ def range_test_curves(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     return lrs, scale * (losses + shift)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(range_test_curves())
 def test_every_rule_picks_a_finite_lr_inside_the_sweep_deterministically(curve: tuple[np.ndarray, np.ndarray]) -> None:
     lrs, losses = curve
@@ -50,7 +51,7 @@ def test_every_rule_picks_a_finite_lr_inside_the_sweep_deterministically(curve: 
     assert suggest(lrs, losses) == first[DEFAULT_RULE]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.floats(-1e6, 1e6), min_size=3, max_size=60))
 def test_rules_accept_any_finite_curve(values: list[float]) -> None:
     lrs = np.logspace(-7, 1, len(values))
@@ -64,7 +65,7 @@ def _textbook(lrs: np.ndarray, center: float, width: float, blow_up: float) -> n
     return 0.5 + 1.5 * (1 - np.tanh((x - center) / width)) / 2 + 20 * np.clip(x - blow_up, 0, None) ** 2
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(center=st.floats(-5, -2), width=st.floats(0.3, 0.8), gap=st.floats(1.5, 3), noise=st.floats(0.003, 0.02),
        seed=st.integers(0, 999))
 def test_valley_lands_in_the_descent_of_a_textbook_curve(center: float, width: float, gap: float, noise: float,
@@ -79,7 +80,7 @@ def test_valley_lands_in_the_descent_of_a_textbook_curve(center: float, width: f
         assert start <= suggest(lrs, losses, rule) <= end, rule
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(rise=st.floats(-4, 0), level=st.floats(0.05, 10), noise=st.floats(0, 0.004), seed=st.integers(0, 999))
 def test_valley_floor_on_a_flat_curve_is_a_tenth_of_where_the_loss_starts_rising(rise: float, level: float, noise: float,
                                                                                   seed: int) -> None:

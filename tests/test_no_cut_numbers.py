@@ -16,6 +16,7 @@ from hypothesis import given, settings, strategies as st
 from textual.app import App
 from textual.widgets import DataTable, Static
 
+from tests.conftest import examples
 from tests.app_helpers import DEMO_RUNS, FIXED_NOW, drawn_text
 from tuidiag.app.screens.overview import COLUMNS, OverviewScreen
 from tuidiag.app.screens.run_screen import RunScreen
@@ -38,7 +39,7 @@ numbers = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
 # ---- the fitting rules, over any widths ------------------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(widths=st.lists(st.integers(1, 40), min_size=len(COLUMNS), max_size=len(COLUMNS)), available=st.integers(40, 220))
 def test_fit_columns_shows_whole_columns_within_the_width(widths: list[int], available: int) -> None:
     shown, run_width = fit_columns(COLUMNS, widths, available)
@@ -53,7 +54,7 @@ def test_fit_columns_shows_whole_columns_within_the_width(widths: list[int], ava
         assert shown == COLUMNS and run_width == width["run"]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(figures=st.lists(st.tuples(st.text("abc/ ", min_size=1, max_size=12), numbers.map(lambda v: "-" if v is None else fmt(v))),
                         max_size=6), width=st.integers(0, 220))
 def test_fit_figures_keeps_whole_figures_in_order(figures: list[tuple[str, str]], width: int) -> None:
@@ -63,7 +64,7 @@ def test_fit_figures_keeps_whole_figures_in_order(figures: list[tuple[str, str]]
     assert len(line) <= max(width, 0) or (not shown and len(line) <= 1)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(name=st.text(min_size=1, max_size=60), step=st.sampled_from(STEPS), width=st.integers(10, 220))
 def test_the_title_elides_the_name_never_the_step(name: str, step: int, width: int) -> None:
     rest = f" | finished | step {step}"

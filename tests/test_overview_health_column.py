@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from textual.widgets import DataTable
 
+from tests.conftest import examples
 from tests.app_helpers import DEMO_RUNS, fixed_clock, settled, wait_for
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.overview import COLUMNS, RUN_WIDTH, OverviewScreen, _width
@@ -22,7 +23,7 @@ def _needs(width: dict[str, int]) -> int:
     return width[""] + min(width["run"], RUN_LEAST) + width[HEALTH] + 3 * COLUMN_PADDING
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(widths=st.lists(st.integers(1, 40), min_size=len(COLUMNS), max_size=len(COLUMNS)), available=st.integers(30, 200))
 def test_health_is_shown_whenever_it_fits_beside_the_run(widths: list[int], available: int) -> None:
     shown, run_width = fit_columns(COLUMNS, widths, available)

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cause_runs  # noqa: E402
+from tests.conftest import examples
 from tuidiag.app.widgets.diagnosis_panel import render_diagnosis  # noqa: E402
 from tuidiag.cli.diagnose_cmd import render  # noqa: E402
 from tuidiag.diagnosis import Diagnosis, Finding, diagnose  # noqa: E402
@@ -50,7 +51,7 @@ def ranked(draw: st.DrawFn) -> list[Finding]:
     return out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ranked())
 def test_labels_read_coherently(findings: list[Finding]) -> None:
     names = labels(findings)

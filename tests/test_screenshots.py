@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from tests.conftest import ROOT
+from tests.conftest import examples, ROOT
 
 SCRIPT = ROOT / "docs" / "screenshots.py"
 README = ROOT / "README.md"
@@ -79,7 +79,7 @@ CHARS = st.sampled_from(list("ab x.-|&<>\"'") + ["\u00a0", "\u2800", "\u28c0", "
                                                     "\u6f22", "\u2022", "\u2025"])
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(text=st.text(CHARS, min_size=1, max_size=30), x=st.integers(0, 1000), cell=st.sampled_from([12.2, 10.0, 7.5]))
 def test_for_png_puts_each_glyph_of_a_line_in_its_own_cell(text, x, cell) -> None:
     """A line with glyphs the monospace font may lack (braille, blocks, wide characters) is drawn one

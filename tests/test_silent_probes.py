@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
+from tests.conftest import examples
 import tuidiag  # noqa: E402
 from tuidiag.recorder.inputs import majority  # noqa: E402
 from tuidiag.recorder.loss_probe import ELEMENTWISE, LossProbe, probability_rows, shapes_broadcast  # noqa: E402
@@ -31,7 +32,7 @@ from tuidiag.recorder.loss_probe import ELEMENTWISE, LossProbe, probability_rows
 shapes = st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(a=shapes, b=shapes, kind=st.sampled_from(["MSELoss", "l1_loss", "CrossEntropyLoss", "<lambda>"]))
 def test_a_silent_broadcast_is_a_difference_that_broadcasts_and_widens(a: tuple[int, ...], b: tuple[int, ...], kind: str) -> None:
     try:
@@ -59,7 +60,7 @@ def _oracle_rows(x: np.ndarray) -> float:
     return float(ok.mean())
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(n=st.integers(1, 64), c=st.integers(2, 12), probs=st.integers(0, 64), scale=st.floats(0.01, 20),
        seed=st.integers(0, 2**16))
 def test_probability_rows_counts_the_rows_that_are_distributions(n: int, c: int, probs: int, scale: float, seed: int) -> None:
@@ -79,7 +80,7 @@ def test_probability_rows_of_per_position_scores() -> None:
     assert float(probability_rows(torch.softmax(logits, dim=2))) < 1.0  # normalised along the wrong dimension
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(labels=st.lists(st.integers(0, 6), min_size=1, max_size=80))
 def test_majority_share_and_class_match_a_count(labels: list[int]) -> None:
     counts = Counter(labels)

@@ -11,13 +11,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from tuidiag.diagnosis.evidence import stat_of
 from tuidiag.diagnosis.stats import column_medians, grouped_median
 
 VALUES = st.one_of(st.floats(-1e6, 1e6), st.just(float("nan")), st.just(float("inf")), st.just(float("-inf")))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 9), VALUES), max_size=40))
 def test_grouped_median_is_the_median_of_each_keys_finite_values(pairs: list[tuple[int, float]]) -> None:
     keys = np.array([k for k, _ in pairs], dtype=np.int64)
@@ -28,7 +29,7 @@ def test_grouped_median_is_the_median_of_each_keys_finite_values(pairs: list[tup
     assert np.array_equal(medians, np.array(expected, dtype=float), equal_nan=True)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(1, 5).flatmap(lambda rows: st.lists(st.lists(VALUES, min_size=rows, max_size=rows), max_size=12)))
 def test_column_medians_is_the_median_of_each_columns_finite_values(columns: list[list[float]]) -> None:
     rows = np.array(columns, dtype=float).T if columns else np.empty((1, 0))

@@ -12,6 +12,7 @@ from rich.console import Console
 from textual.renderables.sparkline import Sparkline
 from textual.widgets import DataTable
 
+from tests.conftest import examples
 from tests.app_helpers import DEMO_RUNS, drawn_text, fixed_clock, wait_for
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.overview import OverviewScreen
@@ -27,7 +28,7 @@ def _drawn(renderable: object, width: int) -> str:
     return capture.get()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(VALUES, st.integers(1, 12))
 def test_a_narrower_trend_is_all_the_data_at_that_width_never_its_oldest_cells(values: list[float], width: int) -> None:
     trend = TrendSparkline(values, width=12)

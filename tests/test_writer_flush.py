@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from tuidiag.format import METRICS_DIR, ShardName
 from tuidiag.recorder.writer import Layout, MetricBatch, ShardWriter
 from tuidiag.store.tail_summary import TRACKED
@@ -32,7 +33,7 @@ def _same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=plans)
 def test_each_flush_writes_its_rows_in_order_and_summarises_them(tmp_path_factory: pytest.TempPathFactory,
                                                                  plan: list[list[tuple[int, list[tuple[str, float]]]]]) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
 from tests.app_helpers import DEMO_RUNS, drawn_text, fixed_clock, wait_for
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.run_screen import RunScreen
@@ -22,7 +23,7 @@ STEPS = st.integers(0, 10_000)
 MARKS = st.lists(STEPS, max_size=4).map(lambda s: tuple(sorted(set(s))))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(lo=st.integers(0, 5_000), span=st.integers(2, 5_000), nonfinite=MARKS, actions=MARKS, failed=MARKS,
        resumes=MARKS, marker=st.none() | STEPS, cursor=st.none() | STEPS, zoomed=st.booleans())
 def test_only_marks_inside_the_window_set_the_step_axis(lo: int, span: int, nonfinite: tuple[int, ...], actions: tuple[int, ...],
