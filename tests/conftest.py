@@ -47,3 +47,10 @@ def run_dir(tmp_path: Path) -> Path:
 def python() -> str:
     """The interpreter running the tests (for subprocess tests)."""
     return sys.executable
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for ``-n auto``: at least 4, one per CPU where there are more. About a third of the suite's
+    time is spent waiting (on training subprocesses, the monitor's timers and workers), so on a 2-core
+    machine more workers than cores finish sooner (measured there: 197 s with 4 workers, 208 s with 3)."""
+    return max(4, os.cpu_count() or 1)
