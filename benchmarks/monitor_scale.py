@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parent.parent
@@ -126,7 +127,7 @@ def write_run(path: Path, steps: int, steps_per_shard: int, seed: int = 0, start
         name = ShardName(0, int(seq[0]), int(seq[-1]))
         if keeper is not None:
             write_summary(path, name.filename, table)
-            keeper.add([(np.repeat(st, m), np.repeat(walls, m), np.tile(codes_row, len(st)), vals.reshape(-1))],
+            keeper.add((np.repeat(st, m), np.repeat(walls, m), np.tile(codes_row, len(st)), vals.reshape(-1)),
                        {n: i for i, n in enumerate(METRICS)}, int(seq[-1]))
         write_table_atomic(path / METRICS_DIR / name.filename, table)
     ev_steps = [steps // 3, 2 * steps // 3]
@@ -246,6 +247,21 @@ def phase_model(path: Path) -> dict:
             "rss": _rss_mb(), "rss_imports": base}
 
 
+
+def record_frames(clock: Callable[[], float]) -> list[tuple[float, float]]:
+    """Patch Textual's screen refresh so each frame drawn appends (wall time, ``clock()``) to the list returned."""
+    from textual.screen import Screen
+
+    frames: list[tuple[float, float]] = []
+    refresh = Screen._compositor_refresh
+
+    def timed_refresh(screen: Screen) -> None:
+        refresh(screen)
+        frames.append((time.perf_counter(), clock()))
+
+    Screen._compositor_refresh = timed_refresh  # type: ignore[method-assign]
+    return frames
+
 def phase_app(path: Path) -> dict:
     """The app until the run view's first full frame: ``first_frame`` when the test pilot finds it idle after the
     view got its data (its idle check sleeps in 20 ms slices), ``frame_rendered`` when the screen's compositor
@@ -253,21 +269,12 @@ def phase_app(path: Path) -> dict:
     (all threads) until then."""
     import asyncio
 
-    from textual.screen import Screen
-
     from tuidiag.app.app import TuidiagApp
     from tuidiag.app.screens.run_screen import RunScreen
 
     base = _rss_mb()
     out: dict = {}
-    frames: list[tuple[float, float]] = []
-    refresh = Screen._compositor_refresh
-
-    def timed_refresh(screen: Screen) -> None:
-        refresh(screen)
-        frames.append((time.perf_counter(), time.process_time()))
-
-    Screen._compositor_refresh = timed_refresh  # type: ignore[method-assign]
+    frames = record_frames(time.process_time)
 
     async def go() -> None:
         t0, c0 = time.perf_counter(), time.process_time()

@@ -108,19 +108,11 @@ def phase_overview(root: Path) -> dict:
     queued for every run keep it busy), then until every health badge is in."""
     import asyncio
 
-    from textual.screen import Screen
 
     from tuidiag.app.app import TuidiagApp
 
     out: dict = {}
-    frames: list[tuple[float, float]] = []
-    refresh = Screen._compositor_refresh
-
-    def timed_refresh(screen: Screen) -> None:
-        refresh(screen)
-        frames.append((time.perf_counter(), time.process_time()))
-
-    Screen._compositor_refresh = timed_refresh  # type: ignore[method-assign]
+    frames = ms.record_frames(time.process_time)
 
     async def go() -> None:
         t0, c0 = time.perf_counter(), time.process_time()
@@ -188,20 +180,12 @@ def phase_tabs(path: Path) -> dict:
     import asyncio
     import statistics
 
-    from textual.screen import Screen
 
     from tuidiag.app.app import TuidiagApp
     from tuidiag.app.screens.run_screen import RunScreen
 
     out: dict = {}
-    frames: list[tuple[float, float]] = []
-    refresh = Screen._compositor_refresh
-
-    def timed_refresh(screen: Screen) -> None:
-        refresh(screen)
-        frames.append((time.perf_counter(), time.thread_time()))
-
-    Screen._compositor_refresh = timed_refresh  # type: ignore[method-assign]
+    frames = ms.record_frames(time.thread_time)
 
     async def go() -> None:
         app = TuidiagApp(path)
