@@ -99,7 +99,8 @@ def test_end_status_names_each_ending(monkeypatch, exc_type, sigterm, status) ->
 
 
 _EXEC_AFTER_CTRL_C = """
-import os, sys, threading, time
+import os, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises, as in a terminal (a test worker may ignore it)
 sys.modules["torch"] = None
 import tuidiag
 rec = tuidiag.Recorder(sys.argv[1], flush_interval=0.1)
@@ -123,7 +124,11 @@ def test_ctrl_c_ends_by_sigint_even_after_a_string_exec(tmp_path: Path, python: 
     script.write_text(_EXEC_AFTER_CTRL_C)
     proc = subprocess.Popen([python, str(script), str(tmp_path / "run"), after], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
-    assert proc.stdout.readline() == b"ready\n"
-    os.kill(proc.pid, signal.SIGINT)
-    assert proc.wait(60) == -signal.SIGINT
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(60) == -signal.SIGINT
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # never left running: a stray child reads as a DataLoader worker in later tests
     assert open_run(tmp_path / "run").status == "interrupted"
