@@ -64,3 +64,39 @@ def test_each_flush_writes_its_rows_in_order_and_summarises_them(tmp_path_factor
         got_step, got_value, got_wall = summary["last"][name]
         assert (got_step, got_wall) == (step, wall)
         assert _same(float(got_value), v)  # a non-finite value as its text: "nan", "inf"
+
+
+@pytest.mark.parametrize("queued_after_drain", [1, 5, 50])
+def test_a_flush_returns_once_its_own_rows_are_written_not_an_earlier_write(tmp_path, queued_after_drain: int) -> None:
+    """A periodic write that drained the queue before ``flush()`` was called must not end that flush: the
+    rows stepped after its drain were still queued. (Under load a SIGKILL right after ``flush()`` lost them.)"""
+    import threading
+
+    import tuidiag
+
+    rec = tuidiag.Recorder(tmp_path / "run", flush_interval=0.05)
+    writer = rec._writer
+    entered, gate = threading.Event(), threading.Event()
+    write = writer._write_pending
+
+    def slow_write() -> None:  # a slow disk: the periodic write holds until the flush has been asked for
+        if not gate.is_set():
+            entered.set()
+            gate.wait(30)
+        write()
+
+    for _ in range(10):
+        rec.step(1.0)
+    writer._write_pending = slow_write
+    assert entered.wait(30)  # a periodic write has drained what was queued and is writing it
+    for _ in range(queued_after_drain):
+        rec.step(1.0)
+    flushed = threading.Thread(target=rec.flush, args=(30,))
+    flushed.start()
+    with writer._flushes:
+        assert writer._flushes.wait_for(lambda: writer._asked >= 1, 30)  # the flush holds its ticket
+    gate.set()
+    flushed.join(30)
+    steps = tuidiag.open_run(tmp_path / "run").series("train/loss").steps
+    assert steps.tolist() == list(range(10 + queued_after_drain))  # every row stepped before flush() is on disk
+    rec.close()

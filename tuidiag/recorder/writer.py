@@ -89,8 +89,11 @@ class ShardWriter(ShardTables):
         self._reported_drops = 0
         self._items: deque[Any] = deque()
         self._wake = threading.Event()
-        self._flush_requested = threading.Event()
-        self._flushed = threading.Event()
+        self._flushes = threading.Condition()
+        self._asked = 0
+        """Flush requests made (tickets handed out by :meth:`flush`)."""
+        self._served = 0
+        """The highest ticket whose items are written: a flush waits for its own, never an earlier flush's."""
         self._stopping = False
         self._names: dict[str, int] = {}
         self._unstorable: set[str] = set()
@@ -115,13 +118,21 @@ class ShardWriter(ShardTables):
         return True
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Ask the thread to write everything queued so far; wait up to ``timeout`` seconds."""
+        """Ask the thread to write everything queued so far; wait up to ``timeout`` seconds for that write.
+
+        Each call takes a ticket; the thread reads the newest ticket before it drains the queue, so a flush
+        it serves includes every item submitted before the ticket. (One event shared by all flushes let a
+        periodic write that had drained earlier wake a waiter whose rows were still queued.)"""
         if not self._thread.is_alive():
             return False
-        self._flushed.clear()
-        self._flush_requested.set()
+        with self._flushes:
+            self._asked += 1
+            ticket = self._asked
+            self._flushes.notify_all()
         self._wake.set()
-        return self._flushed.wait(timeout)
+        with self._flushes:
+            return self._flushes.wait_for(lambda: self._served >= ticket or not self._thread.is_alive(), timeout) \
+                and self._served >= ticket
 
     def close(self, timeout: float = 30.0) -> None:
         """Write what is queued, compact this rank's shards and stop the thread."""
@@ -144,19 +155,25 @@ class ShardWriter(ShardTables):
             self._wake.wait(max(0.0, deadline - time.monotonic()))
             self._wake.clear()
             stopping = self._stopping
+            asked = self._asked  # read before draining: the items of every ticket up to it are queued
             self._drain()
             if stopping:
                 self._guard(self._write_pending)
                 if self._rows or self._events:  # what the last flush found lost, said in one more
                     self._guard(self._write_pending)
                 self._guard(self._compact_all)
-                self._flushed.set()
+                self._serve(asked)
                 return
-            if self._flush_requested.is_set() or time.monotonic() >= deadline or len(self._rows) > self.max_queue:
-                self._flush_requested.clear()
+            if asked > self._served or time.monotonic() >= deadline or len(self._rows) > self.max_queue:
                 self._guard(self._write_pending)
                 deadline = time.monotonic() + self.flush_interval
-                self._flushed.set()
+                self._serve(asked)
+
+    def _serve(self, asked: int) -> None:
+        """Tickets up to ``asked`` are written: wake the flushes waiting on them."""
+        with self._flushes:
+            self._served = max(self._served, asked)
+            self._flushes.notify_all()
 
     def _drain(self) -> None:
         while self._items:
