@@ -11,7 +11,6 @@ fix-conflict resolution and the job evidence return new findings and leave their
 from __future__ import annotations
 
 import copy
-import json
 import shutil
 import sys
 import threading
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.app_helpers import own_copy
 from tuidiag.diagnosis import diagnose
 from tuidiag.diagnosis.combine import combine, resolve_fix_conflicts
 from tuidiag.diagnosis.engine import run_rules
@@ -69,10 +69,7 @@ def demo_copies(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo runs, each with a result of the LR finder, the NaN hunt and the overfit test saved at step 20."""
     root = tmp_path_factory.mktemp("pure")
     for run in sorted(p for p in DEMO.iterdir() if (p / "run.json").is_file()):
-        shutil.copytree(run, root / run.name)
-        manifest = json.loads((root / run.name / "run.json").read_text())
-        manifest.pop("read_only", None)  # a run of one's own: its results in RUN/jobs travel with its copies
-        (root / run.name / "run.json").write_text(json.dumps(manifest))
+        own_copy(run.name, root / run.name)  # a run of one's own: its results in RUN/jobs travel with its copies
         for job, result in RESULTS.items():
             save_result(root / run.name, job, result, step=20)
     return root

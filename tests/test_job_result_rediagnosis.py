@@ -8,14 +8,13 @@ The regression: on ``tuidiag watch demo_runs/`` the LR finder finished, yet the 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.widgets import Static
 
-from tests.app_helpers import DEMO_RUNS, wait_for
+from tests.app_helpers import own_copy, wait_for
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.cli import status_cache
@@ -45,16 +44,9 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _copy(tmp_path: Path, read_only: bool) -> Path:
-    run = tmp_path / "runs" / "lr-too-high"
-    shutil.copytree(DEMO_RUNS / "lr-too-high", run)
+    run = own_copy("lr-too-high", tmp_path / "runs" / "lr-too-high")
     if read_only:
         mark_read_only(run)  # its results go to the cache directory
-    else:
-        import json
-
-        manifest = json.loads((run / "run.json").read_text())
-        manifest.pop("read_only", None)
-        (run / "run.json").write_text(json.dumps(manifest))
     return run
 
 
