@@ -342,11 +342,10 @@ class ShardWriter(ShardTables):
 
 
 def _import_compute() -> None:
-    """Import ``pyarrow.compute`` now, not first at the compaction of ``close()``.
-
-    Its import runs ``exec``, which makes CPython forget an uncaught ``KeyboardInterrupt``:
-    a training stopped by Ctrl-C and closed at exit then ended with status 1, not by SIGINT
-    (-2, 130 in a shell) as it does without tuidiag. About 60 ms, once, on this thread."""
+    """Import ``pyarrow.compute`` now, on this thread, not first at the compaction of ``close()``:
+    about 60 ms, once, kept off the training's way out. (Its import runs ``exec``, which makes
+    CPython forget an uncaught Ctrl-C; :func:`tuidiag.recorder.process.keep_sigint_exit`
+    restores that at exit, whenever the import ran.)"""
     import pyarrow.compute  # noqa: F401
 
 
