@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -30,11 +31,17 @@ def fixed_clock() -> float:
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 15.0, step: float = 0.1) -> bool:
-    """Let the app run until ``condition()`` holds or ``timeout`` seconds pass; return whether it held."""
-    for _ in range(int(timeout / step)):
+    """Let the app run until ``condition()`` holds or ``timeout`` seconds pass; return whether it held.
+
+    The app is let run 10 ms at first, twice as long each time after, up to ``step``: most conditions
+    hold within a frame or two of a key, and a fixed 100 ms poll left the app (and the machine) idle."""
+    deadline = time.monotonic() + timeout
+    pause = min(0.01, step)
+    while time.monotonic() < deadline:
         if condition():
             return True
-        await pilot.pause(step)
+        await pilot.pause(pause)
+        pause = min(pause * 2, step)
     return condition()
 
 

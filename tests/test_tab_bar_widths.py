@@ -27,10 +27,10 @@ def _row(app: TuidiagApp, y: int) -> str:
     return "".join(segment.text for segment in strips[y])
 
 
-def _styles(app: TuidiagApp, y: int, x0: int, x1: int) -> set[str]:
-    """The styles of the non-blank cells ``x0..x1`` of row ``y``, as drawn."""
+def _styles(strips: list, y: int, x0: int, x1: int) -> set[str]:
+    """The styles of the non-blank cells ``x0..x1`` of row ``y`` of the screen as drawn (``strips``)."""
     found, x = set(), 0
-    for segment in app.screen._compositor.render_strips()[y]:
+    for segment in strips[y]:
         for char in segment.text:
             if x0 <= x < x1 and char.strip():
                 found.add(str(segment.style))
@@ -48,11 +48,12 @@ def _active_shown(app: TuidiagApp, tab_id: str) -> bool:
     if not ("-active" in tab.classes and bar.region.contains_region(tab.region)):
         return False
     title = str(tab.label).strip()
-    if title not in _row(app, tab.region.y)[tab.region.x: tab.region.right]:
+    strips = app.screen._compositor.render_strips()  # the screen as drawn, once per check
+    if title not in "".join(segment.text for segment in strips[tab.region.y])[tab.region.x: tab.region.right]:
         return False
     others = [t for t in charts.query(Tab) if t is not tab and bar.region.contains_region(t.region)]
-    if any(_styles(app, t.region.y, t.region.x, t.region.right) == _styles(app, tab.region.y, tab.region.x, tab.region.right)
-           for t in others):  # the active tab's title is drawn unlike every other shown
+    active = _styles(strips, tab.region.y, tab.region.x, tab.region.right)
+    if any(_styles(strips, t.region.y, t.region.x, t.region.right) == active for t in others):  # the active tab's title is drawn unlike every other shown
         return False
     underline = charts.query_one(Underline)
     start, end = tab.virtual_region.shrink(tab.styles.gutter).column_span
