@@ -140,3 +140,29 @@ def test_a_summary_with_impossible_levels_is_refused(tmp_path_factory: pytest.Te
     else:
         with pytest.raises(ShardError):
             read_levels(path, len(table_rows), min_shift=0)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(table_rows=rows, min_shift=st.integers(0, 16))
+def test_the_finest_level_alone_is_the_finest_of_all_levels_read(tmp_path_factory: pytest.TempPathFactory,
+                                                                 table_rows: list, min_shift: int) -> None:
+    """``finest_only`` (what the monitor reads when it opens a run) gives each metric exactly one level: the finest
+    of those a full read gives at or above ``min_shift``, equal to it array for array; a metric with none is absent."""
+    from tuidiag.store.envelope import Pyramid
+    from tuidiag.store.shards import write_table_atomic
+    from tuidiag.store.summary_files import summary_table
+
+    steps = np.array([s for s, _, _ in table_rows], np.int64)
+    names = np.array([n for _, n, _ in table_rows])
+    values = np.array([v for _, _, v in table_rows], np.float64)
+    pyramids = {n: Pyramid.of(from_rows(steps[names == n], values[names == n])) for n in sorted(set(names.tolist()))}
+    path = tmp_path_factory.mktemp("finest") / "summary.parquet"
+    write_table_atomic(path, summary_table(pyramids, len(table_rows)))
+    every = read_levels(path, len(table_rows), min_shift=min_shift)
+    finest = read_levels(path, len(table_rows), min_shift=min_shift, finest_only=True)
+    assert set(finest) == set(every)
+    for name, by_shift in finest.items():
+        shift = min(every[name])
+        assert list(by_shift) == [shift]
+        for column in ("bucket", "count", "bad", "lo", "hi", "total", "first_step", "last_step", "last_value"):
+            np.testing.assert_array_equal(getattr(by_shift[shift], column), getattr(every[name][shift], column))

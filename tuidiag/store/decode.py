@@ -63,11 +63,18 @@ def read_shard(path: Path, schema: pa.Schema, columns: list[str] | None = None) 
     file must still have every column of ``schema``. A file that vanished (compacted
     away after it was listed) raises ``FileNotFoundError``, not :class:`ShardError`.
     """
+    return read_shard_and_metadata(path, schema, columns)[0]
+
+
+def read_shard_and_metadata(path: Path, schema: pa.Schema, columns: list[str] | None = None) -> tuple[pa.Table, dict[bytes, bytes]]:
+    """:func:`read_shard`, and the key-value metadata of the file's own schema (which the table's, cast to
+    ``schema``, no longer holds), from one opening of the file."""
     with _open_shard(path, schema) as handle:
         try:
-            return _as(handle.read(columns=_names(schema, columns), use_threads=_threaded(handle)), _target(schema, columns))
+            table = _as(handle.read(columns=_names(schema, columns), use_threads=_threaded(handle)), _target(schema, columns))
         except (OSError, pa.ArrowException, ValueError) as exc:
             raise ShardError(f"unreadable rows ({exc})") from exc
+        return table, dict(handle.schema_arrow.metadata or {})
 
 
 def _threaded(handle: pq.ParquetFile) -> bool:

@@ -157,7 +157,7 @@ class EnvelopeRun(Run):
                 continue
             try:
                 rows = shard_rows(path)
-                found = read_levels(where, rows, min_shift=self._floor)
+                found = read_levels(where, rows, min_shift=self._floor, finest_only=True)
             except (FileNotFoundError, ShardError, OSError, pa.ArrowException, ValueError):
                 continue
             levels = {}

@@ -23,7 +23,9 @@ from tuidiag.format import METRICS_DIR, SUMMARIES_DIR, SUMMARY_FORMAT_VERSION, S
 from tuidiag.format import SUMMARIES_SCHEMA  # type: ignore[attr-defined]  (built on first use)
 from tuidiag.store import arrow_build
 from tuidiag.store.cache_dir import cache_root, run_key
-from tuidiag.store.decode import ShardError, check_footer, check_regular_file, metric_columns, open_parquet, read_shard, texts, to_numpy
+from tuidiag.store.decode import (ShardError, check_footer, check_regular_file, metric_columns, open_parquet, read_shard,
+                                  read_shard_and_metadata,
+                                  texts, to_numpy)
 from tuidiag.store.envelope import BASE_SHIFT, Level, Pyramid, from_rows
 
 SHARD_ROWS_KEY = b"tuidiag.shard_rows"
@@ -73,25 +75,35 @@ def write_summary(run_dir: Path, shard_filename: str, table: pa.Table, root: Pat
     write_table_atomic(summary_path(run_dir, shard_filename), summary_table(pyramids_of(table), table.num_rows), root=root)
 
 
-def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT) -> dict[str, dict[int, Level]]:
-    """The levels of at least ``min_shift`` in the summary at ``path``, by metric and shift.
+def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT,
+                finest_only: bool = False) -> dict[str, dict[int, Level]]:
+    """The levels of at least ``min_shift`` in the summary at ``path``, by metric and shift; with
+    ``finest_only``, only each metric's finest of those (what a reader merging shards needs: a summary
+    holds a dozen levels per metric, and building the coarser ones cost most of the time of opening a run).
 
     Raises :class:`ShardError` when it is not a valid summary of a shard of ``shard_rows`` rows
     (``None``: not checked), ``FileNotFoundError`` when there is none.
     """
-    table = read_shard(path, SUMMARIES_SCHEMA)  # validated; cast to the schema, whose metadata replaces the file's
-    with open_parquet(path, pre_buffer=False) as handle:
-        meta = handle.schema_arrow.metadata or {}
+    table, meta = read_shard_and_metadata(path, SUMMARIES_SCHEMA)  # validated; cast to the schema
     if meta.get(TABLE_KIND_KEY) != b"summaries" or _int(meta.get(SUMMARY_VERSION_KEY)) != SUMMARY_FORMAT_VERSION:
         raise ShardError("not a summaries table of this version")
     if shard_rows is not None and _int(meta.get(SHARD_ROWS_KEY)) != shard_rows:
         raise ShardError("a summary of another shard (row counts differ)")
     shifts = to_numpy(table.column("shift"))
-    keep = np.flatnonzero(shifts >= min_shift)
     metric = table.column("metric").combine_chunks()
     metric = metric.chunk(0) if isinstance(metric, pa.ChunkedArray) else metric
     names = texts(metric.dictionary)
-    codes = to_numpy(metric.indices)[keep] if len(keep) else np.empty(0, np.int64)
+    all_codes = to_numpy(metric.indices)
+    # checked once over every level (not level by level: a summary holds hundreds of them)
+    if len(all_codes) and (np.any(all_codes < 0) or np.any(all_codes >= len(names)) or np.any(shifts < 0) or np.any(shifts > 62)):
+        raise ShardError("a summary row names no metric or an impossible level")
+    wanted = shifts >= min_shift
+    if finest_only and len(all_codes):
+        finest = np.full(len(names), 63, dtype=np.int64)
+        np.minimum.at(finest, all_codes[wanted], shifts[wanted])
+        wanted &= shifts == finest[all_codes]
+    keep = np.flatnonzero(wanted)
+    codes = all_codes[keep] if len(keep) else np.empty(0, np.int64)
     shifts = shifts[keep]
     arrays = {c: to_numpy(table.column(c))[keep] for c in _LEVEL_COLUMNS}
     result: dict[str, dict[int, Level]] = {}
@@ -99,9 +111,6 @@ def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT)
         return result
     same_key = (codes[1:] == codes[:-1]) & (shifts[1:] == shifts[:-1])
     key_change = np.flatnonzero(~same_key) + 1
-    # checked once over every level (not level by level: a summary holds hundreds of them)
-    if np.any(codes < 0) or np.any(codes >= len(names)) or np.any(shifts < 0) or np.any(shifts > 62):
-        raise ShardError("a summary row names no metric or an impossible level")
     bucket = arrays["bucket"]
     if np.any(same_key & (bucket[1:] <= bucket[:-1])) or np.any(arrays["count"] < 0) or np.any(arrays["bad"] < 0):
         raise ShardError("a summary's buckets are out of order or its counts negative")
