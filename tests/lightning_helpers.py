@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from tuidiag.integrations.lightning import TuidiagCallback
+from tuidiag.integrations.lightning import TuidiagCallback, TuidiagLogger  # noqa: F401  (the logger test's)
 
 
 class TinyRegressor(pl.LightningModule):
@@ -37,6 +37,15 @@ class TinyRegressor(pl.LightningModule):
         optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
         scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
         return {"optimizer": optimizer, "lr_scheduler": scheduler}
+
+
+class LoggingMae(TinyRegressor):
+    """Logs a training metric every step and a validation metric every epoch (the logger test's module)."""
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self.log("train_mae", (self.net(batch[0]) - batch[1]).abs().mean())
+        return loss
 
 
 def loaders(n: int = 64, batch_size: int = 8, seed: int = 0) -> tuple[DataLoader, DataLoader]:

@@ -13,100 +13,22 @@ import gc
 import shutil
 import weakref
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import lightning.pytorch as pl
 import pytest
 import torch
-from lightning_helpers import TinyRegressor, loaders
 from torch import nn
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
-from transformers_helpers import SEQ, VOCAB, TokenDataset
 
+from tests.lazy_module import LazyModule, installed
 from tuidiag.integrations.job_loss import MANUAL_OPTIMIZATION, WholeBatches
-from tuidiag.integrations.lightning import TuidiagCallback as LightningCallback
-from tuidiag.integrations.transformers import TuidiagCallback as TransformersCallback
 from tuidiag.store import control_channel as ctl
 from tuidiag.store import open_run
 from tuidiag.store.job_results import read_result
 
-ASK_AT = 3
-"""The optimizer step before which the request is written."""
+trainings = LazyModule("tests.integration_jobs_trainings")
+"""The trainings (Lightning and Transformers are imported when a test first runs one, not when this file is collected)."""
+pytestmark = pytest.mark.skipif(not installed("lightning", "transformers"), reason="needs lightning and transformers")
 JOBS = [("lr_find", {"steps": 12}), ("overfit_batch", {"steps": 8}), ("sharpness", {"samples": 2, "batches": 2})]
-
-
-class LoggingRegressor(TinyRegressor):
-    """Logs its loss with ``self.log`` at every step (the logger must not see a job's losses)."""
-
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = super().training_step(batch, batch_idx)
-        self.log("train_mse", loss, on_step=True, on_epoch=True)
-        return loss
-
-
-class ManualRegressor(TinyRegressor):
-    """Manual optimization: ``training_step`` steps the optimizer itself."""
-
-    def __init__(self) -> None:
-        super().__init__(lr=0.01)
-        self.automatic_optimization = False
-
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
-        optimizer = self.optimizers()
-        loss = super().training_step(batch, batch_idx)
-        optimizer.zero_grad()
-        self.manual_backward(loss)
-        optimizer.step()
-
-
-class _AskLightning(pl.Callback):
-    def __init__(self, recording: Any, run_dir: Path, job: tuple[str, dict[str, Any]]) -> None:
-        self.recording, self.run_dir, self.job, self.request_id = recording, run_dir, job, None
-
-    def on_train_batch_start(self, trainer: pl.Trainer, module: Any, batch: Any, batch_idx: int) -> None:
-        if trainer.global_step == ASK_AT and self.request_id is None:
-            self.request_id = ctl.write_request(self.run_dir, *self.job)
-            self.recording.recorder.flush()  # the writer polls RUN/control at each flush
-
-
-class _AskTransformers(TrainerCallback):
-    def __init__(self, recording: Any, run_dir: Path, job: tuple[str, dict[str, Any]]) -> None:
-        self.recording, self.run_dir, self.job, self.request_id = recording, run_dir, job, None
-
-    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.global_step == ASK_AT and self.request_id is None:
-            self.request_id = ctl.write_request(self.run_dir, *self.job)
-            self.recording.recorder.flush()
-
-
-def _lightning(run_dir: Path, make: Callable[[], TinyRegressor], job: tuple[str, dict[str, Any]] | None) -> tuple[nn.Module, str | None]:
-    torch.manual_seed(0)
-    module = make()
-    recording = LightningCallback(run_dir, flush_interval=30.0)
-    ask = [_AskLightning(recording, run_dir, job)] if job else []
-    trainer = pl.Trainer(callbacks=[recording, *ask], logger=recording.logger, accelerator="cpu", devices=1, max_epochs=1, log_every_n_steps=1,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
-    train, _ = loaders()
-    trainer.fit(module, train)
-    return module, ask[0].request_id if ask else None
-
-
-def _transformers(tmp: Path, run_dir: Path, job: tuple[str, dict[str, Any]] | None) -> tuple[nn.Module, str | None]:
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2))
-    args = TrainingArguments(output_dir=str(tmp), use_cpu=True, report_to=[], max_steps=6, learning_rate=5e-3,
-                             per_device_train_batch_size=4, gradient_accumulation_steps=2, max_grad_norm=1.0,
-                             logging_steps=1, save_strategy="no", disable_tqdm=True, seed=0)
-    recording = TransformersCallback(run_dir, flush_interval=30.0)
-    ask = [_AskTransformers(recording, run_dir, job)] if job else []
-    trainer = Trainer(model=model, args=args, train_dataset=TokenDataset(64, 1), callbacks=[recording, *ask])
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        trainer.train()
-    finally:
-        torch.set_num_threads(threads)
-    return model, ask[0].request_id if ask else None
 
 
 def _same_training(plain: tuple[nn.Module, Path], with_job: tuple[nn.Module, Path], logged: tuple[str, ...]) -> None:
@@ -130,12 +52,12 @@ def _done(run_dir: Path, request_id: str | None, job: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def lightning_plain(tmp_path_factory: pytest.TempPathFactory) -> tuple[nn.Module, Path]:
     run_dir = tmp_path_factory.mktemp("lightning") / "plain"
-    return _lightning(run_dir, lambda: LoggingRegressor(lr=0.01), None)[0], run_dir
+    return trainings.lightning(run_dir, lambda: trainings.LoggingRegressor(lr=0.01), None)[0], run_dir
 
 
 @pytest.mark.parametrize("job", JOBS, ids=lambda j: j[0])
 def test_lightning_jobs_run_training_step_and_leave_the_training_as_it_was(tmp_path, lightning_plain, job) -> None:
-    model, request_id = _lightning(tmp_path / "r", lambda: LoggingRegressor(lr=0.01), job)
+    model, request_id = trainings.lightning(tmp_path / "r", lambda: trainings.LoggingRegressor(lr=0.01), job)
     result = _done(tmp_path / "r", request_id, job[0])
     if job[0] == "lr_find":
         assert result["steps_run"] > 5 and result["suggested_lr"] > 0
@@ -143,7 +65,7 @@ def test_lightning_jobs_run_training_step_and_leave_the_training_as_it_was(tmp_p
 
 
 def test_lightning_manual_optimization_refuses_jobs_saying_why(tmp_path) -> None:
-    module, request_id = _lightning(tmp_path / "r", ManualRegressor, JOBS[0])
+    module, request_id = trainings.lightning(tmp_path / "r", trainings.ManualRegressor, JOBS[0])
     status = ctl.read_status(tmp_path / "r", request_id)
     assert status["state"] == "failed" and MANUAL_OPTIMIZATION in status["message"]
     assert len(open_run(tmp_path / "r").series("train/loss")) == 8  # the training went on to its end
@@ -152,13 +74,13 @@ def test_lightning_manual_optimization_refuses_jobs_saying_why(tmp_path) -> None
 @pytest.fixture(scope="module")
 def transformers_plain(tmp_path_factory: pytest.TempPathFactory) -> tuple[nn.Module, Path]:
     root = tmp_path_factory.mktemp("transformers")
-    return _transformers(root / "out", root / "plain", None)[0], root / "plain"
+    return trainings.transformers(root / "out", root / "plain", None)[0], root / "plain"
 
 
 @pytest.mark.parametrize("job", JOBS[:1], ids=lambda j: j[0])  # the other jobs take the loss the same way (Lightning runs them all)
 def test_transformers_jobs_call_the_model_with_the_labels_and_leave_the_training_as_it_was(tmp_path, transformers_plain,
                                                                                          job) -> None:
-    model, request_id = _transformers(tmp_path / "out", tmp_path / "r", job)
+    model, request_id = trainings.transformers(tmp_path / "out", tmp_path / "r", job)
     _done(tmp_path / "r", request_id, job[0])
     _same_training(transformers_plain, (model, tmp_path / "r"), logged=("train/loss_trainer",))
     shutil.rmtree(tmp_path / "out", ignore_errors=True)

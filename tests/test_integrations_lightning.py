@@ -7,33 +7,34 @@ import os
 import pickle
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-pytest.importorskip("lightning")
+import torch
+from torch import nn
 
-import lightning.pytorch as pl  # noqa: E402
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
-import tuidiag  # noqa: E402
+import tuidiag
 from tests.conftest import full_only
-from tests.lightning_helpers import TinyRegressor, loaders, quiet_trainer  # noqa: E402
-from tuidiag.cli.main import main  # noqa: E402
-from tuidiag.integrations.lightning import TuidiagCallback  # noqa: E402
+from tests.lazy_module import LazyModule, installed
+from tuidiag.cli.main import main
+
+pytestmark = pytest.mark.skipif(not installed("lightning"), reason="needs lightning")
+helpers = LazyModule("tests.lightning_helpers")
+"""The tiny LightningModule and its trainer (Lightning is imported when a test first uses them, not when this file is collected)."""
 
 CLIP = 30.0
 """Gradient norms of the tiny regression run between about 20 and 70."""
 HELPERS = Path(__file__).resolve().parent / "lightning_helpers.py"
 
 
-def _fit(run_dir: Path, model: TinyRegressor | None = None, **trainer_kwargs) -> TinyRegressor:
-    train_loader, val_loader = loaders()
-    model = model or TinyRegressor(lr=0.02)
-    callback = TuidiagCallback(run_dir, config={"batch_size": 8}, flush_interval=0.2,
+def _fit(run_dir: Path, model: nn.Module | None = None, **trainer_kwargs) -> nn.Module:
+    train_loader, val_loader = helpers.loaders()
+    model = model or helpers.TinyRegressor(lr=0.02)
+    callback = helpers.TuidiagCallback(run_dir, config={"batch_size": 8}, flush_interval=0.2,
                                weights_every=4, activations_every=4)
-    quiet_trainer(callback, **trainer_kwargs).fit(model, train_loader, val_loader)
+    helpers.quiet_trainer(callback, **trainer_kwargs).fit(model, train_loader, val_loader)
     return model
 
 
@@ -68,23 +69,23 @@ def test_fit_with_clipping_records_pre_clip_gradients_lr_loss_and_validation(run
 
 def test_loss_is_the_mean_over_accumulated_micro_batches(run_dir) -> None:
     torch.manual_seed(0)
-    model = TinyRegressor(lr=0.02)
+    model = helpers.TinyRegressor(lr=0.02)
     initial = copy.deepcopy(model.net)
     _fit(run_dir, model, max_epochs=1, accumulate_grad_batches=4)
     run = tuidiag.open_run(run_dir)
     loss = run.series("train/loss")
     assert loss.steps.tolist() == [0, 1]
-    train_loader, _ = loaders()
+    train_loader, _ = helpers.loaders()
     with torch.no_grad():
         first_four = [nn.functional.mse_loss(initial(x), y).item() for x, y in list(train_loader)[:4]]
     assert loss.values[0] == pytest.approx(np.mean(first_four), rel=1e-5)
 
 
 def test_validate_after_fit_leaves_the_closed_run_alone(run_dir) -> None:
-    callback = TuidiagCallback(run_dir)
-    train_loader, val_loader = loaders()
-    trainer = quiet_trainer(callback, max_epochs=1)
-    model = TinyRegressor()
+    callback = helpers.TuidiagCallback(run_dir)
+    train_loader, val_loader = helpers.loaders()
+    trainer = helpers.quiet_trainer(callback, max_epochs=1)
+    model = helpers.TinyRegressor()
     trainer.fit(model, train_loader, val_loader)
     before = tuidiag.open_run(run_dir).series("val_loss").steps.tolist()
     trainer.validate(model, val_loader, verbose=False)
@@ -94,11 +95,11 @@ def test_validate_after_fit_leaves_the_closed_run_alone(run_dir) -> None:
 
 def test_a_fit_from_a_checkpoint_continues_the_run_and_a_new_fit_never_mixes(tmp_path) -> None:
     run_dir, ckpt = tmp_path / "run", tmp_path / "epoch1.ckpt"
-    train_loader, val_loader = loaders()
+    train_loader, val_loader = helpers.loaders()
 
-    def fit(epochs: int, ckpt_path: Path | None = None) -> pl.Trainer:
-        trainer = quiet_trainer(TuidiagCallback(run_dir, flush_interval=0.2), max_epochs=epochs)
-        trainer.fit(TinyRegressor(lr=0.02), train_loader, val_loader, ckpt_path=ckpt_path)
+    def fit(epochs: int, ckpt_path: Path | None = None) -> Any:
+        trainer = helpers.quiet_trainer(helpers.TuidiagCallback(run_dir, flush_interval=0.2), max_epochs=epochs)
+        trainer.fit(helpers.TinyRegressor(lr=0.02), train_loader, val_loader, ckpt_path=ckpt_path)
         return trainer
 
     fit(1).save_checkpoint(ckpt)  # 8 steps: 0-7
@@ -122,14 +123,14 @@ def test_diagnose_reads_a_lightning_run(run_dir, capsys) -> None:
 
 
 def test_an_exception_in_training_closes_the_run_as_failed(run_dir) -> None:
-    class Exploding(TinyRegressor):
+    class Exploding(helpers.TinyRegressor):
         def training_step(self, batch, batch_idx):
             if self.global_step == 3:
                 raise RuntimeError("boom")
             return super().training_step(batch, batch_idx)
 
-    train_loader, val_loader = loaders()
-    trainer = quiet_trainer(TuidiagCallback(run_dir), max_epochs=1)
+    train_loader, val_loader = helpers.loaders()
+    trainer = helpers.quiet_trainer(helpers.TuidiagCallback(run_dir), max_epochs=1)
     with pytest.raises(RuntimeError, match="boom"):
         trainer.fit(Exploding(), train_loader, val_loader)
     run = tuidiag.open_run(run_dir)
@@ -137,17 +138,17 @@ def test_an_exception_in_training_closes_the_run_as_failed(run_dir) -> None:
 
 
 def test_errors_inside_the_callback_never_reach_the_training(tmp_path, capsys) -> None:
-    callback = TuidiagCallback(5)  # type: ignore[arg-type]  # Recorder raises ArgumentError: reported once, training goes on
-    train_loader, val_loader = loaders()
-    trainer = quiet_trainer(callback, max_epochs=1)
-    trainer.fit(TinyRegressor(), train_loader, val_loader)
+    callback = helpers.TuidiagCallback(5)  # type: ignore[arg-type]  # Recorder raises ArgumentError: reported once, training goes on
+    train_loader, val_loader = helpers.loaders()
+    trainer = helpers.quiet_trainer(callback, max_epochs=1)
+    trainer.fit(helpers.TinyRegressor(), train_loader, val_loader)
     assert trainer.global_step == 8 and callback.recorder is None
     assert capsys.readouterr().err.count("recorder error in callback.on_train_start") == 1
 
 
 def test_the_callback_pickles_before_the_fit_as_ddp_spawn_needs(run_dir) -> None:
     """``ddp_spawn`` sends the callback to its processes by pickle: it holds nothing until the fit starts."""
-    callback = TuidiagCallback(run_dir, config={"batch_size": 8}, flush_interval=0.2)
+    callback = helpers.TuidiagCallback(run_dir, config={"batch_size": 8}, flush_interval=0.2)
     copied = pickle.loads(pickle.dumps(callback))
     assert (copied.run_dir, copied.config, copied.recorder_kwargs) == (run_dir, {"batch_size": 8}, {"flush_interval": 0.2})
     assert copied.recorder is None

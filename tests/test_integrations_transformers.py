@@ -6,36 +6,36 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("accelerate")
+import tuidiag
+from tests.lazy_module import LazyModule, installed
+from tuidiag.cli.main import main
 
-from transformers import Trainer  # noqa: E402
-
-import tuidiag  # noqa: E402
-from tuidiag.cli.main import main  # noqa: E402
-from tests.transformers_helpers import VOCAB, train  # noqa: E402
-from tuidiag.integrations.transformers import eval_metric_name  # noqa: E402
+pytestmark = pytest.mark.skipif(not installed("transformers", "accelerate"), reason="needs transformers and accelerate")
+helpers = LazyModule("tests.transformers_helpers")
+"""The tiny GPT-2 and its Trainer (Transformers is imported when a test first uses them, not when this file is collected)."""
+callbacks = LazyModule("tuidiag.integrations.transformers")
 
 HELPERS = Path(__file__).resolve().parent / "transformers_helpers.py"
 
 
-def _logged(trainer: Trainer, key: str) -> tuple[list[int], list[float]]:
+def _logged(trainer: Any, key: str) -> tuple[list[int], list[float]]:
     rows = [row for row in trainer.state.log_history if key in row]
     return [row["step"] - 1 for row in rows], [row[key] for row in rows]
 
 
 @pytest.fixture(scope="module")
-def clipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trainer, Path]:
+def clipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
     """One training with clipping and accumulation (the defaults of ``train``), read by several tests."""
     tmp_path = tmp_path_factory.mktemp("clipped")
-    return train(tmp_path, tmp_path / "run", max_grad_norm=1.0), tmp_path / "run"
+    return helpers.train(tmp_path, tmp_path / "run", max_grad_norm=1.0), tmp_path / "run"
 
 
-def test_trainer_run_records_pre_clip_grad_norm_loss_lr_and_eval_loss(clipped: tuple[Trainer, Path]) -> None:
+def test_trainer_run_records_pre_clip_grad_norm_loss_lr_and_eval_loss(clipped: tuple[Any, Path]) -> None:
     trainer, run_dir = clipped
     run = tuidiag.open_run(run_dir)
     assert run.status == "finished"
@@ -55,7 +55,7 @@ def test_trainer_run_records_pre_clip_grad_norm_loss_lr_and_eval_loss(clipped: t
     recorded_eval = run.series("eval/loss")
     assert recorded_eval.steps.tolist() == eval_steps == [3, 7, 11] and np.allclose(recorded_eval.values, eval_loss)
     assert not run.has("eval/runtime")
-    assert run.series("input/max").values.max() < VOCAB and len(run.series("input/max")) == 12
+    assert run.series("input/max").values.max() < helpers.VOCAB and len(run.series("input/max")) == 12
     assert len(run.series("grad_norm/transformer.wte.weight")) == 12
     # the output layer is tied to the embedding (one parameter); optimizer.step() runs after the recorded step
     assert run.series("weight_norm/transformer.wte.weight").steps.tolist() == [0, 5, 10]
@@ -66,7 +66,7 @@ def test_trainer_run_records_pre_clip_grad_norm_loss_lr_and_eval_loss(clipped: t
 
 
 def test_without_clipping_or_accumulation(tmp_path, run_dir) -> None:
-    trainer = train(tmp_path, run_dir, max_grad_norm=0.0, accumulation=1)
+    trainer = helpers.train(tmp_path, run_dir, max_grad_norm=0.0, accumulation=1)
     run = tuidiag.open_run(run_dir)
     _, logged_norm = _logged(trainer, "grad_norm")
     assert np.allclose(run.series("grad_norm/total").values, logged_norm, rtol=1e-4)
@@ -76,32 +76,32 @@ def test_without_clipping_or_accumulation(tmp_path, run_dir) -> None:
 
 
 def test_a_training_from_a_checkpoint_continues_the_run_and_a_new_one_never_mixes(tmp_path, run_dir) -> None:
-    train(tmp_path, run_dir, max_steps=8, save_steps=4)  # steps 0-7, checkpoints after 4 and 8 steps
-    train(tmp_path, run_dir, max_steps=10, resume_from=str(tmp_path / "out" / "checkpoint-4"))  # 4-9 replace 4-7
+    helpers.train(tmp_path, run_dir, max_steps=8, save_steps=4)  # steps 0-7, checkpoints after 4 and 8 steps
+    helpers.train(tmp_path, run_dir, max_steps=10, resume_from=str(tmp_path / "out" / "checkpoint-4"))  # 4-9 replace 4-7
     run = tuidiag.open_run(run_dir)
     loss = run.series("train/loss")
     assert loss.steps.tolist() == list(range(10))  # each step once
     assert [(e.step, e.data["previous_last_step"]) for e in run.resumes] == [(4, 7)]
     assert (loss.wall_times[:4] < run.resumes[0].wall_time).all() and (loss.wall_times[4:] > run.resumes[0].wall_time).all()
-    train(tmp_path, run_dir, max_steps=2)  # a new Trainer: a new run next to it
+    helpers.train(tmp_path, run_dir, max_steps=2)  # a new Trainer: a new run next to it
     assert tuidiag.open_run(tmp_path / "run-1").series("train/loss").steps.tolist() == [0, 1]
     assert tuidiag.open_run(run_dir).series("train/loss").steps.tolist() == list(range(10))
 
 
-def test_diagnose_reads_a_transformers_run(clipped: tuple[Trainer, Path], capsys) -> None:
+def test_diagnose_reads_a_transformers_run(clipped: tuple[Any, Path], capsys) -> None:
     assert main(["diagnose", str(clipped[1])]) == 0
     assert capsys.readouterr().out.strip()
 
 
 def test_eval_metric_names() -> None:
-    assert eval_metric_name("eval_loss") == "eval/loss"
-    assert eval_metric_name("eval_accuracy") == "eval/accuracy"
-    assert eval_metric_name("test_f1_macro") == "test/f1_macro"
-    assert eval_metric_name("custom") == "custom"
+    assert callbacks.eval_metric_name("eval_loss") == "eval/loss"
+    assert callbacks.eval_metric_name("eval_accuracy") == "eval/accuracy"
+    assert callbacks.eval_metric_name("test_f1_macro") == "test/f1_macro"
+    assert callbacks.eval_metric_name("custom") == "custom"
 
 
 def test_errors_inside_the_callback_never_reach_the_training(tmp_path, capsys) -> None:
-    trainer = train(tmp_path, 5, max_steps=3)  # type: ignore[arg-type]  # not a path: Recorder raises ArgumentError
+    trainer = helpers.train(tmp_path, 5, max_steps=3)  # type: ignore[arg-type]  # not a path: Recorder raises ArgumentError
     assert trainer.state.global_step == 3
     assert capsys.readouterr().err.count("recorder error in callback.on_train_begin") == 1
 

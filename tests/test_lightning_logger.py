@@ -12,23 +12,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-pl = pytest.importorskip("lightning.pytorch")
-import torch  # noqa: E402
-from lightning.pytorch.loggers import CSVLogger  # noqa: E402
-from lightning_helpers import TinyRegressor, loaders  # noqa: E402
+import tuidiag
+from tests.lazy_module import LazyModule, installed
+from tuidiag.format import LOSS, STATUS_FINISHED
 
-import tuidiag  # noqa: E402
-from tuidiag.format import LOSS, STATUS_FINISHED  # noqa: E402
-from tuidiag.integrations.lightning import TuidiagCallback, TuidiagLogger  # noqa: E402
-
-
-class Logging(TinyRegressor):
-    """Logs a training metric every step and a validation metric every epoch."""
-
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = super().training_step(batch, batch_idx)
-        self.log("train_mae", (self.net(batch[0]) - batch[1]).abs().mean())
-        return loss
+pytestmark = pytest.mark.skipif(not installed("lightning"), reason="needs lightning")
+pl = LazyModule("lightning.pytorch")
+helpers = LazyModule("tests.lightning_helpers")
+"""Lightning, its CSVLogger and the tiny module are imported when a test first uses them, not when this file is collected."""
 
 
 def _fit(loggers: list, callbacks: list, epochs: int = 2) -> None:
@@ -36,8 +27,8 @@ def _fit(loggers: list, callbacks: list, epochs: int = 2) -> None:
     trainer = pl.Trainer(callbacks=callbacks, logger=loggers, accelerator="cpu", devices=1, max_epochs=epochs,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                          log_every_n_steps=1)
-    train, val = loaders()
-    trainer.fit(Logging(lr=0.01), train, val)
+    train, val = helpers.loaders()
+    trainer.fit(helpers.LoggingMae(lr=0.01), train, val)
 
 
 def _csv(root: Path) -> pd.DataFrame:
@@ -46,8 +37,8 @@ def _csv(root: Path) -> pd.DataFrame:
 
 
 def test_bound_logger_writes_training_step_values_beside_the_callbacks_rows(tmp_path: Path) -> None:
-    callback = TuidiagCallback(tmp_path / "r", flush_interval=0.2)
-    _fit([CSVLogger(tmp_path / "csv"), callback.logger], [callback])
+    callback = helpers.TuidiagCallback(tmp_path / "r", flush_interval=0.2)
+    _fit([pl.loggers.CSVLogger(tmp_path / "csv"), callback.logger], [callback])
     run = tuidiag.open_run(tmp_path / "r")
     mae, loss = run.series("train_mae"), run.series(LOSS)
     assert mae.steps.tolist() == loss.steps.tolist() == list(range(16))  # one value per optimizer step, same steps
@@ -61,8 +52,8 @@ def test_bound_logger_writes_training_step_values_beside_the_callbacks_rows(tmp_
 
 
 def test_logger_on_its_own_writes_at_lightnings_steps_and_closes_finished(tmp_path: Path) -> None:
-    logger = TuidiagLogger(tmp_path / "own", flush_interval=0.2)
-    _fit([CSVLogger(tmp_path / "csv"), logger], [], epochs=1)
+    logger = helpers.TuidiagLogger(tmp_path / "own", flush_interval=0.2)
+    _fit([pl.loggers.CSVLogger(tmp_path / "csv"), logger], [], epochs=1)
     run = tuidiag.open_run(tmp_path / "own")
     table = _csv(tmp_path / "csv").dropna(subset=["train_mae"])
     assert run.series("train_mae").steps.tolist() == table["step"].tolist()
@@ -73,6 +64,6 @@ def test_logger_on_its_own_writes_at_lightnings_steps_and_closes_finished(tmp_pa
 
 def test_the_logger_needs_exactly_one_destination(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="run_dir or a callback"):
-        TuidiagLogger()
+        helpers.TuidiagLogger()
     with pytest.raises(ValueError, match="not both"):
-        TuidiagLogger(tmp_path, callback=TuidiagCallback(tmp_path / "r"))
+        helpers.TuidiagLogger(tmp_path, callback=helpers.TuidiagCallback(tmp_path / "r"))

@@ -15,13 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("accelerate")
-import torch  # noqa: E402
-from transformers import Trainer, TrainingArguments  # noqa: E402
+import torch
 
-import tuidiag  # noqa: E402
-from tuidiag.integrations.transformers import LOSS_TRAINER, TuidiagCallback  # noqa: E402
+import tuidiag
+from tests.lazy_module import LazyModule, installed
+
+pytestmark = pytest.mark.skipif(not installed("transformers", "accelerate"), reason="needs transformers and accelerate")
+transformers = LazyModule("transformers")
+"""Imported when a test first trains, not when this file is collected."""
+callbacks = LazyModule("tuidiag.integrations.transformers")
 
 
 class Plain(torch.nn.Module):
@@ -66,10 +68,10 @@ class Rows(torch.utils.data.Dataset):
 
 def _train(tmp_path: Path, model: torch.nn.Module, accumulation: int) -> tuple[list[float], Path]:
     run_dir = tmp_path / f"{type(model).__name__}-{accumulation}"
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to=[], max_steps=3, learning_rate=0.0,
+    args = transformers.TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to=[], max_steps=3, learning_rate=0.0,
                              per_device_train_batch_size=4, gradient_accumulation_steps=accumulation, logging_steps=1,
                              disable_tqdm=True, save_strategy="no", seed=0)
-    trainer = Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[TuidiagCallback(run_dir, flush_interval=0.2)])
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[callbacks.TuidiagCallback(run_dir, flush_interval=0.2)])
     trainer.train()
     return [row["loss"] for row in trainer.state.log_history if "loss" in row], run_dir
 
@@ -82,7 +84,7 @@ def test_train_loss_is_the_step_mean_for_every_normalisation(tmp_path: Path, acc
         reference = reference or logged
         run = tuidiag.open_run(run_dir)
         assert np.allclose(run.series("train/loss").values, reference, rtol=1e-4), type(model).__name__
-        assert np.allclose(run.series(LOSS_TRAINER).values, logged, rtol=1e-4)
+        assert np.allclose(run.series(callbacks.LOSS_TRAINER).values, logged, rtol=1e-4)
         warned = [e for e in run.events if e.kind == "loss_normalisation"]
         assert bool(warned) == isinstance(model, Ignores)
         if isinstance(model, Ignores):  # the Trainer's value is the sum of the micro-batch means
