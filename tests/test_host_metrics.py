@@ -12,12 +12,12 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import tuidiag
-from tuidiag.format import LOSS, SYS_CPU_PERCENT, SYS_DATALOADER_WORKERS, SYS_HOST_MEM_PERCENT, SYS_RSS
+from tuidiag.format import LOSS, SYS_CPU_PERCENT, SYS_CHILD_PROCESSES, SYS_HOST_MEM_PERCENT, SYS_RSS
 
 pytest.importorskip("psutil")
 
 
-def test_a_training_with_two_workers_records_cpu_memory_and_live_workers(tmp_path: Path) -> None:
+def test_a_training_with_two_workers_records_cpu_memory_and_live_children(tmp_path: Path) -> None:
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
     model = torch.nn.Linear(4, 1)
@@ -32,14 +32,53 @@ def test_a_training_with_two_workers_records_cpu_memory_and_live_workers(tmp_pat
             rec.step(loss)
             rec.flush()  # one sample per step, while the workers are alive
     run = tuidiag.open_run(tmp_path / "r")
-    workers = run.series(SYS_DATALOADER_WORKERS).values
-    assert len(workers) >= 2 and workers.max() == 2  # both workers seen alive during the epoch
+    children = run.series(SYS_CHILD_PROCESSES).values
+    assert len(children) >= 2 and children.max() == 2  # both workers seen alive during the epoch (no other child)
     rss = run.series(SYS_RSS).values
     assert (rss > 10e6).all()  # a Python process with torch holds tens of MB at least
     host = run.series(SYS_HOST_MEM_PERCENT).values
     assert ((host > 0) & (host <= 100)).all()
     cpu = run.series(SYS_CPU_PERCENT).values
     assert (cpu >= 0).all()
+
+
+def _sleep(seconds: float) -> None:
+    import time
+
+    time.sleep(seconds)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_child_count_is_the_workers_and_every_other_child(tmp_path: Path, workers: int) -> None:
+    """Beside two other children alive the whole time (a multiprocessing process, a subprocess), the figure reaches
+    the workers plus those two while the DataLoader runs, and never says fewer than the two: it is named for what it
+    counts (an earlier name, ``sys/dataloader_workers``, said workers and counted these too)."""
+    import multiprocessing
+
+    others = [multiprocessing.get_context("fork").Process(target=_sleep, args=(60,), daemon=True),
+              subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])]
+    others[0].start()
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), 0.1)
+        loader = DataLoader(TensorDataset(torch.randn(48, 4), torch.randn(48, 1)), batch_size=8, num_workers=workers)
+        with tuidiag.Recorder(tmp_path / "r", flush_interval=0.05) as rec:
+            rec.watch(model, opt)
+            for x, y in loader:
+                loss = ((model(x) - y) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                rec.step(loss)
+                rec.flush()
+        counted = tuidiag.open_run(tmp_path / "r").series(SYS_CHILD_PROCESSES).values
+        assert len(counted) >= 2 and counted.max() == workers + 2 and counted.min() >= 2, counted
+    finally:
+        others[0].kill()
+        others[0].join(10)
+        others[1].kill()
+        others[1].wait(10)
 
 
 def test_without_psutil_the_recorder_records_the_rest(tmp_path: Path) -> None:

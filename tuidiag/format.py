@@ -182,8 +182,11 @@ SYS_RSS = "sys/rss_bytes"
 """The training process's resident memory, in bytes (psutil)."""
 SYS_HOST_MEM_PERCENT = "sys/host_mem_percent"
 """Memory in use on the host, in % of its total (psutil)."""
-SYS_DATALOADER_WORKERS = "sys/dataloader_workers"
-"""Child processes of the training alive at the sample: DataLoader workers, whose loss shows as a drop (psutil)."""
+SYS_CHILD_PROCESSES = "sys/child_processes"
+"""Child processes of the training alive at the sample (psutil): DataLoader workers among them, so a worker that dies
+shows as a drop. Not named for the workers: a child cannot be told to be one (multiprocessing keeps no trace of a
+started process's target), and a compile pool or a logger's subprocess counts too. Runs recorded before 2026-11-29
+hold the same count as ``sys/dataloader_workers``."""
 SYS_MEM_ALLOCATED = "sys/mem_allocated"
 """Bytes the CUDA allocator holds in tensors on the training's device (``torch.cuda.memory_allocated``)."""
 SYS_MEM_RESERVED = "sys/mem_reserved"

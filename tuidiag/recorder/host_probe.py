@@ -4,8 +4,8 @@ Sampled for a training whose model is watched (``rec.watch``); a run fed only th
 ``rec.log`` holds only what it logs.
 
 With psutil installed: the process's CPU use and resident memory, the host's memory
-in use, and how many child processes are alive (DataLoader workers are the training's
-children, so a worker that dies shows as a drop). Without psutil nothing is sampled.
+in use, and how many child processes are alive (DataLoader workers are among the training's
+children, so a worker that dies shows as a drop; so are a compile pool's or a logger's). Without psutil nothing is sampled.
 Sampling costs a few system calls per flush and never touches the training thread.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuidiag.format import SYS_CPU_PERCENT, SYS_DATALOADER_WORKERS, SYS_HOST_MEM_PERCENT, SYS_RSS
+from tuidiag.format import SYS_CPU_PERCENT, SYS_CHILD_PROCESSES, SYS_HOST_MEM_PERCENT, SYS_RSS
 
 
 class HostProbe:
@@ -41,7 +41,7 @@ class HostProbe:
             (SYS_CPU_PERCENT, lambda: self._process.cpu_percent(None)),
             (SYS_RSS, lambda: self._process.memory_info().rss),
             (SYS_HOST_MEM_PERCENT, lambda: self._psutil.virtual_memory().percent),
-            (SYS_DATALOADER_WORKERS, lambda: sum(1 for c in self._process.children() if c.is_running())),
+            (SYS_CHILD_PROCESSES, lambda: sum(1 for c in self._process.children() if c.is_running())),
         )
         for name, read in readers:
             try:
