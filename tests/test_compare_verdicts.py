@@ -47,6 +47,31 @@ def test_one_diverged_run_is_worse_at_the_end_whatever_its_best(best: tuple[floa
         assert f"and {'B' if name == 'A' else 'A'} had the lower best val loss" in text and "before diverging" not in text
 
 
+@pytest.mark.parametrize(("best", "da", "db"), [(b, da, db) for b in BESTS for da, db in
+                                                  ((None, None), (120, None), (None, 80), (100, 300))])
+def test_the_table_never_calls_a_diverged_runs_best_value_better_without_saying_so(best: tuple[float, float],
+                                                                                  da: int | None, db: int | None) -> None:
+    """Each best-value row of the table (text and JSON) names the divergence of the run it favours; a row that
+    favours a run that did not diverge, or any other row, is the bare outcome."""
+    from rich.console import Console
+
+    from tuidiag.text.comparison import render_table
+
+    result = compare_summaries(_summary(best[0], NAN if da else 1.3, da), _summary(best[1], NAN if db else 1.3, db))
+    console = Console(width=200, record=True)
+    console.print(render_table(result))
+    rows = {line.split("│")[1].strip(): line.split("│")[-2].strip() for line in console.export_text().splitlines()
+            if line.count("│") >= 6}
+    for metric, entry in zip(result.metrics, result.to_json()["metrics"]):
+        said = result.outcome_text(metric)
+        assert entry["outcome_text"] == said and rows[metric.label] == said
+        favoured = {"better": db, "worse": da}.get(metric.outcome)
+        if metric.key.startswith("best_") and favoured is not None:
+            assert said.startswith(metric.outcome + ", before ") and said.endswith("diverged"), said
+        else:
+            assert said == metric.outcome
+
+
 @pytest.mark.parametrize("best", BESTS)
 def test_both_diverged_says_so_and_compares_before(best: tuple[float, float]) -> None:
     result = compare_summaries(_summary(best[0], NAN, 100), _summary(best[1], NAN, 300))

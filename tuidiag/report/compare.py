@@ -87,11 +87,24 @@ class Comparison:
     persisted: list[dict[str, str]] = field(default_factory=list)
     verdict: str = ""
 
+    def outcome_text(self, metric: Metric) -> str:
+        """``metric``'s outcome as the table says it: ``better`` / ``worse`` qualified ``, before B diverged`` when
+        it is a best value and the run it favours diverged (no best value reached before diverging makes a run the
+        better one at the end: the verdict says which is), else the outcome alone."""
+        outcome = metric.outcome
+        if not metric.key.startswith("best_") or outcome not in ("better", "worse"):
+            return outcome
+        da, db = self.a.get("diverged_step"), self.b.get("diverged_step")
+        if da is not None and db is not None:
+            return f"{outcome}, before both diverged"
+        favoured, favoured_diverged = ("B", db) if outcome == "better" else ("A", da)
+        return f"{outcome}, before {favoured} diverged" if favoured_diverged is not None else outcome
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe dict (non-finite numbers as the strings ``nan``, ``inf``, ``-inf``)."""
         metrics = [{"key": m.key, "label": m.label, "a": _json_num(m.a), "b": _json_num(m.b), "better": m.better,
                     "change_pct": _json_num(m.change_pct), "improvement_pct": _json_num(m.improvement_pct),
-                    "outcome": m.outcome} for m in self.metrics]
+                    "outcome": m.outcome, "outcome_text": self.outcome_text(m)} for m in self.metrics]
         return {"a": _json_safe(self.a), "b": _json_safe(self.b), "metrics": metrics,
                 "findings": {"disappeared": self.disappeared, "appeared": self.appeared, "persisted": self.persisted},
                 "threshold_pct": THRESHOLD_PCT, "verdict": self.verdict}

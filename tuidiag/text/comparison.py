@@ -38,7 +38,7 @@ def render_table(result: Comparison) -> Table:
     table.add_column("B is")
     for metric in result.metrics:
         table.add_row(literal(metric.label), _num(metric, metric.a), _num(metric, metric.b), _pct(metric),
-                      Text(metric.outcome, style=OUTCOME_STYLE.get(metric.outcome, "")))
+                      Text(result.outcome_text(metric), style=OUTCOME_STYLE.get(metric.outcome, "")))
     return table
 
 
