@@ -184,8 +184,8 @@ SYS_HOST_MEM_PERCENT = "sys/host_mem_percent"
 """Memory in use on the host, in % of its total (psutil)."""
 SYS_CHILD_PROCESSES = "sys/child_processes"
 """Child processes of the training alive at the sample (psutil): DataLoader workers among them, so a worker that dies
-shows as a drop. Not named for the workers: a child cannot be told to be one (multiprocessing keeps no trace of a
-started process's target), and a compile pool or a logger's subprocess counts too. Runs recorded before 2026-11-29
+shows as a drop. Not named for the workers: a child cannot be told to be one (Python keeps no record of what a
+started child process runs), and a compile pool or a logger's subprocess counts too. Runs recorded before 2026-11-29
 hold the same count as ``sys/dataloader_workers``."""
 SYS_MEM_ALLOCATED = "sys/mem_allocated"
 """Bytes the CUDA allocator holds in tensors on the training's device (``torch.cuda.memory_allocated``)."""
