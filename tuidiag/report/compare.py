@@ -89,10 +89,11 @@ class Comparison:
 
     def outcome_text(self, metric: Metric) -> str:
         """``metric``'s outcome as the table says it: ``better`` / ``worse`` qualified ``, before B diverged`` when
-        it is a best value and the run it favours diverged (no best value reached before diverging makes a run the
-        better one at the end: the verdict says which is), else the outcome alone."""
+        the run it favours diverged (its best values, and its last validation, were taken before its loss went
+        NaN/Inf: none makes it the better run at the end, and the verdict says which is), else the outcome alone.
+        The final train loss is the NaN/Inf itself: its row needs no qualifier."""
         outcome = metric.outcome
-        if not metric.key.startswith("best_") or outcome not in ("better", "worse"):
+        if metric.key == "final_train_loss" or outcome not in ("better", "worse"):
             return outcome
         da, db = self.a.get("diverged_step"), self.b.get("diverged_step")
         if da is not None and db is not None:
