@@ -52,6 +52,8 @@ class RunCompared:
     summary: dict[str, Any]
     lines: dict[str, tuple[Line, ...]]
     """Downsampled lines by chart id (:data:`COMPARE_CHARTS`); empty where the run has no such metric."""
+    nonfinite: dict[str, int] | None = None
+    """By chart id, the first step at which the run's value was NaN/Inf (absent: none was)."""
 
 
 @dataclass(frozen=True)
@@ -72,12 +74,16 @@ def run_compared(key: str, run: Run, diagnosis: Diagnosis, points: int) -> RunCo
     val_name = view.first_present(VAL_LOSS_NAMES)
     metrics = {chart.id: chart.metric if chart.metric is not None else val_name for chart in COMPARE_CHARTS}
     lines = {chart: _line(view, run.name, metric, points) if metric else () for chart, metric in metrics.items()}
-    return RunCompared(key, summarize(run, diagnosis), lines)
+    nonfinite = {chart: step for chart, metric in metrics.items() if metric and (step := _first_nonfinite(view, metric)) is not None}
+    return RunCompared(key, summarize(run, diagnosis), lines, nonfinite)
 
 
 def compare_view(keys: tuple[str, ...], runs: list[RunCompared]) -> CompareView:
     """Charts of every run in ``runs`` and the comparison of the first with each later one."""
-    charts = {chart.id: Chart(chart.title, _all(runs, chart.id), log_default=chart.log_default) for chart in COMPARE_CHARTS}
+    charts = {chart.id: Chart(chart.title, _all(runs, chart.id), log_default=chart.log_default,
+                              nonfinite_steps=tuple(sorted(run.nonfinite[chart.id] for run in runs
+                                                           if run.nonfinite and chart.id in run.nonfinite)))
+              for chart in COMPARE_CHARTS}  # a run that went NaN/Inf: a red line where it first did, as in the run view
     comparisons = tuple(compare_summaries(runs[0].summary, b.summary) for b in runs[1:]) if runs else ()
     read = {r.key for r in runs}
     return CompareView(tuple(r.key for r in runs), tuple(str(r.summary["name"]) for r in runs), charts, comparisons,
@@ -86,6 +92,13 @@ def compare_view(keys: tuple[str, ...], runs: list[RunCompared]) -> CompareView:
 
 def _all(runs: list[RunCompared], chart: str) -> tuple[Line, ...]:
     return tuple(line for run in runs for line in run.lines[chart])
+
+
+def _first_nonfinite(view: RunView, metric: str) -> int | None:
+    """The first step at which ``metric`` was NaN/Inf (None: never)."""
+    steps, values = view.series(metric)
+    bad = np.flatnonzero(~np.isfinite(values))
+    return int(steps[bad[0]]) if len(bad) else None
 
 
 def _line(view: RunView, label: str, metric: str, points: int) -> tuple[Line, ...]:
