@@ -66,7 +66,9 @@ async def test_compare_shows_the_cli_table_and_verdict_with_a_docked_title() -> 
             assert _title_on_top(app, screen), keys
         await pilot.press("2")
         chart = screen.query_one("#cmp-chart-loss", MetricChart)
-        assert [name for name, _, _ in chart.chart.lines] == ["lr-too-high", "healthy"]
+        first_bad = expected.a["diverged_step"]  # lr-too-high's loss goes NaN there: its legend entry says so
+        assert [name for name, _, _ in chart.chart.lines] == [f"lr-too-high (NaN from {first_bad})", "healthy"]
+        assert chart.chart.nonfinite_steps == (first_bad,)
         await pilot.press("escape")
         assert not isinstance(app.screen, CompareScreen)
 

@@ -68,7 +68,8 @@ def test_the_table_never_calls_a_diverged_run_better_without_saying_so(best: tup
         assert entry["outcome_text"] == said and rows[metric.label] == said
         favoured = {"better": db, "worse": da}.get(metric.outcome)
         if metric.key != "final_train_loss" and favoured is not None:
-            assert said.startswith(metric.outcome + ", before ") and said.endswith("diverged"), said
+            link = "before" if metric.key.startswith("best_") else "but"
+            assert said.startswith(f"{metric.outcome}, {link} ") and said.endswith("diverged"), said
         else:
             assert said == metric.outcome
 
@@ -126,3 +127,57 @@ def test_findings_are_named_as_the_monitor_names_them(code: str) -> None:
     new = compare_summaries(_summary(0.3, 0.3), _summary(0.3, 0.3, None, (code,)))
     assert gone.verdict.endswith(f"; not present in B: {badge(code)}")
     assert new.verdict.endswith(f"; new in B: {badge(code)}")
+
+
+SHAPES = {"healthy": None, "nan_at_150": (150, float("nan")), "nan_from_0": (0, float("nan")),
+          "blowup_at_150": (150, 1e20), "inf_at_199": (199, float("inf"))}
+"""Training losses: (first bad step, the value from there on), or None for a healthy run."""
+VALS = {"none": (), "before": tuple(range(0, 141, 20)), "throughout": tuple(range(0, 200, 20))}
+"""Steps at which the validation loss is logged (finite, falling)."""
+
+
+def _recorded(path: Path, shape: str, val: str) -> Path:
+    import tuidiag
+
+    bad = SHAPES[shape]
+    with tuidiag.Recorder(path, flush_interval=0.1) as rec:
+        for i in range(200):
+            rec.step(bad[1] if bad is not None and i >= bad[0] else 2.0 / (1 + i / 20))
+            if i in VALS[val]:
+                rec.log({"val/loss": 0.4 + 1.0 / (1 + i)})
+    return path
+
+
+@pytest.mark.parametrize("val", list(VALS))
+@pytest.mark.parametrize(("shape_a", "shape_b"), [("healthy", s) for s in SHAPES] + [("nan_at_150", "blowup_at_150"),
+                                                                                     ("nan_from_0", "healthy")])
+def test_recorded_pairs_name_every_divergence_and_claim_nothing_before_it_that_was_after(
+        tmp_path: Path, val: str, shape_a: str, shape_b: str) -> None:
+    """Recorded pairs: a loss that ends NaN/Inf or 1e20 (100x above its best) diverged, from the step it went bad; a
+    diverged run's best values come from the steps before it (none logged before: no best, and no comparison
+    "before" it); every row that favours a diverged run says so."""
+    import numpy as np
+
+    result = compare_runs(open_run(_recorded(tmp_path / "a", shape_a, val)), open_run(_recorded(tmp_path / "b", shape_b, val)))
+    for side, shape in (("a", shape_a), ("b", shape_b)):
+        summary, bad = getattr(result, side), SHAPES[shape]
+        assert summary["diverged_step"] == (bad[0] if bad is not None else None)
+        assert summary["diverged_how"] == (None if bad is None else "nonfinite" if not np.isfinite(bad[1]) else "blowup")
+        logged = [0.4 + 1.0 / (1 + i) for i in VALS[val] if bad is None or i < bad[0]]
+        assert summary["best_val_loss"] == (pytest.approx(min(logged)) if logged else None)
+    diverged = [name for name, shape in (("A", shape_a), ("B", shape_b)) if SHAPES[shape] is not None]
+    if len(diverged) == 1:
+        bad = SHAPES[shape_a if diverged == ["A"] else shape_b]
+        how = "NaN/Inf" if not np.isfinite(bad[1]) else "loss over 100x its best"
+        assert result.verdict.startswith(f"{diverged[0]} diverged ({how} from step {bad[0]})"), result.verdict
+    elif len(diverged) == 2:
+        assert result.verdict.startswith("Both runs diverged"), result.verdict
+    else:
+        assert "diverged" not in result.verdict
+    for metric in result.metrics:
+        favoured = {"better": "B", "worse": "A"}.get(metric.outcome)
+        said = result.outcome_text(metric)
+        if favoured in diverged and metric.key != "final_train_loss":
+            assert said.endswith("diverged") and (", before " in said) == metric.key.startswith("best_"), said
+        else:
+            assert said == metric.outcome

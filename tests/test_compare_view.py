@@ -3,7 +3,8 @@
 A matrix of pairs recorded through the public Recorder: neither run, one run or both going
 non-finite (NaN or +-inf), at the first step, in the middle or at the last. Each chart's red
 line is at the first non-finite step of the runs that have one, and nowhere when none does;
-the chart then says "NaN at red line" and never when no run went non-finite.
+the chart then says "NaN at red line" and never when no run went non-finite, and the legend names the
+step at which each run went bad (the red line is the first of them).
 """
 
 from __future__ import annotations
@@ -45,3 +46,15 @@ def test_the_loss_chart_marks_the_first_non_finite_step_of_any_run(tmp_path: Pat
     assert view.charts["val"].nonfinite_steps == ()  # the validation loss stayed finite in every run
     drawn = draw_chart(view.charts["loss"], log=False, marker=None, width=100, height=20).plain
     assert ("NaN at red line" in drawn) == bool(expected)
+    labels = [label for label, _, _ in view.charts["loss"].lines]  # the legend names each run's first bad step
+    assert labels == [name + (f" (NaN from {start})" if start is not None else "")
+                      for name, start in (("a", a_from), ("b", b_from))]
+    assert all(len(label) <= 30 for label in labels)  # the legend shows 30 cells of each: the step is never cut
+
+
+def test_a_long_run_name_is_cut_so_the_legend_keeps_the_step(tmp_path: Path) -> None:
+    name = "a-very-long-experiment-name-with-a-sweep-id-0123456789"
+    run = open_run(_record(tmp_path / name, 7, math.nan))
+    view = compare_view((name,), [run_compared(name, run, diagnose(run), 120)])
+    (label,) = [label for label, _, _ in view.charts["loss"].lines]
+    assert len(label) <= 30 and label.endswith(" (NaN from 7)") and label.startswith("a-very")

@@ -3,9 +3,11 @@
 ``compare_runs(a, b)`` treats ``a`` as *before* and ``b`` as *after* a fix: a fix is
 validated by retraining with it and comparing the two runs. A change counts in the
 verdict only above :data:`THRESHOLD_PCT` (10%): a smaller one is within run-to-run noise.
-A run whose training loss ends NaN/Inf *diverged*: the verdict leads with that, since no
-best value reached before diverging makes it the better run at the end. A finding absent
-from B is "not present in B", not "resolved": the runs need not be one training and its fix.
+A run whose training loss ends NaN/Inf, or ends more than :data:`BLOWUP` times above the lowest it
+reached, *diverged*: the verdict leads with that, since no best value reached before diverging
+makes it the better run at the end. A diverged run's best values are taken from the steps before
+it diverged, so "before diverging" is true of them. A finding absent from B is "not present in
+B", not "resolved": the runs need not be one training and its fix.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from tuidiag.store import Run
 from tuidiag.store.job_results import job_records
 
 THRESHOLD_PCT = 10.0
+BLOWUP = 100.0
+"""A training loss that ends (median of its last steps) this many times above its lowest (smoothed) diverged,
+though finite: no ordinary training, overfitting included, ends 100x above its best training loss."""
 TAIL = 10
 """Steps over which "final" train loss and gradient norm are a median, and "best" train loss a moving average."""
 
@@ -88,18 +93,19 @@ class Comparison:
     verdict: str = ""
 
     def outcome_text(self, metric: Metric) -> str:
-        """``metric``'s outcome as the table says it: ``better`` / ``worse`` qualified ``, before B diverged`` when
-        the run it favours diverged (its best values, and its last validation, were taken before its loss went
-        NaN/Inf: none makes it the better run at the end, and the verdict says which is), else the outcome alone.
-        The final train loss is the NaN/Inf itself: its row needs no qualifier."""
+        """``metric``'s outcome as the table says it: ``better`` / ``worse`` qualified when the run it favours
+        diverged, since no value makes that run the better one at the end (the verdict says which is): a best value,
+        taken from the steps before it diverged (:func:`summarize`), ``, before B diverged``; a final one (logged
+        whenever), ``, but B diverged``. The final train loss is the divergence itself: its row needs no qualifier."""
         outcome = metric.outcome
         if metric.key == "final_train_loss" or outcome not in ("better", "worse"):
             return outcome
         da, db = self.a.get("diverged_step"), self.b.get("diverged_step")
+        link = "before" if metric.key.startswith("best_") else "but"
         if da is not None and db is not None:
-            return f"{outcome}, before both diverged"
+            return f"{outcome}, {link} both diverged"
         favoured, favoured_diverged = ("B", db) if outcome == "better" else ("A", da)
-        return f"{outcome}, before {favoured} diverged" if favoured_diverged is not None else outcome
+        return f"{outcome}, {link} {favoured} diverged" if favoured_diverged is not None else outcome
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe dict (non-finite numbers as the strings ``nan``, ``inf``, ``-inf``)."""
@@ -142,37 +148,54 @@ def _best_smoothed(values: np.ndarray) -> float | None:
     return float(np.min(moving_average(good, min(TAIL, len(good))))) if len(good) else None
 
 
-def _extreme(view: RunView, names: tuple[str, ...], lowest: bool) -> tuple[float | None, float | None]:
-    """(last, best) of the first recorded metric among ``names``."""
+def _extreme(view: RunView, names: tuple[str, ...], lowest: bool, until: int | None = None) -> tuple[float | None, float | None]:
+    """(last, best) of the first recorded metric among ``names``; the best over steps before ``until`` only (a run
+    that diverged there: ``None`` when nothing was logged before it)."""
     name = view.first_present(names)
     if name is None:
         return None, None
-    values = view.series(name)[1]
+    steps, values = view.series(name)
+    if until is not None:
+        before = values[steps < until]
+        good = before[np.isfinite(before)]
+        return float(values[-1]), ((float(good.min()) if lowest else float(good.max())) if len(good) else None)
     good = values[np.isfinite(values)]
     best = (float(good.min()) if lowest else float(good.max())) if len(good) else float("nan")
     return float(values[-1]), best
 
 
-def _diverged_at(steps: np.ndarray, values: np.ndarray) -> int | None:
-    """The step from which the training loss stayed NaN/Inf to the end; ``None`` when its last value is finite."""
-    if not len(values) or math.isfinite(values[-1]):
+def _diverged_at(steps: np.ndarray, values: np.ndarray) -> tuple[int, str] | None:
+    """The step from which the training loss stayed diverged to the end, and how: ``nonfinite`` (NaN/Inf from
+    there on) or ``blowup`` (finite, but above :data:`BLOWUP` x its lowest smoothed value from there on, and
+    its final value too); ``None`` when it did not diverge."""
+    if not len(values):
         return None
-    finite = np.flatnonzero(np.isfinite(values))
-    return int(steps[finite[-1] + 1 if len(finite) else 0])
+    if not math.isfinite(values[-1]):
+        finite = np.flatnonzero(np.isfinite(values))
+        return int(steps[finite[-1] + 1 if len(finite) else 0]), "nonfinite"
+    best, final = _best_smoothed(values), _final(values)
+    if best is None or final is None or not best > 0 or not final > BLOWUP * best:
+        return None
+    calm = np.flatnonzero(np.isfinite(values) & (values <= BLOWUP * best))
+    return int(steps[calm[-1] + 1 if len(calm) else 0]), "blowup"
 
 
 def summarize(run: Run, diagnosis: Diagnosis) -> dict[str, Any]:
-    """The facts of one run that a comparison shows."""
+    """The facts of one run that a comparison shows. A run that diverged has its best values taken from the steps
+    before it did (none: ``None``); its final values are its last, whenever logged."""
     view = RunView(run)
-    loss = view.loss[1]
-    final_val, best_val = _extreme(view, VAL_LOSS_NAMES, lowest=True)
-    final_acc, best_acc = _extreme(view, VAL_ACC_NAMES, lowest=False)
+    loss_steps, loss = view.loss
+    diverged = _diverged_at(loss_steps, loss)
+    until = diverged[0] if diverged is not None else None
+    final_val, best_val = _extreme(view, VAL_LOSS_NAMES, lowest=True, until=until)
+    final_acc, best_acc = _extreme(view, VAL_ACC_NAMES, lowest=False, until=until)
     return {
         "name": run.name, "path": str(run.path), "status": run.status, "steps": view.n_steps, "last_step": view.last_step,
         "val_loss_metric": view.first_present(VAL_LOSS_NAMES), "val_acc_metric": view.first_present(VAL_ACC_NAMES),
-        "final_train_loss": _final(loss), "best_train_loss": _best_smoothed(loss),
+        "final_train_loss": _final(loss), "best_train_loss": _best_smoothed(loss if until is None else loss[loss_steps < until]),
         "final_val_loss": final_val, "best_val_loss": best_val, "final_val_acc": final_acc, "best_val_acc": best_acc,
-        "final_grad_norm": _final(view.grad_total[1]), "diverged_step": _diverged_at(*view.loss),
+        "final_grad_norm": _final(view.grad_total[1]), "diverged_step": until,
+        "diverged_how": diverged[1] if diverged is not None else None,
         "findings": [{"code": f.code, "title": f.title, "severity": f.severity}
                      for f in diagnosis.findings + diagnosis.notes if f.code != "healthy"],
     }
@@ -254,20 +277,28 @@ def _at_the_end(head: Metric, final: Metric | None) -> str:
     return f"{link} B is {_direction(final)}: {_change(final)}"
 
 
-def _diverged(da: int | None, db: int | None, head: Metric | None) -> str:
-    """The verdict when one run or both ended NaN/Inf (``da``/``db``: the step it diverged from)."""
+def _how(step: int, how: str | None) -> str:
+    """``NaN/Inf from step 150``, or ``loss over 100x its best from step 150`` for a finite blow-up."""
+    return f"loss over {BLOWUP:g}x its best from step {step}" if how == "blowup" else f"NaN/Inf from step {step}"
+
+
+def _diverged(da: int | None, db: int | None, head: Metric | None, how_a: str | None = None, how_b: str | None = None) -> str:
+    """The verdict when one run or both diverged (``da``/``db``: the step it diverged from; ``how_*``: ``nonfinite`` or
+    ``blowup``). Only best values, taken before each run diverged (:func:`summarize`), are compared "before diverging"."""
     if da is not None and db is not None:
-        before = f"; before diverging, {_headline(head).replace('No clear', 'no clear', 1)}" if head is not None else ""
-        return f"Both runs diverged (A: NaN/Inf from step {da}, B: from step {db}){before}"
-    name, other, step = ("A", "B", da) if da is not None else ("B", "A", db)
-    text = f"{name} diverged (NaN/Inf from step {step}); {other} did not: B is {'better' if name == 'A' else 'worse'} at the end"
+        before = (f"; before diverging, {_headline(head).replace('No clear', 'no clear', 1)}"
+                  if head is not None and head.key in FINAL_OF else "")
+        second = f"from step {db}" if how_a == how_b != "blowup" else _how(db, how_b)
+        return f"Both runs diverged (A: {_how(da, how_a)}, B: {second}){before}"
+    name, other, step, how = ("A", "B", da, how_a) if da is not None else ("B", "A", db, how_b)
+    text = f"{name} diverged ({_how(step, how)}); {other} did not: B is {'better' if name == 'A' else 'worse'} at the end"
     if head is None or head.key not in FINAL_OF or not (_finite(head.a) and _finite(head.b)):
         return text
     lower = head.b < head.a if head.better == "lower" else head.b > head.a
     best_side = "B" if lower else "A"
     word = "lower" if head.better == "lower" else "higher"
     if _direction(head) == "same":
-        return text + f"; about the same {head.label} before that (A {head.a:.4g}, B {head.b:.4g})"
+        return text + f"; about the same {head.label} ({name}'s before it diverged: A {head.a:.4g}, B {head.b:.4g})"
     joint = "though" if best_side == name else "and"
     return text + f", {joint} {best_side} had the {word} {head.label} (A {head.a:.4g}, B {head.b:.4g})" + (
         " before diverging" if best_side == name else "")
@@ -280,7 +311,7 @@ def verdict(result: Comparison) -> str:
     head = next((by_key[k] for k in HEADLINES if by_key[k].outcome != "n/a"), None)
     da, db = result.a.get("diverged_step"), result.b.get("diverged_step")
     if da is not None or db is not None:
-        text = _diverged(da, db, head)
+        text = _diverged(da, db, head, result.a.get("diverged_how"), result.b.get("diverged_how"))
     elif head is None:
         text = "Cannot compare: no loss or validation metric recorded in both runs"
     else:

@@ -16,6 +16,7 @@ from tuidiag.diagnosis.view import VAL_LOSS_NAMES, RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
 from tuidiag.report.compare import Comparison, compare_summaries, summarize
 from tuidiag.store import Run
+from tuidiag.text.safe import clean
 from tuidiag.viewmodel.downsample import downsample
 from tuidiag.viewmodel.snapshot import Chart
 
@@ -73,9 +74,23 @@ def run_compared(key: str, run: Run, diagnosis: Diagnosis, points: int) -> RunCo
     view = RunView(run)
     val_name = view.first_present(VAL_LOSS_NAMES)
     metrics = {chart.id: chart.metric if chart.metric is not None else val_name for chart in COMPARE_CHARTS}
-    lines = {chart: _line(view, run.name, metric, points) if metric else () for chart, metric in metrics.items()}
     nonfinite = {chart: step for chart, metric in metrics.items() if metric and (step := _first_nonfinite(view, metric)) is not None}
+    lines = {chart: _line(view, _label(run.name, nonfinite.get(chart)), metric, points) if metric else ()
+             for chart, metric in metrics.items()}
     return RunCompared(key, summarize(run, diagnosis), lines, nonfinite)
+
+
+LABEL_CELLS = 30
+"""A legend entry's length (``tuidiag.app.widgets.chart`` cuts labels there)."""
+
+
+def _label(name: str, first_bad: int | None) -> str:
+    """The run's name in the legend; a run that went NaN/Inf says from which step (whose red line is whose), its
+    name cut to keep that in the legend's :data:`LABEL_CELLS`."""
+    if first_bad is None:
+        return name
+    suffix = f" (NaN from {first_bad})"
+    return clean(name, max(8, LABEL_CELLS - len(suffix))) + suffix
 
 
 def compare_view(keys: tuple[str, ...], runs: list[RunCompared]) -> CompareView:
