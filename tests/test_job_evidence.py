@@ -218,3 +218,53 @@ def test_a_value_written_on_purpose_is_not_to_be_guarded() -> None:
     [found] = nan_evidence([_finding("nonfinite_loss")], result)
     assert found.fix.startswith("keep the non-finite value that masked_fill in attn writes on purpose")
     assert "guard the operation" not in found.fix
+
+
+def _underfitting_run(path: Path) -> Path:
+    """A recorded run whose losses plateau high and close together (the underfitting rule fires), at an LR so
+    low that nothing moves: what a too-low LR looks like."""
+    import numpy as np
+
+    import tuidiag
+
+    rng = np.random.default_rng(0)
+    with tuidiag.Recorder(path, flush_interval=0.1) as rec:
+        for i in range(400):
+            rec.step(1.386 + 0.002 * rng.standard_normal())
+            if i % 25 == 0:
+                rec.log({"val/loss": 1.387 + 0.001 * rng.standard_normal()})
+    return path
+
+
+OVERFIT = {"passed": True, "informative": True, "optimizer": "adam", "lr": 0.001, "steps": 78,
+           "initial_loss": 1.39, "final_loss": 0.0099, "reason": "target reached"}
+
+
+@pytest.mark.parametrize(("result", "counts"), [
+    (OVERFIT, True),
+    ({**OVERFIT, "optimizer": "run", "lr": 1e-6}, True),
+    ({**OVERFIT, "steps": None, "initial_loss": None}, True),  # figures missing: the line says what it has
+    ({**OVERFIT, "passed": False, "reason": "did not reach the target"}, False),
+    ({**OVERFIT, "informative": False}, False),
+    ({"passed": "yes"}, False),  # not a result this job writes
+])
+def test_a_passed_overfit_one_batch_takes_the_capacity_advice_back(tmp_path: Path, result: dict, counts: bool) -> None:
+    """A model that fit one batch has the capacity to fit data: the underfitting finding no longer advises more
+    capacity, says why, and gives the job's figures as evidence; a failed or uninformative job changes nothing."""
+    run_dir = _underfitting_run(tmp_path / "r")
+    before = diagnose(open_run(run_dir))
+    (under,) = [f for f in before.findings + before.notes if f.code == "underfitting"]
+    assert "increase capacity" in str(under.fix)
+    save_result(run_dir, "overfit_batch", dict(result))
+    run = open_run(run_dir)
+    after = diagnose(run, jobs=job_records(run))
+    (under,) = [f for f in after.findings + after.notes if f.code == "underfitting"]
+    fix, lines = str(under.fix), [str(e) for e in under.evidence]
+    if counts:
+        assert "increase capacity" not in fix and "not increasing capacity: the model fit one batch" in fix
+        assert not any(m.setting == "capacity" for m in under.moves)
+        (line,) = [e for e in lines if e.startswith("overfit-one-batch passed")]
+        assert f"at LR {result['lr']:g}" in line or "at LR 1.00e-06" in line
+        assert ("in 78 steps" in line) == (result.get("steps") == 78)
+    else:
+        assert "increase capacity" in fix and not any("overfit-one-batch" in e for e in lines)

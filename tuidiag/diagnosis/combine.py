@@ -17,8 +17,8 @@ from typing import Callable
 import numpy as np
 
 from tuidiag.diagnosis.evidence import Change, Evidence, Level, at_step, change_words, direction, measure
-from tuidiag.diagnosis.lr_target import unled
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.fix_edit import drop_move
 from tuidiag.diagnosis.moves import Move
 from tuidiag.text.numbers import confidence, fmt
 from tuidiag.diagnosis.view import RunView
@@ -193,17 +193,7 @@ def _support(finding: Finding) -> tuple[int, float]:
 
 def _drop_move(finding: Finding, move: Move, winner: Finding) -> Finding:
     """``finding`` anew without ``move``'s clause in its fix, saying which finding it conflicts with."""
-    moves = dict(finding.moves)
-    clause = moves.pop(move)
-    for other, text in list(moves.items()):
-        if text == clause:  # an untagged fix: its one clause made every move
-            moves.pop(other)
-    parts = [p for p in (str(finding.fix).replace(clause, "", 1) if clause else str(finding.fix)).split("; ") if p.strip(" ;")]
-    if parts and parts[0].startswith("or "):  # "or reduce LR ..." now leads: its move's clause loses the "or" too
-        moves = {other: unled(text) if text == parts[0] else text for other, text in moves.items()}
-        parts[0] = parts[0][3:]
-    note = f"not {move.doing}: conflicts with {winner.title} ({confidence(winner.confidence)})"  # as the finding is headed
-    return finding.changed(fix="; ".join([*parts, note]), moves=moves)
+    return drop_move(finding, move, f"not {move.doing}: conflicts with {winner.title} ({confidence(winner.confidence)})")
 
 
 def resolve_fix_conflicts(findings: list[Finding]) -> list[Finding]:

@@ -9,7 +9,7 @@ import numpy as np
 from tuidiag.diagnosis.calibration import calibrated
 from tuidiag.diagnosis.combine import combine, healthy, resolve_fix_conflicts, unreadable
 from tuidiag.diagnosis.finding import Diagnosis, Finding
-from tuidiag.diagnosis.job_evidence import lr_evidence, nan_evidence
+from tuidiag.diagnosis.job_evidence import lr_evidence, nan_evidence, overfit_evidence
 from tuidiag.diagnosis.lr_target import one_lr_target
 from tuidiag.diagnosis.rules import RULES
 from tuidiag.diagnosis.view import RunView
@@ -18,12 +18,14 @@ from tuidiag.store.job_results import JobRecord
 
 
 def with_job_results(found: list[Finding], view: RunView) -> list[Finding]:
-    """``found`` weighed, as new findings, against the newest LR-finder and NaN-hunt results the view
+    """``found`` weighed, as new findings, against the newest LR-finder, NaN-hunt and overfit-one-batch results the view
     was given that count at its step (none made after it: a diagnosis as of step 400 cannot see a job of step 593)."""
     if (lr_find := view.job_result("lr_find")) is not None:
         found = lr_evidence(found, lr_find, view.lr_now)
     if (nan_hunt := view.job_result("nan_hunt")) is not None:
         found = nan_evidence(found, nan_hunt)
+    if (overfit := view.job_result("overfit_batch")) is not None:
+        found = overfit_evidence(found, overfit)
     return found
 
 

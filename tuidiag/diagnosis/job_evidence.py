@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.fix_edit import drop_move
 from tuidiag.diagnosis.lr_target import LRClause, finder_capped, finder_suggests
-from tuidiag.diagnosis.moves import LR_DOWN, LR_UP, FixText, Move, fix_text
+from tuidiag.diagnosis.moves import CAPACITY_UP, LR_DOWN, LR_UP, FixText, Move, fix_text
 from tuidiag.text.numbers import fmt
 from tuidiag.text.safe import clean
 
@@ -179,3 +180,24 @@ def nan_evidence(findings: list[Finding], result: Mapping[str, Any]) -> list[Fin
                "(clamp its input, add an epsilon); ") + fix
     found[i] = target.changed(evidence=[f"NaN hunt{f' (step {step})' if step is not None else ''}: {summary}", *target.evidence], fix=fix)
     return found
+
+
+def overfit_passed(result: Mapping[str, Any] | None) -> bool:
+    """Whether an overfit-one-batch result shows the model fitting a batch (passed, and not marked uninformative)."""
+    return result is not None and result.get("passed") is True and result.get("informative") is not False
+
+
+def overfit_evidence(findings: list[Finding], result: Mapping[str, Any]) -> list[Finding]:
+    """New findings with a passed overfit-one-batch weighed in (``findings`` are left as they were): a model that
+    fit one batch has the capacity to fit data, so a finding that advised more capacity no longer does, and says
+    why with the job's figures; a failed or uninformative result changes nothing."""
+    if not overfit_passed(result):
+        return list(findings)
+    initial, final = _number(result.get("initial_loss")), _number(result.get("final_loss"))
+    lr, steps = _number(result.get("lr")), result.get("steps")
+    figures = (f" from {fmt(initial)} to {fmt(final)}" if initial is not None and final is not None else "") + (
+        f" in {steps} steps" if isinstance(steps, int) and not isinstance(steps, bool) else "")
+    line = (f"overfit-one-batch passed: {clean(str(result.get('optimizer') or 'its optimizer'), 40)}"
+            f"{f' at LR {fmt(lr)}' if lr is not None else ''} fit one batch{figures}: the model can fit data")
+    return [drop_move(f, CAPACITY_UP, "not increasing capacity: the model fit one batch (overfit-one-batch passed)")
+            .changed(evidence=[*f.evidence, line]) if CAPACITY_UP in f.moves else f for f in findings]
