@@ -62,6 +62,21 @@ def test_run_optimizer_option_uses_the_factory_optimizer() -> None:
     assert parts.optimizer.param_groups[0]["lr"] == pytest.approx(1e-2)
 
 
+@pytest.mark.parametrize(("factory", "optimizer", "lr"), [("plain_mlp", "run", 1e-7), ("broken", "run", 0.01),
+                                                      ("broken", "adam", 0.01)])
+def test_a_failure_with_the_runs_optimizer_does_not_blame_the_model(factory: str, optimizer: str, lr: float) -> None:
+    """With the run's own optimizer a failure can be its settings (an LR of 1e-7 fits nothing in 30 steps), so the
+    advice says so and points to the default test; only the default optimizer's failure blames the model or loss."""
+    parts = as_parts(getattr(jobs_factory, factory)())
+    result = overfit_batch(parts, CPU, OverfitConfig(steps=30, lr=lr, optimizer=optimizer))
+    assert result["passed"] is False
+    if optimizer == "run":
+        assert result["advice"].startswith(f"the run's own optimizer at LR {lr:.3g} could not memorise one batch in 30 steps")
+        assert "leave out --optimizer run" in result["advice"] and "no amount of training" not in result["advice"]
+    else:
+        assert "no amount of training fixes these" in result["advice"]
+
+
 def test_sharpness_flat_vs_sharp_and_reproducible() -> None:
     parts = as_parts(jobs_factory.plain_mlp())
     overfit_batch(parts, CPU, OverfitConfig(steps=5))  # restored: the model is back at its initial weights

@@ -118,7 +118,7 @@ def report(losses: list[float], reason: str, lr: float | None, cfg: OverfitConfi
         "optimizer": cfg.optimizer,
         "lr": lr,
         "config": asdict(cfg),
-        "advice": None if passed else (blocked.explanation if blocked else ADVICE),
+        "advice": None if passed else (blocked.explanation if blocked else _advice(cfg, lr, len(losses))),
         "blocked": blocked.to_json() if blocked else None,
         "device": str(device),
     }
@@ -127,3 +127,14 @@ def report(losses: list[float], reason: str, lr: float | None, cfg: OverfitConfi
 ADVICE = ("the model could not memorise one batch: check the loss function and its inputs (logits vs probabilities), "
           "tensors detached from the graph or frozen layers (requires_grad), the output shape against the targets, "
           "and the initialisation; no amount of training fixes these")
+
+
+def _advice(cfg: OverfitConfig, lr: float | None, tried: int) -> str:
+    """What a failed test means: with the default optimizer, a fault in the model or the loss (:data:`ADVICE`); with
+    the run's own optimizer (``optimizer="run"``), possibly only its settings, which the default test tells apart."""
+    if cfg.optimizer != "run":
+        return ADVICE
+    at = f" at LR {lr:.3g}" if lr is not None and math.isfinite(lr) else ""
+    return (f"the run's own optimizer{at} could not memorise one batch in {tried} steps: that can be its settings (an LR "
+            "far too low or too high) as well as the model; run the test with its default optimizer (Adam at 1e-3: "
+            "leave out --optimizer run) to test the model and the loss alone")
