@@ -268,3 +268,24 @@ def test_a_passed_overfit_one_batch_takes_the_capacity_advice_back(tmp_path: Pat
         assert ("in 78 steps" in line) == (result.get("steps") == 78)
     else:
         assert "increase capacity" in fix and not any("overfit-one-batch" in e for e in lines)
+
+
+@pytest.mark.parametrize("lr", [1e-7, 1e-6, 3e-4, None])
+@pytest.mark.parametrize("ratio", [2e-4, 1e-4, 9.9e-5, 1e-5, 4.4e-8, 1e-9])
+def test_the_too_low_lr_fix_raises_by_what_the_update_ratio_is_short(lr: float | None, ratio: float) -> None:
+    """The raise the fix names brings the update/weight ratio to a healthy 1e-3 (an update grows about in
+    proportion to the LR), at least 10x and at most 1,000x; the note says the factor and the gap."""
+    from tuidiag.diagnosis.evidence import Measure
+    from tuidiag.diagnosis.rules.lr import HEALTHY_RATIO, MAX_RAISE, _raise_clause
+
+    _, clause = _raise_clause(lr, Measure("update_ratio/w", 0, 99, "median", ratio))
+    factor = min(max(HEALTHY_RATIO / ratio, 10.0), MAX_RAISE)
+    if lr is not None:
+        assert clause.lr.target == pytest.approx(lr * factor) and clause.lr.current == lr
+    else:
+        assert clause.lr.target is None and clause.lr.step == pytest.approx(factor)
+    if HEALTHY_RATIO / ratio > 10:
+        assert f"{factor:,.0f}x: the update/weight ratio is {HEALTHY_RATIO / ratio:,.0f}x below" in clause
+        assert ("at most 1,000x at once" in clause) == (HEALTHY_RATIO / ratio > MAX_RAISE)
+    else:
+        assert "(2-10x higher)" in clause

@@ -8,8 +8,8 @@ from tuidiag.diagnosis.evidence import (
     Change, Evidence, Level, Measure, Occurrences, at_step, change_words, direction, measure, quoted, signed_percent,
 )
 from tuidiag.diagnosis.finding import Finding
-from tuidiag.diagnosis.lr_target import scaled
-from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, LR_UP, WARMUP_UP, fix_text
+from tuidiag.diagnosis.lr_target import LRClause, scaled
+from tuidiag.diagnosis.moves import CLIP_TIGHTER, LR_DOWN, LR_UP, WARMUP_UP, Move, fix_text
 from tuidiag.diagnosis.rules.measures import (
     HUGE_GRAD, after_quiet, drop_of, finite_only, first_vs_last, huge_from_start, lr_collapse_step, start_measure,
     steps_between, tail, update_ratio,
@@ -345,8 +345,28 @@ def lr_too_low(view: RunView) -> Finding | None:
         Evidence(f"gradient norm median {fmt(grad.value)} over {grad.where} is not small: gradients are there, steps are too "
                  "small", Level(grad, above=1e-3))]
     evidence[:0] = [ratio_text] if ratio_text else []
-    fix = fix_text(scaled(LR_UP, "raise", view.lr_now, 10, " (2-10x higher)"), "confirm with an LR range test")
+    fix = fix_text(_raise_clause(view.lr_now, ratio), "confirm with an LR range test")
     return Finding("lr_too_low", "Learning rate too low", confidence, "warning", evidence, fix, int(steps[0]))
+
+
+HEALTHY_RATIO = 1e-3
+"""The update/weight ratio of a training that moves its weights at a healthy pace."""
+MAX_RAISE = 1000.0
+"""The most the fix raises the LR in one go, however far below a healthy pace the updates are."""
+
+
+def _raise_clause(lr_now: float | None, ratio: Measure | None) -> tuple[Move, LRClause]:
+    """How far to raise the LR: 10x (2-10x) without a measured update/weight ratio; with one, by the factor that
+    brings it to :data:`HEALTHY_RATIO` (an update grows about in proportion to the LR, for SGD and Adam alike),
+    at least 10x and at most :data:`MAX_RAISE`. A ratio of 4e-8 is 25,000x below healthy: a 10x raise left such a
+    run as flat as before."""
+    if ratio is None or not ratio.value > 0 or HEALTHY_RATIO / ratio.value <= 10:
+        return scaled(LR_UP, "raise", lr_now, 10, " (2-10x higher)")
+    gap = HEALTHY_RATIO / ratio.value
+    factor = min(gap, MAX_RAISE)
+    note = (f" ({factor:,.0f}x: the update/weight ratio is {gap:,.0f}x below a healthy {fmt(HEALTHY_RATIO)}, and an update "
+            "grows about in proportion to the LR" + (f"; at most {MAX_RAISE:,.0f}x at once" if gap > MAX_RAISE else "") + ")")
+    return scaled(LR_UP, "raise", lr_now, factor, note)
 
 
 STARVED_ORDERS = 3.0
