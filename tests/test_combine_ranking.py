@@ -24,7 +24,7 @@ for path in (ROOT, Path(__file__).resolve().parent):
 import cause_runs  # noqa: E402
 from evidence_checker import check_diagnosis  # noqa: E402
 from tuidiag.diagnosis import diagnose  # noqa: E402
-from tuidiag.diagnosis.combine import SPEED_CODES  # noqa: E402
+from tuidiag.diagnosis.combine import EXPLAINS, SPEED_CODES  # noqa: E402
 from tuidiag.store import open_run  # noqa: E402
 from tuidiag.text.numbers import confidence as confidence_text  # noqa: E402
 
@@ -68,3 +68,30 @@ def test_zero_grad_missing_claims_the_lr_symptom(tmp_path: Path, lr_at: int) -> 
     assert codes[0] == "grad_not_zeroed", codes
     if "lr_too_high" in codes:
         assert "lr_too_high" in diagnosis.top.related, (codes, diagnosis.top.related)
+
+
+@pytest.mark.parametrize("cause_code", sorted(c for c, symptoms in EXPLAINS.items() if "loss_spikes" in symptoms))
+def test_spikes_a_cause_explains_are_not_blamed_on_atypical_batches(cause_code: str) -> None:
+    """Loss spikes listed under the cause that explains them (an LR too high throws the loss for a step or two) no
+    longer say "atypical batches" in their title, the cause's "also seen" line names them as titled, and their fix
+    sends to the cause first; spikes no finding explains keep their own reading."""
+    from tuidiag.diagnosis.combine import combine
+    from tuidiag.diagnosis.finding import Finding
+    from tuidiag.diagnosis.moves import CLIP_TIGHTER, fix_text
+
+    spikes = Finding("loss_spikes", "Loss spikes that recover (atypical batches)", 0.8, "warning", ["5 spikes"],
+                     fix_text("inspect the batches at those steps (corrupt or mislabeled samples)", (CLIP_TIGHTER, "clip gradients"),
+                              "consider a robust loss (Huber)"), 40)
+    cause = Finding(cause_code, cause_code.replace("_", " ").capitalize(), 0.9, "critical", ["the cause"], "the cause's fix", 10,
+                    tags={"severe", "from_start"})
+    out = {f.code: f for f in combine([cause, spikes])}
+    explained = "loss_spikes" in out[cause_code].related
+    title, fix = out["loss_spikes"].title, str(out["loss_spikes"].fix)
+    if explained:
+        assert "atypical" not in title and fix.startswith(f"they follow from {cause.title.lower()}: fix that first")
+        assert f"also seen: {title} (listed below)" in [str(e) for e in out[cause_code].evidence]
+        assert "inspect the batches" in fix.split("fix that first", 1)[1]  # still offered, after the cause
+    else:
+        assert title == spikes.title and fix == str(spikes.fix)
+    alone = combine([spikes])[0]
+    assert alone.title == spikes.title and str(alone.fix) == str(spikes.fix)

@@ -23,6 +23,7 @@ from tuidiag.diagnosis.moves import Move
 from tuidiag.text.numbers import confidence, fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
+from tuidiag.diagnosis.rules.loss import loss_spikes_explained
 from tuidiag.diagnosis.rules.nothing_trains import TAG as NOTHING_TRAINS
 from tuidiag.diagnosis.rules.recording import counts_line
 from tuidiag.store.recorder_losses import run_losses
@@ -77,8 +78,15 @@ CAUSE_BOOST = 0.05
 CAP = 0.97
 
 
+AS_SYMPTOM: dict[str, Callable[[Finding, Finding], Finding]] = {"loss_spikes": loss_spikes_explained}
+"""Symptoms whose own title and fix name a cause of their own (loss spikes: atypical batches): how each reads
+once a cause explains it (``(symptom, cause) -> symptom``)."""
+
+
 def _absorb(cause: Finding, symptom: Finding) -> tuple[Finding, Finding]:
-    """``(cause, symptom)`` anew after ``cause`` absorbed ``symptom``: the cause names it and gains confidence, the symptom loses some."""
+    """``(cause, symptom)`` anew after ``cause`` absorbed ``symptom``: the cause names it and gains confidence, the symptom loses
+    some, and one that named a cause of its own (:data:`AS_SYMPTOM`) names this one instead."""
+    symptom = AS_SYMPTOM[symptom.code](symptom, cause) if symptom.code in AS_SYMPTOM else symptom
     cause = cause.changed(related=[*cause.related, symptom.code], confidence=min(CAP, cause.confidence + CAUSE_BOOST),
                           evidence=[*cause.evidence, f"also seen: {symptom.title} (listed below)"])
     return cause, symptom.changed(confidence=min(symptom.confidence, cause.confidence) * SYMPTOM_DISCOUNT)
