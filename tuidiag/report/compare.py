@@ -202,7 +202,7 @@ def summarize(run: Run, diagnosis: Diagnosis) -> dict[str, Any]:
 
 
 METRICS: list[tuple[str, str, str | None]] = [
-    ("steps", "steps with a loss", None),
+    ("steps", "steps logged", None),
     ("final_train_loss", "final train loss", "lower"),
     ("best_train_loss", "best train loss", "lower"),
     ("final_val_loss", "final val loss", "lower"),
