@@ -88,10 +88,37 @@ def test_spikes_a_cause_explains_are_not_blamed_on_atypical_batches(cause_code: 
     explained = "loss_spikes" in out[cause_code].related
     title, fix = out["loss_spikes"].title, str(out["loss_spikes"].fix)
     if explained:
-        assert "atypical" not in title and fix.startswith(f"they follow from {cause.title.lower()}: fix that first")
+        assert "atypical" not in title and fix.startswith("they follow from the cause they are listed under: fix that first")
         assert f"also seen: {title} (listed below)" in [str(e) for e in out[cause_code].evidence]
         assert "inspect the batches" in fix.split("fix that first", 1)[1]  # still offered, after the cause
     else:
         assert title == spikes.title and fix == str(spikes.fix)
     alone = combine([spikes])[0]
     assert alone.title == spikes.title and str(alone.fix) == str(spikes.fix)
+
+
+@pytest.mark.parametrize("cause_code", sorted(c for c, symptoms in EXPLAINS.items() if "underfitting" in symptoms))
+def test_underfitting_a_cause_explains_sends_to_the_cause_before_capacity(cause_code: str) -> None:
+    """Underfitting listed under the cause that explains it (an LR too low barely moving the weights) no longer leads
+    with "increase capacity": its fix sends to the cause first and keeps capacity, regularization and the LR for
+    after it (the combiner then drops an LR clause that opposes the cause's); underfitting no finding explains keeps
+    its own fix."""
+    from tuidiag.diagnosis.combine import combine
+    from tuidiag.diagnosis.finding import Finding
+    from tuidiag.diagnosis.lr_target import plain
+    from tuidiag.diagnosis.moves import CAPACITY_UP, LR_UP, REG_DOWN, fix_text
+
+    own = fix_text((CAPACITY_UP, "increase capacity (wider/deeper model)"), (REG_DOWN, "reduce regularization"),
+                   plain(LR_UP, "raise"), "check that labels match inputs")
+    under = Finding("underfitting", "Underfitting: both losses plateau high", 0.65, "warning", ["plateau"], own, 300)
+    cause = Finding(cause_code, cause_code.replace("_", " ").capitalize(), 0.9, "critical", ["the cause"], "the cause's fix", 0,
+                    tags={"severe", "from_start"})
+    out = {f.code: f for f in combine([cause, under])}
+    fix = str(out["underfitting"].fix)
+    if "underfitting" in out[cause_code].related:
+        assert fix.startswith("fix the cause it is listed under first, and if both losses still plateau after that: "
+                              "increase capacity (wider/deeper model)"), fix
+        assert {CAPACITY_UP, REG_DOWN, LR_UP} == set(out["underfitting"].moves)
+    else:
+        assert fix == str(own)
+    assert str(combine([under])[0].fix) == str(own)

@@ -23,6 +23,7 @@ from tuidiag.diagnosis.moves import Move
 from tuidiag.text.numbers import confidence, fmt
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import GRAD_NORM_TOTAL, LOSS
+from tuidiag.diagnosis.rules.generalization import underfitting_explained
 from tuidiag.diagnosis.rules.loss import loss_spikes_explained
 from tuidiag.diagnosis.rules.nothing_trains import TAG as NOTHING_TRAINS
 from tuidiag.diagnosis.rules.recording import counts_line
@@ -78,9 +79,10 @@ CAUSE_BOOST = 0.05
 CAP = 0.97
 
 
-AS_SYMPTOM: dict[str, Callable[[Finding, Finding], Finding]] = {"loss_spikes": loss_spikes_explained}
-"""Symptoms whose own title and fix name a cause of their own (loss spikes: atypical batches): how each reads
-once a cause explains it (``(symptom, cause) -> symptom``)."""
+AS_SYMPTOM: dict[str, Callable[[Finding, Finding], Finding]] = {"loss_spikes": loss_spikes_explained,
+                                                             "underfitting": underfitting_explained}
+"""Symptoms whose own title or fix points at a cause of their own (loss spikes: atypical batches; underfitting: too
+little capacity): how each reads once a cause explains it (``(symptom, cause) -> symptom``)."""
 
 
 def _absorb(cause: Finding, symptom: Finding) -> tuple[Finding, Finding]:

@@ -12,8 +12,9 @@ from tuidiag.diagnosis.lr_target import unled
 from tuidiag.diagnosis.moves import Move
 
 
-def drop_move(finding: Finding, move: Move, note: str) -> Finding:
-    """``finding`` anew without ``move``'s clause in its fix, ending with ``note`` (why the clause went)."""
+def drop_move(finding: Finding, move: Move, note: str | None) -> Finding:
+    """``finding`` anew without ``move``'s clause in its fix, ending with ``note`` (why the clause went; ``None``: nothing
+    said, for a clause another finding's fix makes instead)."""
     moves = dict(finding.moves)
     clause = moves.pop(move)
     for other, text in list(moves.items()):
@@ -23,4 +24,13 @@ def drop_move(finding: Finding, move: Move, note: str) -> Finding:
     if parts and parts[0].startswith("or "):  # "or reduce LR ..." now leads: its move's clause loses the "or" too
         moves = {other: unled(text) if text == parts[0] else text for other, text in moves.items()}
         parts[0] = parts[0][3:]
-    return finding.changed(fix="; ".join([*parts, note]), moves=moves)
+    return finding.changed(fix="; ".join([*parts, *([note] if note else [])]), moves=moves)
+
+
+def lead_with(finding: Finding, lead: str) -> Finding:
+    """``finding`` anew with ``lead`` (words without ``; ``, ending where the first clause begins) before its fix's
+    first clause, that clause's move kept on it."""
+    parts = str(finding.fix).split("; ")
+    first = lead + parts[0]
+    moves = {move: first if text == parts[0] else text for move, text in finding.moves.items()}
+    return finding.changed(fix="; ".join([first, *parts[1:]]), moves=moves)

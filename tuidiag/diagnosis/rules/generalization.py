@@ -6,6 +6,7 @@ import numpy as np
 
 from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Level, at_step, change_words, direction, measure, quoted
 from tuidiag.diagnosis.finding import Finding
+from tuidiag.diagnosis.fix_edit import lead_with
 from tuidiag.diagnosis.lr_target import plain
 from tuidiag.diagnosis.moves import CAPACITY_UP, LR_UP, REG_DOWN, REG_UP, fix_text
 from tuidiag.diagnosis.rules.measures import drop_of, first_vs_last, start_measure, tail
@@ -133,6 +134,14 @@ def underfitting(view: RunView) -> Finding | None:
     fix = fix_text((CAPACITY_UP, "increase capacity (wider/deeper model)"), (REG_DOWN, "reduce regularization"),
                    plain(LR_UP, "raise"), "check that labels match inputs")
     return Finding("underfitting", "Underfitting: both losses plateau high", 0.65, "warning", evidence, fix, int(steps[cut]))
+
+
+def underfitting_explained(underfitting: Finding, cause: Finding) -> Finding:
+    """``underfitting`` anew as a symptom of ``cause`` (an LR too low that barely moves the weights, dead ReLU units):
+    its fix sends to the cause first, and advises capacity or regularization only if both losses still plateau
+    after that. The cause is not named in the words (its title is the heading above): a title such as "gradient
+    clipping on most steps" would read as advice to clip."""
+    return lead_with(underfitting, "fix the cause it is listed under first, and if both losses still plateau after that: ")
 
 
 REPEATS, LOSS_REPEATS = 4, 2

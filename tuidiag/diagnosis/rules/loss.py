@@ -142,8 +142,9 @@ def loss_spikes(view: RunView) -> Finding | None:
 def loss_spikes_explained(spikes: Finding, cause: Finding) -> Finding:
     """``spikes`` anew as a symptom of ``cause`` (an LR too high throws the weights, and the loss, for a step or
     two): its title no longer blames atypical batches, and its fix sends to the cause first, the batches only if
-    spikes remain once it is fixed."""
-    fix = fix_text(f"they follow from {cause.title.lower()}: fix that first", (CLIP_TIGHTER, "clip gradients"),
+    spikes remain once it is fixed. The cause is named by the heading above, not in the words: a title such as
+    "gradient clipping on most steps" would read as advice."""
+    fix = fix_text("they follow from the cause they are listed under: fix that first", (CLIP_TIGHTER, "clip gradients"),
                    "if spikes remain after that, inspect the batches at those steps (corrupt or mislabeled samples)")
     return spikes.changed(title="Loss spikes that recover", fix=fix, moves=fix.moves)
 
