@@ -181,3 +181,24 @@ def test_recorded_pairs_name_every_divergence_and_claim_nothing_before_it_that_w
             assert said.endswith("diverged") and (", before " in said) == metric.key.startswith("best_"), said
         else:
             assert said == metric.outcome
+
+
+@pytest.mark.parametrize("lucky_at", [0, 1, 57, 119])
+def test_best_train_loss_is_a_whole_window_so_one_lucky_batch_never_is_it(tmp_path: Path, lucky_at: int) -> None:
+    """The caption says "lowest 10-step moving average": one low loss, at the first step or anywhere, is never the best
+    train loss on its own; the best is the lowest mean of 10 consecutive steps."""
+    import numpy as np
+
+    import tuidiag
+    from tuidiag.report.compare import summarize
+
+    losses = np.full(120, 1.0)
+    losses[lucky_at] = 0.01
+    with tuidiag.Recorder(tmp_path / "r", flush_interval=0.1) as rec:
+        for value in losses:
+            rec.step(float(value))
+    run = open_run(tmp_path / "r")
+    from tuidiag.diagnosis import diagnose
+
+    best = summarize(run, diagnose(run))["best_train_loss"]
+    assert best == pytest.approx((9 * 1.0 + 0.01) / 10)

@@ -21,7 +21,6 @@ import numpy as np
 from tuidiag.diagnosis import Diagnosis, diagnose
 from tuidiag.diagnosis.codes import badge
 from tuidiag.diagnosis.view import VAL_ACC_NAMES, VAL_LOSS_NAMES, RunView
-from tuidiag.report.series import moving_average
 from tuidiag.store import Run
 from tuidiag.store.job_results import job_records
 
@@ -143,9 +142,13 @@ def _final(values: np.ndarray) -> float | None:
 
 
 def _best_smoothed(values: np.ndarray) -> float | None:
-    """Lowest :data:`TAIL`-step moving average of the finite values (one lucky batch does not count)."""
+    """Lowest mean of :data:`TAIL` consecutive finite values (of all of them, when fewer): whole windows only, so one
+    lucky batch, the first step's included, does not count."""
     good = values[np.isfinite(values)]
-    return float(np.min(moving_average(good, min(TAIL, len(good))))) if len(good) else None
+    if not len(good):
+        return None
+    window = min(TAIL, len(good))
+    return float(np.min(np.convolve(good, np.ones(window) / window, mode="valid")))
 
 
 def _extreme(view: RunView, names: tuple[str, ...], lowest: bool, until: int | None = None) -> tuple[float | None, float | None]:
