@@ -293,3 +293,32 @@ def test_diagnose_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["diagnose", str(run), "--json", "--at", "100"]) == 0
     assert json.loads(capsys.readouterr().out)["step"] == 100
     assert main(["diagnose", str(tmp_path / "missing"), "--json"]) == 2
+
+
+@pytest.mark.parametrize("peak_at_middle", [True, False])
+@pytest.mark.parametrize("trend", [-0.02, 0.0, 0.08])
+def test_accuracy_stalls_is_judged_on_medians_not_two_noisy_evaluations(tmp_path: Path, peak_at_middle: bool,
+                                                                        trend: float) -> None:
+    """A validation accuracy that swings +-0.01 between evaluations, with a local peak in the middle or not: the note
+    compares the median of a few evaluations in the middle with the median at the end, so a peak alone never reads as
+    a drop, and an accuracy that really rose (+0.04 over the second half) is not called stalled."""
+    from tuidiag.diagnosis.rules.review import loss_accuracy_mismatch
+
+    def plant(s: Series, m: dict) -> None:
+        steps = np.arange(0, N, 25)
+        acc = 0.95 + 0.01 * np.where(np.arange(len(steps)) % 2, 1.0, -1.0) + trend * np.arange(len(steps)) / len(steps)
+        if peak_at_middle:
+            acc[len(acc) // 2] = 0.99
+        _set(s, "val/acc", acc, steps)
+        _set(s, "train/loss", 2.0 * np.exp(-_t() / 200) + 0.01)
+
+    view = RunView(open_run(build(tmp_path, plant)))
+    found = loss_accuracy_mismatch(view)
+    steps, acc = view.series("val/acc")
+    width = max(2, len(acc) // 5)
+    mid = len(acc) // 2 - width // 2
+    gain = float(np.median(acc[-width:]) - np.median(acc[mid:mid + width]))
+    assert (found is not None) == (gain <= 0.005), gain
+    if found is not None:
+        assert "median" in str(found.evidence[0]) and f"moved {gain:+.3f}" in str(found.evidence[0])
+        assert trend <= 0.0

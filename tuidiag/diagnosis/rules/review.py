@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Fact, Product, at_step, change_words, measure, quoted
+from tuidiag.diagnosis.evidence import Change, Compare, Evidence, Fact, Product, change_words, measure, quoted
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import CAPACITY_DOWN, REG_UP, fix_text
 from tuidiag.diagnosis.rules.measures import drop_of, first_vs_last
@@ -63,13 +63,18 @@ def loss_accuracy_mismatch(view: RunView) -> Finding | None:
     half = len(loss) // 2
     fell = first_vs_last(LOSS, l_steps[half:], loss[half:])
     train_gain = drop_of(fell)
-    mid = len(acc) // 2
-    acc_gain = float(acc[-1] - acc[mid])
+    # medians of a few evaluations each, in the middle and at the end: two single evaluations of a noisy accuracy
+    # (one at a local peak) read as a drop where there was none
+    width = max(2, len(acc) // 5)
+    mid = max(0, len(acc) // 2 - width // 2)
+    early = measure(name, steps[mid:mid + width], acc[mid:mid + width], "median")
+    late = measure(name, steps[-width:], acc[-width:], "median")
+    acc_gain = late.value - early.value
     if fell is None or train_gain < 0.2 or acc_gain > 0.005:
         return None
-    moved = Change(at_step(name, steps, acc, mid), at_step(name, steps, acc, len(acc) - 1), "")
+    moved = Change(early, late, "")
     loss_span = f"{fmt(fell.before.value)} over {fell.before.where} -> {fmt(fell.after.value)} over {fell.after.where}"
-    acc_span = f"{fmt(moved.before.value)} at {moved.before.where} -> {fmt(moved.after.value)} at {moved.after.where}"
+    acc_span = f"median {fmt(early.value)} over {early.where} -> {fmt(late.value)} over {late.where}"
     evidence: list[str] = [Evidence(f"training loss {change_words(fell)} over the second half ({loss_span}) while {quoted(name)} "
                                     f"moved {acc_gain:+.3f} ({acc_span})", fell, moved)]
     fix = "the model is getting more confident, not more correct: check for overfitting and label noise"
