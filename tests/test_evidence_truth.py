@@ -242,3 +242,15 @@ def test_a_change_is_never_printed_as_zero(relative: float, says: str) -> None:
     assert verb == ("rose" if says == "up" else "fell")
     shown = float(number.rstrip("%")) / 100
     assert shown > 0 and abs(shown - relative) <= 0.05 * relative + 0.005 * (relative >= 0.1)
+
+
+@pytest.mark.parametrize("relative", [0.9, 0.99, 0.994, 0.995, 0.9962, 0.9998, 0.99999, 1 - 1e-9, 1.0])
+def test_a_fall_short_of_zero_is_never_printed_as_100_percent(relative: float) -> None:
+    """"fell 100%" says the value reached zero: a fall that did not is printed below 100%, close to it."""
+    from types import SimpleNamespace
+
+    from tuidiag.diagnosis.evidence import change_words
+
+    number = float(change_words(SimpleNamespace(relative=relative, says="down")).split()[1].rstrip("%")) / 100
+    assert (number == 1.0) == (relative == 1.0)
+    assert abs(number - relative) <= 0.005

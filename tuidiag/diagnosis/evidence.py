@@ -264,6 +264,9 @@ def change_words(change: Change, noun: str = "") -> str:
     verb = "fell" if change.says == "down" else "rose"
     # two significant digits below 10%: a small change never reads as "rose 0.0%"
     digits = 0 if pct >= 0.1 else min(8, 1 - math.floor(math.log10(pct * 100)))
+    if verb == "fell" and 0.995 <= pct < 1:  # a loss that fell 99.98% did not reach zero: never "fell 100%"
+        digits = min(8, max(1, -math.floor(math.log10((1 - pct) * 100))))
+        return f"{lead}{verb} {pct:.{digits}%}"
     return f"{lead}{verb} {pct:.{max(digits, 1) if pct < 0.1 else 0}%}"
 
 
