@@ -66,7 +66,11 @@ def lr_decayed_too_early(view: RunView) -> Finding | None:
             evidence.append(Evidence(f"since, it is flat: {signed_percent(loss_tail.relative, 1)} {span}",
                                      Change(before, after, "flat", 0.03)))
         else:
-            evidence.append(Evidence(f"since, it {change_words(loss_tail)} {span}", loss_tail))
+            # with the weights all but still (``stalled``), a rise between two windows is the batches they hold, not
+            # the model getting worse: said so, so the figure does not read as a run going bad
+            still = " while the weights barely moved: the two windows hold different batches" if (
+                stalled is not None and loss_tail.says == "up") else ""
+            evidence.append(Evidence(f"since, it {change_words(loss_tail)} {span}{still}", loss_tail))
     if val_since is not None:
         before, after = val_since.before, val_since.after
         evidence.append(Evidence(f"validation loss changed {signed_percent(val_since.relative, 2)} from {fmt(before.value)} at "
