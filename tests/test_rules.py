@@ -322,3 +322,29 @@ def test_accuracy_stalls_is_judged_on_medians_not_two_noisy_evaluations(tmp_path
     if found is not None:
         assert "median" in str(found.evidence[0]) and f"moved {gain:+.3f}" in str(found.evidence[0])
         assert trend <= 0.0
+
+
+@pytest.mark.parametrize(("weights_stall", "tail_rise"), [(True, 0.2), (True, -0.2), (False, 0.2), (True, 0.0)])
+def test_a_loss_rise_after_the_lr_collapsed_says_whether_the_weights_moved(tmp_path: Path, weights_stall: bool,
+                                                                          tail_rise: float) -> None:
+    """After the LR collapsed, a rise between two windows of the loss while the update/weight ratio fell 10x or more
+    is said with the reason it is not the model getting worse (the windows hold different batches); a fall, a flat
+    tail, or a rise with the weights still moving is said as it is."""
+    from tuidiag.diagnosis.rules.lr_schedule import lr_decayed_too_early
+
+    def plant(s: Series, m: dict) -> None:
+        lr_decayed(s, m)
+        t = _t()
+        tail = 0.8 * (1 + tail_rise * np.clip((t - 300) / 299, 0, 1))
+        _set(s, "train/loss", np.where(t < 100, 1.4 - 0.6 * t / 100, tail))
+        if not weights_stall:
+            for name in LAYERS:
+                _set(s, f"update_ratio/{name}", 1e-3)
+
+    found = lr_decayed_too_early(RunView(open_run(build(tmp_path, plant))))
+    if found is None:
+        assert not weights_stall  # with moving weights the rule may stay quiet; with stalled ones it names the collapse
+        return
+    lines = [str(e) for e in found.evidence]
+    said = any("while the weights barely moved: the two windows hold different batches" in line for line in lines)
+    assert said == (weights_stall and tail_rise > 0), lines
