@@ -6,7 +6,7 @@ the same computation as ``tuidiag compare`` (:mod:`tuidiag.report.compare`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from tuidiag.report.compare import Comparison, compare_summaries, summarize
 from tuidiag.store import Run
 from tuidiag.text.safe import clean
 from tuidiag.viewmodel.downsample import downsample
-from tuidiag.viewmodel.snapshot import Chart
+from tuidiag.viewmodel.snapshot import LABEL_CELLS, Chart
 
 Line = tuple[str, np.ndarray, np.ndarray]
 
@@ -53,7 +53,7 @@ class RunCompared:
     summary: dict[str, Any]
     lines: dict[str, tuple[Line, ...]]
     """Downsampled lines by chart id (:data:`COMPARE_CHARTS`); empty where the run has no such metric."""
-    nonfinite: dict[str, int] | None = None
+    nonfinite: dict[str, int] = field(default_factory=dict)
     """By chart id, the first step at which the run's value was NaN/Inf (absent: none was)."""
 
 
@@ -80,13 +80,9 @@ def run_compared(key: str, run: Run, diagnosis: Diagnosis, points: int) -> RunCo
     return RunCompared(key, summarize(run, diagnosis), lines, nonfinite)
 
 
-LABEL_CELLS = 30
-"""A legend entry's length (``tuidiag.app.widgets.chart`` cuts labels there)."""
-
-
 def _label(name: str, first_bad: int | None) -> str:
     """The run's name in the legend; a run that went NaN/Inf says from which step (whose red line is whose), its
-    name cut to keep that in the legend's :data:`LABEL_CELLS`."""
+    name cut to keep that in the legend's :data:`~tuidiag.viewmodel.snapshot.LABEL_CELLS`."""
     if first_bad is None:
         return name
     suffix = f" (NaN from {first_bad})"
@@ -96,8 +92,7 @@ def _label(name: str, first_bad: int | None) -> str:
 def compare_view(keys: tuple[str, ...], runs: list[RunCompared]) -> CompareView:
     """Charts of every run in ``runs`` and the comparison of the first with each later one."""
     charts = {chart.id: Chart(chart.title, _all(runs, chart.id), log_default=chart.log_default,
-                              nonfinite_steps=tuple(sorted(run.nonfinite[chart.id] for run in runs
-                                                           if run.nonfinite and chart.id in run.nonfinite)))
+                              nonfinite_steps=tuple(sorted(run.nonfinite[chart.id] for run in runs if chart.id in run.nonfinite)))
               for chart in COMPARE_CHARTS}  # a run that went NaN/Inf: a red line where it first did, as in the run view
     comparisons = tuple(compare_summaries(runs[0].summary, b.summary) for b in runs[1:]) if runs else ()
     read = {r.key for r in runs}

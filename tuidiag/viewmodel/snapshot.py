@@ -68,6 +68,10 @@ class RunSummary:
         return Progress(self.step, self.logged_to).text(grouped)
 
 
+LABEL_CELLS = 30
+"""The cells of a line's label in a chart's legend: longer labels are cut there."""
+
+
 @dataclass(frozen=True)
 class Chart:
     """A chart's lines (already downsampled), non-finite steps and an optional threshold."""

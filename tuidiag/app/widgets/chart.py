@@ -34,7 +34,7 @@ from tuidiag.viewmodel.chart_clock import elapsed_at
 from tuidiag.viewmodel.chart_cursor import readout, readout_text
 from tuidiag.viewmodel.chart_labels import x_labels, y_labels
 from tuidiag.viewmodel.chart_smoothing import strength_label
-from tuidiag.viewmodel.snapshot import Chart
+from tuidiag.viewmodel.snapshot import LABEL_CELLS, Chart
 from tuidiag.text.safe import clean
 
 COLORS: tuple[tuple[int, int, int], ...] = (
@@ -283,7 +283,7 @@ def _bottom_row(chart: Chart, data: PlotData, cursor: int | None, width: int) ->
         return " " + readout_text(cursor, samples, glyphs, elapsed, width=width - 1)
     named: dict[str, list[str]] = {}  # lines of one style (a band's two edges) are named together
     for glyph, label in zip(glyphs, labels):
-        named.setdefault(glyph, []).append(clean(label, 30))
+        named.setdefault(glyph, []).append(clean(label, LABEL_CELLS))
     legend = "  ".join(f"{glyph} {'/'.join(group)}" for glyph, group in named.items())
     return " " + legend + ("   faint: raw" if any(s is not None for s in data.smoothed) else "")
 
