@@ -151,6 +151,12 @@ async def test_the_diagnosis_panel_says_live_only_for_a_running_run() -> None:
     assert panel_title(254, None, "failed") == "Diagnosis (failed run, step 254)"
     assert panel_title(10, None, "running") == "Diagnosis (live)"
     assert panel_title(40, 40, "finished") == "Diagnosis at step 40"
+    for step in (None, 0, 254):  # a diagnosis still running in the background has no step: never "step None"
+        for at in (None, 7):
+            for status in ("running", "finished", "failed", "crashed"):
+                title = panel_title(step, at, status)
+                assert "None" not in title and (step is not None or at is not None or status == "running"
+                                                or title.endswith("run, not diagnosed yet)")), title
     app = TuidiagApp(DEMO_RUNS)
     async with app.run_test(size=(120, 40)) as pilot:
         assert await wait_for(pilot, lambda: len(app.summaries) == 5)

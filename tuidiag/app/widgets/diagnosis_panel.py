@@ -62,12 +62,13 @@ class DiagnosisPanel(VerticalScroll):
 
 
 def panel_title(step: int | None, at: int | None, status: str) -> str:
-    """``Diagnosis at step N`` in replay, ``Diagnosis (live)`` while the run is running, else the run's status and last step."""
+    """``Diagnosis at step N`` in replay, ``Diagnosis (live)`` while the run is running, else the run's status and the
+    step diagnosed (``not diagnosed yet`` while its diagnosis runs in the background: never ``step None``)."""
     if at is not None:
-        return f"Diagnosis at step {step}"
+        return f"Diagnosis at step {at if step is None else step}"
     if status == "running":
         return "Diagnosis (live)"
-    return f"Diagnosis ({clean(status, 20)} run, step {step})"
+    return f"Diagnosis ({clean(status, 20)} run, {'not diagnosed yet' if step is None else f'step {step}'})"
 
 
 def render_diagnosis(diagnosis: Diagnosis, max_evidence: int | None = PANEL_EVIDENCE) -> Text:
