@@ -108,3 +108,18 @@ def test_compare_reads_foreign_runs_and_writing_commands_refuse_them(root: Path,
     assert "does not exist" in _out(capsys, "diagnose", str(root / "nothing-here"), code=2)
     (root / "empty").mkdir()
     assert "is not a run (no run.json" in _out(capsys, "diagnose", str(root / "empty"), code=2)
+
+
+@pytest.mark.parametrize(("name", "content", "hint"), [
+    ("log.csv", "step,loss,val_loss\n0,1.0,1.1\n1,0.9,1.0\n", "tuidiag import csv"),
+    ("notes.txt", "hello\n", "tuidiag ls"),
+])
+def test_a_file_that_is_not_a_log_says_which_logs_are_read_and_how_to_import_a_csv(tmp_path: Path, capsys, name: str,
+                                                                                   content: str, hint: str) -> None:
+    """A file given to a reading command that no source reads in place: the message names the logs that are read in
+    place, not a directory's contents, and a CSV gets the import command that reads it."""
+    path = tmp_path / name
+    path.write_text(content)
+    message = _out(capsys, "diagnose", str(path), code=2)
+    assert "is not a log tuidiag reads in place" in message and "inside" not in message
+    assert f"try: {hint}" in message

@@ -34,8 +34,14 @@ def load_run(path: str | Path, foreign: bool = False) -> Run:
         raise RunNotReadable(f"{path} does not exist")
     found = (path, KIND_TUIDIAG) if path.is_dir() and is_run_dir(path) else locate(path) if foreign else None
     if found is None:
-        what = NOT_A_RUN if foreign else "is not a tuidiag run (no run.json or metrics/ inside)"
-        raise RunNotReadable(f"{path} {what}; try: tuidiag ls {path if path.is_dir() else path.parent}")
+        if foreign and path.is_file():
+            what = ("is not a log tuidiag reads in place (a metrics.csv, a CSV whose first column is epoch, a TensorBoard "
+                    "event file or a W&B run-*.wandb log)")
+            hint = f"tuidiag import csv {path} RUNS_DIR" if path.suffix.lower() == ".csv" else f"tuidiag ls {path.parent}"
+        else:
+            what = NOT_A_RUN if foreign else "is not a tuidiag run (no run.json or metrics/ inside)"
+            hint = f"tuidiag ls {path}"
+        raise RunNotReadable(f"{path} {what}; try: {hint}")
     if found[1] != KIND_TUIDIAG:
         return open_source(*found)
     try:
