@@ -163,3 +163,29 @@ async def test_the_monitor_shows_an_imported_run(tmp_path: Path) -> None:
         await pilot.press("enter")
         assert isinstance(app.screen, RunScreen)
         assert await wait_for(pilot, lambda: app.screen.detail is not None)
+
+
+@pytest.mark.parametrize("age", [5.0, 60.0, 600.0, 86_400.0])
+def test_an_import_of_a_log_written_moments_ago_says_the_copy_may_be_cut_short(tmp_path: Path, capsys, age: float) -> None:
+    """A TensorBoard log whose newest value is at most two minutes old may belong to a training still running: the
+    import says the copy stops at its last step and reads finished; an older log imports without that note. Either
+    way the copy's heartbeat is the log's last value, not the moment of the import ('updated 0s ago')."""
+    import time
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    from tuidiag.store.manifest import read_manifest
+
+    newest = time.time() - age
+    writer = SummaryWriter(str(tmp_path / "tb" / "run"))
+    for step in range(30):
+        writer.add_scalar("train/loss", 1.0 / (1 + step), step, walltime=newest - (29 - step))
+    writer.close()
+    capsys.readouterr()
+    assert main(["import", "tensorboard", str(tmp_path / "tb"), str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    warned = "if its training still runs, this copy stops at step 29 and says finished" in out
+    assert warned == (age <= 120.0), out
+    (manifest_path,) = (tmp_path / "out").rglob("run.json")
+    manifest = read_manifest(manifest_path.parent)
+    assert manifest["heartbeat"] == pytest.approx(newest, abs=1.0) and manifest["status"] == "finished"

@@ -10,8 +10,11 @@ experiment), and ``--force`` only as the way to replace it.
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path, PurePath
 from typing import Callable
+
+import numpy as np
 
 from tuidiag.cli.run_argument import fail
 from tuidiag.importers import (
@@ -19,6 +22,7 @@ from tuidiag.importers import (
     read_tensorboard, write_run,
 )
 from tuidiag.importers.run_writer import target_of
+from tuidiag.sources.foreign_run import RECENT_WRITE
 from tuidiag.store.manifest import read_manifest
 from tuidiag.text.safe import clean
 
@@ -131,4 +135,19 @@ def summary(result: WrittenRun, source_run: SourceRun) -> str:
     kept = ", ".join(result.names.kept.values())
     lines.append(f"  kept as-is: {kept or '(nothing)'}")
     lines += [f"  note: {note}" for note in source_run.notes]
+    lines += [f"  note: {note}" for note in [still_written(source_run, result.last_step)] if note]
     return "\n".join(clean(line, max_len=4000) for line in lines)
+
+
+def still_written(source_run: SourceRun, last_step: int | None, now: float | None = None) -> str | None:
+    """A warning when the log's newest value is at most :data:`~tuidiag.sources.foreign_run.RECENT_WRITE` seconds
+    old: its training may still run, and the copy (status ``finished``, as every import) stops at ``last_step``."""
+    walls = [float(w.max()) for w in (s.wall_times[np.isfinite(s.wall_times)] for s in source_run.series) if len(w)]
+    if not walls:
+        return None
+    age = (time.time() if now is None else now) - max(walls)
+    if age > RECENT_WRITE:
+        return None
+    return (f"its newest value was logged {max(0, round(age))} s ago: if its training still runs, this copy stops at step "
+            f"{last_step} and says finished; import it again later (--force replaces it), or watch the log where it "
+            "is with tuidiag watch")

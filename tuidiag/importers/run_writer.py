@@ -174,7 +174,7 @@ def manifest(run: SourceRun, names: NameMap, metrics: pa.Table, last_step: int |
     data.update(
         created=float(walls.min()) if len(walls) else now,
         ended=float(walls.max()) if len(walls) else now,
-        heartbeat=now,
+        heartbeat=float(walls.max()) if len(walls) else now,  # the log's last sign of life, not the import's time
         status=STATUS_FINISHED,
         last_step=last_step,
         stats={"rows_written": metrics.num_rows, "dropped_rows": 0, "errors": 0},
