@@ -40,7 +40,7 @@ def test_line_of_a_finished_run(capsys: pytest.CaptureFixture[str]) -> None:
     name, progress, finding, age = line.split(" \N{BLACK RIGHT-POINTING SMALL TRIANGLE} ")
     assert name == "lr-too-high" and progress == "step 254 loss nan"
     assert finding.startswith("LR too high ") and finding.endswith("%")
-    assert age.startswith("failed ") and age.endswith(" ago")
+    assert age.startswith("failed, last data ") and age.endswith(" ago")  # the age is of the data, not of the end
     assert _line(capsys, "--ascii", "--no-diagnosis", str(DEMO / "healthy")).startswith(
         "healthy > step 1,499 loss 0.1157 > finished"
     )

@@ -152,7 +152,8 @@ def _line(name: str, reached: Progress, loss: Latest | None, losses: str, findin
     if finding is not None:
         parts.append(_finding(*finding, symbols, tmux))
     age = _age(now - when) if isinstance(when, (int, float)) and not isinstance(when, bool) else "no data"
-    parts.append(age if status == STATUS_RUNNING else f"{_text(status, tmux, 20)} {age}")
+    # "exited 2m ago" read as the time it exited: the age is of the newest data, so a run that ended says "last data"
+    parts.append(age if status == STATUS_RUNNING else f"{_text(status, tmux, 20)}, last data {age}")
     return symbols["sep"].join(parts)
 
 
