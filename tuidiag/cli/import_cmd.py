@@ -14,8 +14,6 @@ import time
 from pathlib import Path, PurePath
 from typing import Callable
 
-import numpy as np
-
 from tuidiag.cli.run_argument import fail
 from tuidiag.importers import (
     ImportSourceError, RunExistsError, SourceRun, WrittenRun, check_target, read_csv_log, read_keras_history,
@@ -135,19 +133,18 @@ def summary(result: WrittenRun, source_run: SourceRun) -> str:
     kept = ", ".join(result.names.kept.values())
     lines.append(f"  kept as-is: {kept or '(nothing)'}")
     lines += [f"  note: {note}" for note in source_run.notes]
-    lines += [f"  note: {note}" for note in [still_written(source_run, result.last_step)] if note]
+    lines += [f"  note: {note}" for note in [still_written(result)] if note]
     return "\n".join(clean(line, max_len=4000) for line in lines)
 
 
-def still_written(source_run: SourceRun, last_step: int | None, now: float | None = None) -> str | None:
+def still_written(result: WrittenRun, now: float | None = None) -> str | None:
     """A warning when the log's newest value is at most :data:`~tuidiag.sources.foreign_run.RECENT_WRITE` seconds
-    old: its training may still run, and the copy (status ``finished``, as every import) stops at ``last_step``."""
-    walls = [float(w.max()) for w in (s.wall_times[np.isfinite(s.wall_times)] for s in source_run.series) if len(w)]
-    if not walls:
+    old: its training may still run, and the copy (status ``finished``, as every import) stops at its last step."""
+    if result.newest is None:
         return None
-    age = (time.time() if now is None else now) - max(walls)
+    age = (time.time() if now is None else now) - result.newest
     if age > RECENT_WRITE:
         return None
     return (f"its newest value was logged {max(0, round(age))} s ago: if its training still runs, this copy stops at step "
-            f"{last_step} and says finished; import it again later (--force replaces it), or watch the log where it "
+            f"{result.last_step} and says finished; import it again later (--force replaces it), or watch the log where it "
             "is with tuidiag watch")

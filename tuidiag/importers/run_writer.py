@@ -57,6 +57,8 @@ class WrittenRun:
     names: NameMap
     rows: int
     last_step: int | None
+    newest: float | None = None
+    """The newest wall time written (None: the source had none): the copy's ``ended`` and ``heartbeat``."""
 
 
 def target_of(run: SourceRun, out_dir: Path) -> Path:
@@ -83,7 +85,14 @@ def write_run(run: SourceRun, out_dir: Path, force: bool = False) -> WrittenRun:
     last_step = int(metrics["step"].to_numpy().max()) if metrics.num_rows else None
     target.parent.mkdir(parents=True, exist_ok=True)
     write_directory_atomic(target, lambda building: _write_contents(building, run, names, metrics, last_step))
-    return WrittenRun(target, names, metrics.num_rows, last_step)
+    return WrittenRun(target, names, metrics.num_rows, last_step, _newest(metrics))
+
+
+def _newest(metrics: pa.Table) -> float | None:
+    """The newest finite wall time of ``metrics`` (None: none)."""
+    walls = metrics["wall_time"].to_numpy() if metrics.num_rows else np.empty(0)
+    walls = walls[np.isfinite(walls)]
+    return float(walls.max()) if len(walls) else None
 
 
 def _write_contents(run_dir: Path, run: SourceRun, names: NameMap, metrics: pa.Table, last_step: int | None) -> None:
@@ -171,10 +180,11 @@ def manifest(run: SourceRun, names: NameMap, metrics: pa.Table, last_step: int |
     walls = metrics["wall_time"].to_numpy() if metrics.num_rows else np.empty(0)
     walls = walls[np.isfinite(walls)]
     now = time.time()
+    newest = _newest(metrics)
     data.update(
         created=float(walls.min()) if len(walls) else now,
-        ended=float(walls.max()) if len(walls) else now,
-        heartbeat=float(walls.max()) if len(walls) else now,  # the log's last sign of life, not the import's time
+        ended=newest if newest is not None else now,
+        heartbeat=newest if newest is not None else now,  # the log's last sign of life, not the import's time
         status=STATUS_FINISHED,
         last_step=last_step,
         stats={"rows_written": metrics.num_rows, "dropped_rows": 0, "errors": 0},

@@ -158,13 +158,11 @@ def _extreme(view: RunView, names: tuple[str, ...], lowest: bool, until: int | N
     if name is None:
         return None, None
     steps, values = view.series(name)
-    if until is not None:
-        before = values[steps < until]
-        good = before[np.isfinite(before)]
-        return float(values[-1]), ((float(good.min()) if lowest else float(good.max())) if len(good) else None)
-    good = values[np.isfinite(values)]
-    best = (float(good.min()) if lowest else float(good.max())) if len(good) else float("nan")
-    return float(values[-1]), best
+    judged = values if until is None else values[steps < until]
+    good = judged[np.isfinite(judged)]
+    if not len(good):
+        return float(values[-1]), float("nan") if until is None else None
+    return float(values[-1]), float(good.min()) if lowest else float(good.max())
 
 
 def _diverged_at(steps: np.ndarray, values: np.ndarray) -> tuple[int, str] | None:

@@ -24,8 +24,7 @@ from tuidiag.format import SUMMARIES_SCHEMA  # type: ignore[attr-defined]  (buil
 from tuidiag.store import arrow_build
 from tuidiag.store.cache_dir import cache_root, run_key
 from tuidiag.store.decode import (ShardError, check_footer, check_regular_file, metric_columns, open_parquet, read_shard,
-                                  read_shard_and_metadata,
-                                  texts, to_numpy)
+                                  read_shard_and_metadata, texts, to_numpy)
 from tuidiag.store.envelope import BASE_SHIFT, Level, Pyramid, from_rows
 
 SHARD_ROWS_KEY = b"tuidiag.shard_rows"
