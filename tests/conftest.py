@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -17,6 +18,17 @@ ROOT = Path(__file__).resolve().parent.parent
 # A value the user set is kept.
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+
+# No Textual animations (set before any test imports Textual): a test that presses a tab key waits
+# for the tab's underline to reach its place, 0.3 s of animation per press with them on
+# (test_tab_bar_widths.py: 16 s with, 9 s without). What is drawn at the end is the same.
+# The environment variable reaches the monitors tests start as subprocesses; pytest-textual-snapshot
+# imported Textual before this file, so the constant that apps made in-process read is set too.
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+if os.environ["TEXTUAL_ANIMATIONS"].lower() in ("none", "basic", "full"):
+    import textual.constants
+
+    textual.constants.TEXTUAL_ANIMATIONS = os.environ["TEXTUAL_ANIMATIONS"].lower()  # type: ignore[misc]
 
 FULL_TESTS = os.environ.get("TUIDIAG_FULL_TESTS") == "1"
 """``TUIDIAG_FULL_TESTS=1``: also run the repeats and extra grid points that the default run leaves out.
@@ -74,3 +86,12 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     time is spent waiting (on training subprocesses, the monitor's timers and workers), so on a 2-core
     machine more workers than cores finish sooner (measured there: 197 s with 4 workers, 208 s with 3)."""
     return max(4, os.cpu_count() or 1)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Move every object alive after collection (the imported modules of torch, Textual, transformers and
+    each test module) out of the garbage collector's sight. A full collection then walks only what
+    tests made since: transformers' Trainer calls ``gc.collect()`` at each start and end, and pytest five
+    times at exit, on heaps of a few hundred thousand objects (18 s of the suite's CPU in one process)."""
+    gc.collect()
+    gc.freeze()
