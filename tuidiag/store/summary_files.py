@@ -96,26 +96,26 @@ def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT,
     # checked once over every level (not level by level: a summary holds hundreds of them)
     if len(all_codes) and (np.any(all_codes < 0) or np.any(all_codes >= len(names)) or np.any(shifts < 0) or np.any(shifts > 62)):
         raise ShardError("a summary row names no metric or an impossible level")
-    wanted = shifts >= min_shift
-    if finest_only and len(all_codes):
-        finest = np.full(len(names), 63, dtype=np.int64)
-        np.minimum.at(finest, all_codes[wanted], shifts[wanted])
-        wanted &= shifts == finest[all_codes]
-    keep = np.flatnonzero(wanted)
-    codes = all_codes[keep] if len(keep) else np.empty(0, np.int64)
-    shifts = shifts[keep]
-    arrays = {c: to_numpy(table.column(c))[keep] for c in _LEVEL_COLUMNS}
+    columns = {c: to_numpy(table.column(c)) for c in _LEVEL_COLUMNS}
     result: dict[str, dict[int, Level]] = {}
-    if not len(keep):
+    if not len(all_codes):
         return result
-    same_key = (codes[1:] == codes[:-1]) & (shifts[1:] == shifts[:-1])
-    key_change = np.flatnonzero(~same_key) + 1
-    bucket = arrays["bucket"]
-    if np.any(same_key & (bucket[1:] <= bucket[:-1])) or np.any(arrays["count"] < 0) or np.any(arrays["bad"] < 0):
+    # rows are grouped by (metric, shift): a group is one level; slices of the columns, never copies
+    same_key = (all_codes[1:] == all_codes[:-1]) & (shifts[1:] == shifts[:-1])
+    bucket = columns["bucket"]
+    if np.any(same_key & (bucket[1:] <= bucket[:-1])) or np.any(columns["count"] < 0) or np.any(columns["bad"] < 0):
         raise ShardError("a summary's buckets are out of order or its counts negative")
-    for a, b in zip(np.concatenate(([0], key_change)), np.append(key_change, len(keep))):
-        code, shift = int(codes[a]), int(shifts[a])
-        level = Level(shift, *(np.ascontiguousarray(arrays[c][a:b]) for c in _LEVEL_COLUMNS))
+    key_change = np.flatnonzero(~same_key) + 1
+    groups = [(int(all_codes[a]), int(shifts[a]), int(a), int(b))
+              for a, b in zip(np.concatenate(([0], key_change)), np.append(key_change, len(all_codes)))]
+    groups = [group for group in groups if group[1] >= min_shift]
+    if finest_only:
+        finest: dict[int, int] = {}
+        for code, shift, _, _ in groups:
+            finest[code] = min(shift, finest.get(code, shift))
+        groups = [group for group in groups if group[1] == finest[group[0]]]
+    for code, shift, a, b in groups:
+        level = Level(shift, *(columns[c][a:b] for c in _LEVEL_COLUMNS))
         result.setdefault(str(names[code]), {})[shift] = level
     return result
 
