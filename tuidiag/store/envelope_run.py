@@ -20,7 +20,7 @@ class is for: the diagnosis reads the whole run with :func:`tuidiag.store.open_r
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -152,9 +152,7 @@ class EnvelopeRun(Run):
     def _summary_of(self, path: Path) -> dict[str, tuple[Level, int]] | None:
         """Each metric's level at the floor (and its rows) from the shard's summary, or its cached levels;
         ``None`` when it has neither valid."""
-        for where in (summary_path(self.path, path.name), cached_path(self.path, path)):
-            if where is None:
-                continue
+        for where in self._level_files(path):
             try:
                 rows = shard_rows(path)
                 found = read_levels(where, rows, min_shift=self._floor, finest_only=True)
@@ -169,6 +167,14 @@ class EnvelopeRun(Run):
                 levels[name] = (level, level.rows)
             return levels
         return None
+
+    def _level_files(self, path: Path) -> Iterator[Path]:
+        """The shard's summary, then the monitor's cached levels of it: the cache's path (a ``stat`` of the
+        shard) only looked up when the summary was not valid."""
+        yield summary_path(self.path, path.name)
+        cached = cached_path(self.path, path)
+        if cached is not None:
+            yield cached
 
     def _rows_of(self, shard: ShardName, path: Path, seen: SeqSet) -> dict[str, tuple[Level, int]] | None:
         """Each metric's level (and rows) from the shard's rows, decoded in batches; ``None`` when it cannot be read.
