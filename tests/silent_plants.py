@@ -91,10 +91,15 @@ def matching_mse(s: Series, n: int, extra: dict[str, Any]) -> None:
 
 
 def chance_loss(s: Series, n: int, extra: dict[str, Any]) -> None:
-    """Targets shuffled apart from their inputs: the loss sits at log(4) while the weights keep moving."""
+    """Targets shuffled apart from their inputs: the loss sits at log(4) while the weights keep moving, and the validation
+    loss and accuracy at chance too (nothing learnt holds on held-out data)."""
     t = _steps(s)
     wiggle = 0.01 * np.sin(t * 0.7)
     s["train/loss"] = (t, math.log(CLASSES) * (1 + wiggle))
+    for name, chance in (("val/loss", math.log(CLASSES) * 1.01), ("val/acc", 1 / CLASSES)):
+        if name in s:
+            every = s[name][0]
+            s[name] = (every, np.full(len(every), chance))
     _sampled(s, "loss_fn/classes", CLASSES)
     _sampled(s, "loss_fn/prob_rows", 0.0)
     _events(extra, _loss_fn_event("CrossEntropyLoss", "class logits"))

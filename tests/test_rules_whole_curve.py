@@ -144,6 +144,8 @@ def test_a_loss_leaving_the_chance_level_is_not_misaligned_labels(tmp_path: Path
     chance = math.log(4)
     recent = np.clip((t - (N - 80)) / 80, 0, 1)  # flat at chance, then (with ``fall``) falling over the newest 80 steps
     series["train/loss"] = (t, chance * (1 - fall * recent) * np.exp(0.01 * rng.standard_normal(N)))
+    every25 = series["val/loss"][0]  # validation follows training: at chance while it is, falling with it (learning)
+    series["val/loss"] = (every25, chance * 1.01 * (1 - fall * recent[every25]))
     series["target/min"] = (t, np.zeros(N))
     series["target/max"] = (t, np.full(N, 3.0))
     run = write_run(tmp_path / "run", series)
