@@ -20,6 +20,10 @@
   loss clearly below the chance level and no higher than the training loss means the model
   predicts data it never trained on: the labels belong to their inputs. Generated runs: training
   and validation levels over the band, on both sides of the line and of each other.
+- **A climbing loss read as an LR too low.** A CNN without ``zero_grad`` whose weights had blown
+  up (updates tiny against them) read "LR too low: raise it 18x" with its loss up 3172%. Small
+  steps make progress slow, never negative: a loss that rose over 25% rules the finding out.
+  Generated runs: tiny updates under a loss flat, falling a little, or rising by any factor.
 
 Every evidence line is checked against the run (``tests/evidence_checker.py``).
 """
@@ -52,6 +56,7 @@ from synthetic_runs import LAYERS, healthy_series, model_summary, write_run  # n
 from tuidiag.store import open_run  # noqa: E402
 from tuidiag.diagnosis import diagnose  # noqa: E402
 from tuidiag.diagnosis.rules.nothing_trains import TITLE  # noqa: E402
+from tuidiag.diagnosis.rules.lr import ROSE_NOT_LOW  # noqa: E402
 from tuidiag.diagnosis.rules.overshoot import WEIGHT_BLOWUP  # noqa: E402
 from tuidiag.diagnosis.rules.silent_bugs import CHANCE_BAND, GENERALISES  # noqa: E402
 
@@ -187,3 +192,30 @@ def test_misaligned_labels_are_named_unless_validation_beats_chance(tmp_path_fac
     generalises = val_level < GENERALISES and val_level < train_level
     assert ("labels_misaligned" in [f.code for f in diagnosis.findings]) != generalises, (
         train_level, val_level, [(f.code, f.title) for f in diagnosis.findings])
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rise=st.floats(-0.15, 100.0))
+@example(rise=31.72).via("the CNN without zero_grad: loss up 3172%")
+@example(rise=ROSE_NOT_LOW * 1.05).via("just above the line")
+@example(rise=ROSE_NOT_LOW * 0.9).via("just below it: noise on a flat loss")
+@example(rise=0.0).via("flat")
+def test_tiny_updates_are_an_lr_too_low_only_under_a_loss_that_did_not_climb(tmp_path_factory: pytest.TempPathFactory,
+                                                                            rise: float) -> None:
+    """Update/weight ratios of 1e-6 and healthy gradients, under a loss that goes from 1.39 to ``1.39 * (1 + rise)``
+    (log-linearly; a fall of up to 15%): ``lr_too_low`` is named exactly when the loss did not rise by more than
+    :data:`ROSE_NOT_LOW`."""
+    assume(abs(rise - ROSE_NOT_LOW) > 0.02)  # the medians of the first and last tenths are not the curve's ends
+    series = healthy_series(600)
+    t = series["train/loss"][0]
+    series["train/loss"] = (t, 1.39 * (1 + rise) ** (t / t[-1]))
+    every25 = series["val/loss"][0]
+    series["val/loss"] = (every25, 1.39 * (1 + rise) ** (every25 / t[-1]))
+    for name in LAYERS:
+        series[f"update_ratio/{name}"] = (every25, np.full(len(every25), 1e-6))
+    run = write_run(tmp_path_factory.mktemp("low") / "run", series, model=model_summary())
+    diagnosis = diagnose(open_run(run))
+    check_diagnosis(run, diagnosis)
+    codes = [f.code for f in diagnosis.findings]
+    first, last = np.median(series["train/loss"][1][:60]), np.median(series["train/loss"][1][-60:])
+    assert ("lr_too_low" in codes) == (last / first - 1 <= ROSE_NOT_LOW), (rise, codes)

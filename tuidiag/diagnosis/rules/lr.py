@@ -336,6 +336,8 @@ def lr_too_low(view: RunView) -> Finding | None:
     grad = measure(GRAD_NORM_TOTAL, g_steps, g, "median") if len(g) else None
     if drop > 0.2 or grad is None or not (grad.value > 1e-3) or _starved_layer(view) is not None:
         return None
+    if change is not None and change.says == "up" and change.relative > ROSE_NOT_LOW:
+        return None  # small steps make progress slow, not negative: a loss that climbed is something else's doing
     confidence, ratio_text = _small_steps(ratio, drop)
     if not confidence or change is None:
         return None
@@ -351,6 +353,10 @@ def lr_too_low(view: RunView) -> Finding | None:
 
 HEALTHY_RATIO = 1e-3
 """The update/weight ratio of a training that moves its weights at a healthy pace."""
+ROSE_NOT_LOW = 0.25
+"""A loss whose newest window is this much above its first is not held back by a small LR: a step too small to
+make progress does not make the loss climb (a run without ``zero_grad`` read 'LR too low, raise it 18x' with its
+loss up 3172%, its updates small only against weights that had blown up)."""
 MAX_RAISE = 1000.0
 """The most the fix raises the LR in one go, however far below a healthy pace the updates are."""
 
