@@ -73,7 +73,8 @@ def test_every_verdict_becomes_the_notification_when_a_job_ends(kind: job_kinds.
         severity, text = outcome(kind.name, "done", "", {"verdict": code, "passed": code == "pass",
                                                          "suggested_lr": 1e-3 if code != "no_suggestion" else None,
                                                          "reliable": code == "suggested",
-                                                         "informative": code != "uninformative"})
+                                                         "informative": code not in ("uninformative", "diverged"),
+                                                         "diverged": "the model had diverged" if code == "diverged" else None})
         assert text.startswith(f"{kind.title} finished: {verdict.text}") and severity == ("warning" if verdict.negative else "information")
     assert outcome(kind.name, "cancelled", "", None) == ("warning", f"{kind.title} cancelled")
     assert outcome(kind.name, "failed", "boom", None) == ("error", f"{kind.title} failed: boom")

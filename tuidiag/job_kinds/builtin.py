@@ -60,8 +60,10 @@ OVERFIT_BATCH = JobKind(
     describe=lambda c: (f"overfit one batch: up to {c.steps} steps with {c.optimizer}, "
                         f"target loss {c.target:g} or start/100 if lower"),
     runner=f"{RUNNERS}:overfit_batch", renderer=f"{RENDERERS}:render_overfit",
-    verdict_of=lambda r: "uninformative" if not overfit_informative(r) else "pass" if r.get("passed") else "fail",
+    verdict_of=lambda r: ("diverged" if r.get("diverged") else "uninformative" if not overfit_informative(r)
+                          else "pass" if r.get("passed") else "fail"),
     verdicts={"pass": Verdict("PASS: it memorised one batch"),
+              "diverged": Verdict("NOT INFORMATIVE: the model had diverged when it ran (see its note)", negative=True),
               "uninformative": Verdict("NOT INFORMATIVE: the loss started at or near the target, so passing says nothing"),
               "fail": Verdict("FAIL: it could not memorise one batch", negative=True)},
     options=(Option("--steps", "steps", "most training steps on the batch"),
@@ -76,8 +78,10 @@ SHARPNESS = JobKind(
     help="flat or sharp minimum: loss increase under random weight perturbations",
     config=SharpnessConfig, steps=lambda c: (c.samples + 1) * c.batches, unit="forward passes", takes_checkpoint=True,
     describe=lambda c: f"sharpness: {c.samples} perturbations of {c.epsilon:g} x ||w|| on {c.batches} batches",
-    runner=f"{RUNNERS}:sharpness", renderer=f"{RENDERERS}:render_sharpness", verdict_of=lambda r: str(r.get("verdict")),
+    runner=f"{RUNNERS}:sharpness", renderer=f"{RENDERERS}:render_sharpness",
+    verdict_of=lambda r: "diverged" if r.get("diverged") else str(r.get("verdict")),
     verdicts={"flat": Verdict("FLAT: the loss barely rises under perturbation"),
+              "diverged": Verdict("NOT INFORMATIVE: the model had diverged when it ran (see its note)", negative=True),
               "sharp": Verdict("SHARP: the loss rises under small perturbations"),
               "untrainable": Verdict("not measured: the model cannot train", negative=True)},
     options=(Option("--epsilon", "epsilon", "perturbation norm relative to each weight's norm"),

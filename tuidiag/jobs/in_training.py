@@ -21,14 +21,16 @@ from tuidiag.jobs.job_handle import JobError, JobHandle
 from tuidiag.jobs.kind_runners import MIN_LIVE_BATCHES  # noqa: F401  (re-exported: where tests and docs look for it)
 from tuidiag.jobs.run_kind import JobContext, run
 from tuidiag.jobs.tensors import first_lr
+from tuidiag.store.first_losses import first_losses
 
 
 def run_request(request: dict[str, Any], parts: Parts, device: torch.device, control: JobHandle,
-                training: bool = True) -> dict[str, Any]:
+                training: bool = True, run_dir: Path | None = None) -> dict[str, Any]:
     """Run the job a request names on the live ``parts``.
 
     ``request`` carries ``job``, ``args`` (config fields), ``step`` (the step the job runs after) and,
-    for a NaN hunt, ``capture`` (the captured step to replay); ``training`` is the model's mode then."""
+    for a NaN hunt, ``capture`` (the captured step to replay); ``training`` is the model's mode then;
+    ``run_dir`` the run's directory (its first losses tell a job whether the model had diverged)."""
     kind = job_kinds.find(str(request.get("job")))
     if kind is None or not kind.live:
         raise JobError(f"{request.get('job')!r} cannot run from a request; one of {', '.join(job_kinds.live_names())}")
@@ -38,8 +40,9 @@ def run_request(request: dict[str, Any], parts: Parts, device: torch.device, con
         raise JobError("no recent batches: call rec.batch(x, y) in the training loop so the recorder keeps the last few")
     config = kind.config_from(dict(request.get("args", {})))
     capture = request.get("capture")
-    context = JobContext(live=True, run_lr=first_lr(parts.optimizer), step=request.get("step"),
-                         capture=Path(capture) if capture else None, training=training)
+    context = JobContext(live=True, run_dir=run_dir, run_lr=first_lr(parts.optimizer), step=request.get("step"),
+                         capture=Path(capture) if capture else None, training=training,
+                         first_losses=first_losses(run_dir) if run_dir is not None else None)
     return run(kind, parts, device, config, control, context)
 
 

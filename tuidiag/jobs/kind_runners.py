@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from tuidiag.job_kinds.configs import LRFindConfig, NanHuntConfig, OverfitConfig, SharpnessConfig
+from tuidiag.jobs.diverged_start import diverged_note
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.job_handle import JobHandle
 from tuidiag.jobs.run_kind import JobContext
@@ -30,6 +31,11 @@ def lr_find(parts: Parts, device: torch.device, config: LRFindConfig, handle: Jo
         mark_unreliable(result, f"the sweep saw only {result['batches']} distinct recent batches (at least {MIN_LIVE_BATCHES} "
                                 f"needed; the recorder keeps the last {FOR_JOBS} given to rec.batch() while they total at most "
                                 f"{MAX_BYTES >> 20} MiB)")
+    losses = result.get("losses") or [None]
+    diverged = diverged_note(losses[0], context.first_losses)
+    if diverged:
+        result["diverged"] = diverged
+        mark_unreliable(result, diverged, first=True)  # the state of the weights outweighs the batch noise
     result["run_lr"] = context.run_lr
     result["run_lr_step"] = context.step
     label = "the run's LR" + (f" at step {context.step}" if context.step is not None else "")
@@ -57,7 +63,12 @@ def overfit_batch(parts: Parts, device: torch.device, config: OverfitConfig, han
     """Can the model memorise one batch?"""
     from tuidiag.jobs.overfit import overfit_batch as overfit
 
-    return overfit(parts, device, config, handle)
+    result = overfit(parts, device, config, handle)
+    diverged = diverged_note(result.get("initial_loss"), context.first_losses)
+    if diverged and not result.get("blocked"):
+        # a diverged model that fails to fit says nothing about the loss function or the data; one that passes, little
+        result.update(diverged=diverged, informative=False, uninformative_reason=diverged, advice=None)
+    return result
 
 
 def sharpness(parts: Parts, device: torch.device, config: SharpnessConfig, handle: JobHandle,
@@ -65,4 +76,8 @@ def sharpness(parts: Parts, device: torch.device, config: SharpnessConfig, handl
     """Flat or sharp minimum."""
     from tuidiag.jobs.sharpness import sharpness as measure
 
-    return measure(parts, device, config, handle)
+    result = measure(parts, device, config, handle)
+    diverged = diverged_note(result.get("base_loss"), context.first_losses)
+    if diverged:
+        result["diverged"] = diverged
+    return result

@@ -240,10 +240,12 @@ def lr_find(
     }
 
 
-def mark_unreliable(result: dict[str, Any], reason: str) -> dict[str, Any]:
-    """``result`` with its suggestion marked unreliable for ``reason`` (added to its warning)."""
+def mark_unreliable(result: dict[str, Any], reason: str, first: bool = False) -> dict[str, Any]:
+    """``result`` with its suggestion marked unreliable for ``reason`` (added to its warning: after what it says
+    already, or before it with ``first``, for a reason that outweighs the others)."""
     if result.get("reliable") and result.get("comparison"):
         result["comparison"] += " (not reliable: see the warning)"
     result["reliable"] = False
-    result["warning"] = "; ".join(w for w in (result.get("warning"), reason) if w)
+    parts = (reason, result.get("warning")) if first else (result.get("warning"), reason)
+    result["warning"] = "; ".join(w for w in parts if w)
     return result

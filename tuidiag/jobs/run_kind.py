@@ -17,6 +17,7 @@ import torch
 from tuidiag.job_kinds import JobError, JobKind, load
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.job_handle import JobHandle
+from tuidiag.store.first_losses import FirstLosses
 
 
 @dataclass
@@ -36,6 +37,9 @@ class JobContext:
     """The capture already loaded (the CLI loads it before any user code runs)."""
     training: bool = True
     """Whether the model was in training mode at the captured step."""
+    first_losses: FirstLosses | None = None
+    """The run's first training losses (live jobs): a job whose own starting loss is many times theirs measured a
+    diverged model (:func:`tuidiag.jobs.diverged_start.diverged_note`)."""
 
 
 def run(kind: JobKind, parts: Parts, device: torch.device, config: Any, handle: JobHandle | None = None,

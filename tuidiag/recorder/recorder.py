@@ -361,5 +361,6 @@ class Recorder(LoggedValues, StepRows, NonfiniteCapture, WriterHooks, RunEnd):
     def _job_runner(self) -> Any:
         from tuidiag.recorder.request_runner import job_runner_for
 
-        return job_runner_for(self._watch, self.loss_fn, self._recent_batches.batches, self._forward, lambda: self._current_step)
+        return job_runner_for(self._watch, self.loss_fn, self._recent_batches.batches, self._forward, lambda: self._current_step,
+                              self.run_dir)
 

@@ -179,7 +179,8 @@ class RequestRunner:
         else:
             path = save_result(self.run_dir, job, result, run=self.run_dir.name, device=result.get("device"), source="live",
                                step=step)
-            summary = str(result.get("summary") or result.get("comparison") or "finished")
+            kind = job_kinds.find(job)  # without a summary of its own, the event says its verdict (pass, fail, ...)
+            summary = str(result.get("summary") or result.get("comparison") or (kind.verdict(result).text if kind else "finished"))
             # the event first: once the final status says done, a Ctrl-C that follows cannot lose the event
             self._event("job", f"{job.replace('_', ' ')} (live): {summary}", "info", {"result": str(path.name)})
             self._finish(request, "done", summary, result=str(path.relative_to(self.run_dir)))
@@ -371,10 +372,11 @@ def _overdue(request: dict[str, Any], grace: float = 0.0) -> bool:
 
 def job_runner_for(watch: Any, loss_fn: Any, batches: Callable[[], list[Any]],
                    forward: Callable[[Any, Any], Any] | None = None,
-                   step: Callable[[], int] | None = None) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+                   step: Callable[[], int] | None = None,
+                   run_dir: Path | None = None) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """How the recorder runs one request on the live parts (the output of a batch by ``forward(model, x)``,
     default ``model(x)``), with its own hooks paused; ``step()`` is the step the job runs at (its result
-    says it measured the live weights of that step)."""
+    says it measured the live weights of that step); ``run_dir`` the run's directory."""
 
     def run(request: dict[str, Any], control: Any) -> dict[str, Any]:
         from tuidiag.jobs import JobError
@@ -388,7 +390,7 @@ def job_runner_for(watch: Any, loss_fn: Any, batches: Callable[[], list[Any]],
         parts = Parts(model, watch.optimizer, loss_fn, batches(), forward, live_weights(step()) if step else None)
         watch.paused = True
         try:
-            return run_request(request, parts, watch.device, control, model.training)
+            return run_request(request, parts, watch.device, control, model.training, run_dir)
         finally:
             watch.paused = False
 

@@ -354,9 +354,7 @@ def lr_too_low(view: RunView) -> Finding | None:
 HEALTHY_RATIO = 1e-3
 """The update/weight ratio of a training that moves its weights at a healthy pace."""
 ROSE_NOT_LOW = 0.25
-"""A loss whose newest window is this much above its first is not held back by a small LR: a step too small to
-make progress does not make the loss climb (a run without ``zero_grad`` read 'LR too low, raise it 18x' with its
-loss up 3172%, its updates small only against weights that had blown up)."""
+"""A loss this much above its start is not held back by a small LR: too small a step never makes the loss climb."""
 MAX_RAISE = 1000.0
 """The most the fix raises the LR in one go, however far below a healthy pace the updates are."""
 

@@ -1,0 +1,108 @@
+"""A live job on a model that had diverged says so, and the diagnosis does not use it.
+
+A review trained a CNN without ``zero_grad`` until its weights blew up (loss about 100, 60x its
+start) and ran the jobs there: the LR finder advised raising the LR 11x, the overfit-one-batch
+test failed and blamed the loss function and the data, the sharpness check read SHARP, all
+without a word about the state of the weights. A job whose own starting loss is more than
+:data:`~tuidiag.jobs.diverged_start.DIVERGED_FACTOR` times the run's first losses (or not
+finite) now marks its result: the LR finder's suggestion unreliable (so the diagnosis does not
+use it), the overfit test and sharpness NOT INFORMATIVE, each with the figures.
+
+Real trainings through the recorder and its control channel, each job on healthy and on
+blown-up weights (the last layer scaled, as a diverged run leaves it), and the pure check over
+any pair of losses.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import jobs_factory
+import pytest
+import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+import tuidiag
+from tuidiag import job_kinds
+from tuidiag.diagnosis import diagnose
+from tuidiag.job_kinds.configs import overfit_informative
+from tuidiag.jobs.diverged_start import DIVERGED_FACTOR, diverged_note
+from tuidiag.store import control_channel as ctl
+from tuidiag.store import open_run
+from tuidiag.store.first_losses import FirstLosses, first_losses
+from tuidiag.store.job_results import job_records, read_result
+from tuidiag.text.jobs import render
+
+JOBS = {"lr_find": {"steps": 30}, "overfit_batch": {"steps": 20}, "sharpness": {"samples": 3, "batches": 2}}
+
+
+def _train(run_dir: Path, job: str, blow_up: float, steps: int = 30, at: int = 20) -> dict[str, Any]:
+    """Train the healthy MLP with the recorder; at step ``at`` scale its last layer by ``blow_up`` and send ``job``."""
+    parts = jobs_factory.healthy()
+    model, optimizer, loss_fn, batches = parts["model"], parts["optimizer"], parts["loss_fn"], parts["batches"]
+    torch.manual_seed(1)
+    request_id = None
+    with tuidiag.Recorder(run_dir, flush_interval=30.0) as rec:
+        rec.watch(model, optimizer, loss_fn=loss_fn)
+        for step in range(steps):
+            if step == at:
+                with torch.no_grad():
+                    model[-1].weight.mul_(blow_up)
+                rec.flush()  # the first losses are on disk; the writer polls RUN/control at each flush
+                request_id = ctl.write_request(run_dir, job, JOBS[job])
+                rec.flush()
+            x, y = batches[step % len(batches)]
+            rec.batch(x, y)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            rec.step(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+    status = ctl.read_status(run_dir, request_id)
+    assert status["state"] == "done", status
+    return read_result(run_dir / status["result"])
+
+
+@pytest.mark.parametrize("blow_up", [1.0, 200.0])
+@pytest.mark.parametrize("job", list(JOBS))
+def test_a_job_on_blown_up_weights_says_the_model_had_diverged(tmp_path: Path, job: str, blow_up: float) -> None:
+    record = _train(tmp_path / "run", job, blow_up)
+    result = record["result"]
+    diverged = blow_up > 1
+    assert bool(result.get("diverged")) == diverged, result.get("diverged")
+    verdict = job_kinds.get(job).verdict_of(result)
+    text = render(job, result)
+    if diverged:
+        first = first_losses(tmp_path / "run")
+        assert first is not None and first.where == "steps 0-9"
+        assert f"over {first.where}" in result["diverged"] and "diverged" in text
+        assert "NOT INFORMATIVE" in job_kinds.get(job).verdicts[verdict].text or job == "lr_find"
+    if job == "lr_find":
+        assert result["reliable"] is not diverged
+        assert verdict == ("unreliable" if diverged else "suggested")
+        run = open_run(tmp_path / "run")
+        used = [line for f in diagnose(run, jobs=job_records(run)).findings for line in f.evidence if "LR finder" in line]
+        assert not diverged or all("not used" in line for line in used), used
+    elif job == "overfit_batch":
+        assert overfit_informative(result) is not diverged
+        assert not diverged or (result["advice"] is None and "loss function" not in text)
+    else:
+        assert verdict == ("diverged" if diverged else result["verdict"])
+
+
+@given(start=st.one_of(st.floats(0, 1e6), st.sampled_from([math.inf, -math.inf, math.nan])), median=st.floats(1e-6, 100))
+@example(start=DIVERGED_FACTOR * 2.0, median=2.0).via("on the line: not diverged")
+@example(start=DIVERGED_FACTOR * 2.0 * 1.001, median=2.0).via("just above it")
+def test_the_check_says_diverged_exactly_above_the_factor_or_when_not_finite(start: float, median: float) -> None:
+    note = diverged_note(start, FirstLosses(median, 0, 9))
+    assert (note is not None) == (not math.isfinite(start) or start > DIVERGED_FACTOR * median), (start, median)
+    if note is not None:
+        assert "steps 0-9" in note and "--offline" in note
+
+
+def test_without_first_losses_nothing_is_claimed() -> None:
+    assert diverged_note(1e9, None) is None
+    assert diverged_note(1e9, FirstLosses(0.0, 0, 9)) is None  # a run that started at zero loss: no ratio to judge by

@@ -1,0 +1,65 @@
+"""A run's first training losses, read from its oldest metrics shards only.
+
+A live job compares the loss of the model it measures with these: a model whose loss is many
+times its loss at the start has diverged, and what a job measures on it says little about the
+training's setup (:mod:`tuidiag.jobs.diverged_start`). Reading stops at the first shard that
+completes the count, so the cost does not grow with the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tuidiag.format import LOSS, METRICS_DIR
+from tuidiag.format import METRICS_SCHEMA  # type: ignore[attr-defined]  (built on first use)
+from tuidiag.store.decode import ShardError, metric_columns, read_shard
+from tuidiag.store.discovery import list_shards
+
+FIRST_COUNT = 10
+"""How many finite losses the start is judged on (their median)."""
+
+
+@dataclass(frozen=True)
+class FirstLosses:
+    """The median of a run's first finite training losses and the steps they span."""
+
+    median: float
+    first_step: int
+    last_step: int
+
+    @property
+    def where(self) -> str:
+        """``steps 0-9`` (``step 0`` for one)."""
+        return f"step {self.first_step}" if self.first_step == self.last_step else f"steps {self.first_step}-{self.last_step}"
+
+
+def first_losses(run_dir: Path, count: int = FIRST_COUNT) -> FirstLosses | None:
+    """The median of rank 0's first ``count`` finite ``train/loss`` values (fewer when the run has fewer), or
+    ``None`` without any (no shard yet, none readable, no loss logged)."""
+    steps: list[np.ndarray] = []
+    values: list[np.ndarray] = []
+    found = 0
+    for shard, path in list_shards(run_dir / METRICS_DIR):
+        if shard.rank != 0:
+            continue
+        try:
+            table = read_shard(path, METRICS_SCHEMA, ["step", "wall_time", "metric", "value"])
+            codes, names, shard_steps, shard_values, _ = metric_columns(table)
+        except (OSError, ShardError, ValueError):
+            continue
+        if LOSS not in names:
+            continue
+        keep = (codes == names.index(LOSS)) & np.isfinite(shard_values)
+        steps.append(shard_steps[keep])
+        values.append(shard_values[keep])
+        found += int(keep.sum())
+        if found >= count:
+            break
+    if not found:
+        return None
+    all_steps, all_values = np.concatenate(steps), np.concatenate(values)
+    order = np.argsort(all_steps, kind="stable")[:count]
+    return FirstLosses(float(np.median(all_values[order])), int(all_steps[order].min()), int(all_steps[order].max()))
