@@ -20,7 +20,7 @@ import torch
 from tuidiag.cli.main import main
 from tuidiag.jobs import JobHandle, JobCancelled, isolated
 from tuidiag.store import job_results as results
-from tuidiag.jobs.factory import Parts, as_parts, extra_sys_path, load_factory, search_plan
+from tuidiag.jobs.factory import FactoryError, Parts, as_parts, extra_sys_path, load_factory, search_plan
 from tuidiag.jobs.lr_find import LRFindConfig, lr_find
 from tuidiag.jobs.nan_hunt import find_capture, load_capture, nan_hunt
 from tuidiag.jobs.overfit import OverfitConfig, overfit_batch
@@ -254,3 +254,21 @@ def test_result_write_is_atomic_and_cleans_up(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(OSError):
         results.save_result(tmp_path, "sharpness", {"ratio": 0.1})
     assert sorted(p.name for p in (tmp_path / "jobs").iterdir()) == [path.name]
+
+
+@pytest.mark.parametrize("shape", ["dict", "object", "tuple", "list", "tuple+forward", "tuple of 3", "tuple of 6"])
+def test_a_factory_may_return_its_parts_as_a_dict_an_object_or_a_tuple_in_order(shape: str) -> None:
+    """The README's 'a function returning model, optimizer, loss_fn, batches' read as a tuple by a reviewer: it works, in
+    that order; a tuple of another length is refused naming both accepted forms."""
+    built = jobs_factory.healthy()
+    ordered = [built["model"], built["optimizer"], built["loss_fn"], built["batches"]]
+    forward = lambda model, x: model(x)  # noqa: E731
+    given = {"dict": built, "object": type("Built", (), dict(built))(), "tuple": tuple(ordered), "list": ordered,
+             "tuple+forward": (*ordered, forward), "tuple of 3": tuple(ordered[:3]), "tuple of 6": (*ordered, forward, None)}[shape]
+    if shape.startswith("tuple of"):
+        with pytest.raises(FactoryError, match=r"in that order, or a dict"):
+            as_parts(given)
+        return
+    parts = as_parts(given)
+    assert (parts.model, parts.optimizer, parts.loss_fn, parts.batches) == tuple(ordered)
+    assert parts.forward is (forward if shape == "tuple+forward" else None)

@@ -13,7 +13,7 @@ script (``run.json``'s ``command[0]``, stored as an absolute path), the director
 training ran in (``run.json``'s ``cwd``), the current directory or ``PYTHONPATH``, so a
 job started from any directory finds it; ``function`` (a dotted attribute path is
 allowed) is called with no arguments and returns a mapping or an object with these
-entries:
+entries, or a tuple of them in this order (``forward`` last, optional):
 
 =========== =================================================================
 ``model``     the ``torch.nn.Module`` (its initial weights, or load your latest

@@ -235,17 +235,27 @@ def load_factory(spec: str, paths: Sequence[Path] = ()) -> Parts:
     return parts
 
 
+ORDER = ("model", "optimizer", "loss_fn", "batches", "forward")
+"""The parts in the order a factory that returns a tuple gives them (``forward`` optional)."""
+
+
 def as_parts(built: Any, spec: str = "factory") -> Parts:
-    """Check what a factory returned (a mapping or an object) and wrap it as :class:`Parts`."""
+    """Check what a factory returned (a mapping, an object, or a tuple in :data:`ORDER`) and wrap it as :class:`Parts`."""
     if isinstance(built, Parts):
         return built
+    if isinstance(built, (tuple, list)):
+        if not 4 <= len(built) <= len(ORDER):
+            raise FactoryError(f"{spec} returned a {type(built).__name__} of {len(built)} items: return (model, optimizer, "
+                               "loss_fn, batches[, forward]) in that order, or a dict with those keys")
+        built = dict(zip(ORDER, built))
 
     def get(key: str) -> Any:
         return built.get(key) if isinstance(built, Mapping) else getattr(built, key, None)
 
     missing = [key for key in ("model", "optimizer", "loss_fn") if get(key) is None]
     if missing:
-        raise FactoryError(f"{spec} returned no {', '.join(missing)} (needs model, optimizer, loss_fn and batches)")
+        raise FactoryError(f"{spec} returned no {', '.join(missing)} (needs model, optimizer, loss_fn and batches: a dict or "
+                           "an object with those names, or a tuple in that order)")
     parts = Parts(get("model"), get("optimizer"), get("loss_fn"), get("batches"), get("forward"))
     check_parts(parts, spec)
     return parts
