@@ -99,6 +99,12 @@ def lr_decay(s: Series, n: int, e: Extra) -> None:
         _set(s, f"update_ratio/{name}", np.where(s[f"update_ratio/{name}"][0] < n // 5, 1e-3, 1e-12))
 
 
+def lr_cycles(s: Series, n: int, e: Extra) -> None:
+    """A cosine schedule whose period is an eighth of the run: to zero and back four times."""
+    t = s["train/loss"][0]
+    _set(s, "lr/group0", 1e-3 * (1 + np.cos(np.pi * t / max(n / 8, 1))) / 2)
+
+
 def explode(s: Series, n: int, e: Extra) -> None:
     growth = np.exp(30 * np.clip(_frac(s, "grad_norm/total") - 0.5, 0, None))
     for name in ("total", *LAYERS):
@@ -216,7 +222,7 @@ def healthy(s: Series, n: int, e: Extra) -> None:
 
 
 PLANTS: dict[str, Callable[[Series, int, Extra], None]] = {
-    f.__name__: f for f in (healthy, lr_high, lr_low, lr_decay, explode, explode_start, grad_jumps, vanish, dead_layer, dead_relu,
+    f.__name__: f for f in (healthy, lr_high, lr_low, lr_decay, lr_cycles, explode, explode_start, grad_jumps, vanish, dead_layer, dead_relu,
                             clipping, overfit, underfit, lr_conflict, broadcast_mse, not_zeroed, probabilities_to_ce, chance_loss,
                             sorted_by_class, frozen_val, saturation, bad_input, imbalance, eval_mode, slow_loader, low_gpu,
                             review, rejected)
@@ -236,15 +242,23 @@ class Case:
         return f"{self.plant}-{self.shape}-{self.n}"
 
 
+ADDED_PLANTS = ("lr_cycles",)
+"""Plants added after the matrix was laid out, left out of its cycle: one more plant there would move every other plant to
+other lengths and shapes. They run in :data:`ADDED_CASES`."""
+ADDED_CASES = (Case(1000, "falling", "lr_cycles"), Case(100, "noisy", "lr_cycles"), Case(20, "flat", "lr_cycles"))
+"""Cases at chosen lengths: the added plants."""
+
+
 def cases() -> list[Case]:
-    """The matrix: every length x every shape, two planted conditions each, cycling so each length sees them all in turn."""
-    plants = list(PLANTS)
+    """The matrix: every length x every shape, two planted conditions each, cycling so each length sees them all in turn,
+    and :data:`ADDED_CASES`."""
+    plants = [plant for plant in PLANTS if plant not in ADDED_PLANTS]
     out = []
     for i, n in enumerate(LENGTHS):
         for j, shape in enumerate(SHAPES):
             for k in range(2):
                 out.append(Case(n, shape, plants[(i * 14 + j * 2 + k) % len(plants)]))
-    return out
+    return out + list(ADDED_CASES)
 
 
 def write_case(root: Path, case: Case) -> Path:

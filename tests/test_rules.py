@@ -68,6 +68,16 @@ def lr_low(s: Series, m: dict) -> None:
         _set(s, f"update_ratio/{name}", 1e-6)
 
 
+def lr_cycles(s: Series, m: dict) -> None:
+    """CosineAnnealingLR(T_max=75) stepped per batch over 600 steps: the LR goes to zero and back every 150 steps."""
+    _set(s, "lr/group0", 1e-3 * (1 + np.cos(np.pi * _t() / 75)) / 2)
+
+
+def warm_restarts(s: Series, m: dict) -> None:
+    """The near miss: SGDR (CosineAnnealingWarmRestarts(T_0=150)): each cycle decays, then jumps back in one step."""
+    _set(s, "lr/group0", 1e-3 * (1 + np.cos(np.pi * (_t() % 150) / 150)) / 2)
+
+
 def lr_decayed(s: Series, m: dict) -> None:
     """LR decays 10% per step: progress stops at step ~100 and the weights freeze."""
     lr = 1e-2 * 0.9 ** _t()
@@ -207,6 +217,7 @@ CASES: dict[str, tuple[Plant, Plant]] = {
     "lr_too_high": (lr_high, lr_low),
     "lr_too_low": (lr_low, lr_decayed),
     "lr_decayed_too_early": (lr_decayed, lr_low),
+    "lr_schedule_cycles": (lr_cycles, warm_restarts),
     "exploding_gradients": (exploding, vanishing),
     "vanishing_gradients": (vanishing, exploding),
     "dead_layer": (dead_layer, dead_relu),

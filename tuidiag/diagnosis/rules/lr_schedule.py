@@ -1,4 +1,5 @@
-"""The rule about the LR schedule: the LR decayed too early, and progress stopped with it."""
+"""The rules about the LR schedule: the LR decayed too early, and progress stopped with it; the LR
+went near zero and back up, cycle after cycle (a schedule's period shorter than the run)."""
 
 from __future__ import annotations
 
@@ -122,4 +123,56 @@ def _collapse_evidence(view: RunView, t_low: int, peak: float) -> Evidence:
                     f"{int(l_steps[-1])}; now {fmt(now.value)}", Level(top), low, high, Level(now), refs=(0.05,))
 
 
-RULES = [lr_decayed_too_early]
+CYCLE_LOW = 0.05
+"""An LR below this share of its peak is at the bottom of a cycle (the line :func:`lr_decayed_too_early` draws too)."""
+CYCLE_HIGH = 0.5
+"""...and one back above this share of the peak has come back."""
+MIN_CYCLES = 2
+"""Returns needed: one could be a deliberate restart."""
+MIN_RISE_POINTS = 5
+"""A return spread over at least this many recorded LR values rises gradually, as a cosine past its period does; a
+restart on purpose (SGDR's warm restarts) jumps back in one step and is not counted."""
+
+
+def lr_schedule_cycles(view: RunView) -> Finding | None:
+    """The LR went below 5% of its peak and gradually back above half of it, at least twice: a schedule whose period
+    is shorter than the run, most often ``CosineAnnealingLR(T_max=epochs)`` stepped once per batch."""
+    l_steps, lr = view.series(LR_GROUP0)
+    keep = np.isfinite(lr)
+    l_steps, lr = l_steps[keep], lr[keep]
+    if len(lr) < 4 * MIN_RISE_POINTS or not lr.max() > 0:
+        return None
+    peak = float(lr.max())
+    low, high = lr < CYCLE_LOW * peak, lr > CYCLE_HIGH * peak
+    marked = np.flatnonzero(low | high)
+    back = np.flatnonzero(low[marked[:-1]] & high[marked[1:]])  # a low value whose next marked one is high: a return
+    i_low, i_back = marked[back], marked[back + 1]
+    gradual = (i_back - i_low) >= MIN_RISE_POINTS
+    i_low, i_back = i_low[gradual], i_back[gradual]
+    if len(i_back) < MIN_CYCLES:
+        return None
+    top = measure(LR_GROUP0, l_steps, lr, "max")
+    period = int(np.median(np.diff(l_steps[i_back]))) if len(i_back) > 1 else None
+    shown = min(3, len(i_back))
+    claims: list[object] = [Level(top)]
+    pairs = []
+    for a, b in zip(i_low[:shown], i_back[:shown]):
+        s_low, s_back = int(l_steps[a]), int(l_steps[b])
+        claims += [Occurrences((LR_GROUP0,), s_low, s_low, "below", (s_low,), 1, arg=CYCLE_LOW * peak),
+                   Occurrences((LR_GROUP0,), s_back, s_back, "above", (s_back,), 1, arg=CYCLE_HIGH * peak)]
+        pairs.append(f"step {s_low} -> {s_back}")
+    more = f" (and {len(i_back) - shown} more)" if len(i_back) > shown else ""
+    every = f", every {period:,} steps" if period else ""
+    evidence: list[str] = [
+        Evidence(f"the LR went below 5% of its peak {fmt(top.value)} ({top.where}) and gradually back above half of it "
+                 f"{len(i_back)} times{every}: {', '.join(pairs)}{more}", *claims,
+                 refs=(CYCLE_LOW, CYCLE_HIGH, len(i_back), len(i_back) - shown, *((period,) if period else ())))]
+    fix = fix_text("if the LR was meant to decay once over the run: a cosine schedule rises again after T_max steps, so "
+                   "set T_max to the number of scheduler.step() calls in the whole run (epochs x batches per epoch when "
+                   "it is stepped per batch), or step it once per epoch",
+                   "cycles on purpose (cyclical LR, warm restarts): nothing to fix")
+    return Finding("lr_schedule_cycles", "The LR schedule cycles (its period is shorter than the run)", 0.6, "warning",
+                   evidence, fix, int(l_steps[i_low[0]]))
+
+
+RULES = [lr_decayed_too_early, lr_schedule_cycles]
