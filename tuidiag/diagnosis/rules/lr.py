@@ -160,8 +160,8 @@ def _divergence_points(view: RunView) -> Part:
             since = f"from step {before.grew_from}"
             first = Occurrences((LOSS,), int(steps[0]), at, "nonfinite", (at,), 1), Level(at_step(LOSS, steps, values, int(hit[0])))
         after_run = f", after {' and '.join(ran)} ran away {since}" if ran else ""
-        normal_start = (f"; at the start the gradient norm was {fmt(start.value)} over {start.where}, not out of range"
-                        if start is not None else "")
+        start = start if start is not None and start.value < 100.0 else None  # said only when true: in range at the start
+        normal_start = f"; at the start the gradient norm was {fmt(start.value)} over {start.where}, not out of range" if start else ""
         claims = [*first] + ([Level(start, below=100.0)] if start is not None else [])
         onset = before.grew_from if before is not None and before.grew_from is not None else at
         return 1.0, Evidence(f"training diverged: the loss is non-finite from step {at}{after_run}{normal_start}: the steps "
