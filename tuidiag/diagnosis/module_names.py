@@ -58,11 +58,18 @@ def _before_by_params(model: dict[str, Any], name: str) -> str | None:
 
 def module_label(model: dict[str, Any], name: str, family: str) -> str:
     """``ReLU '3' (after Linear '2')``: the module ``name`` with its type (``family`` where the run does not say) and the
-    layer with weights before it; just the typed name where none is known."""
+    layer with weights before it; just the typed name where none is known.
+
+    The layer before is read from the order the modules were registered in, which is the order they run in only in a
+    ``Sequential`` (or a list of modules): a module named by its index there. A module named as an attribute of a
+    model's own ``forward``, or called more than once per pass (recorded as ``name#2``, ...), can run after any layer:
+    it gets no 'after' clause, and a repeated call says which it is."""
     leaves = _leaf_modules(model)
     types = dict(leaves)
-    own = name.split("#", 1)[0]  # a module called twice in one forward pass records 'name#2'
+    own, _, call = name.partition("#")  # a module called twice in one forward pass records 'name#2'
     kind = types.get(own, family)
+    if call or not own.rpartition(".")[2].isdigit():
+        return f"{kind} {quoted(name)}" + (f" (call {call} in each forward pass)" if call else "")
     owners = set(_weight_owners(model))
     order = [n for n, _ in leaves]
     if own in order:
