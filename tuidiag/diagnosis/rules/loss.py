@@ -126,7 +126,7 @@ def loss_spikes(view: RunView) -> Finding | None:
         if len(shown) < 5:
             shown.append(f"step {steps[i]} ({fmt(spike.value)}, {fmt(spike.value / around.value)}x the median of {around.where})")
     noise = measure(LOSS, steps, values, "typical_change")
-    evidence = [Evidence(f"{len(found)} isolated spike(s) that recovered: {', '.join(shown)}", *claims),
+    evidence = [Evidence(f"{len(found)} spike(s) that recovered: {', '.join(shown)}", *claims),
                 Evidence(f"typical step-to-step change {noise.value:.1%} over {noise.where}", Level(noise))]
     gaps = np.diff(steps[found])
     if len(gaps) >= 2 and np.ptp(gaps) <= 0.1 * np.median(gaps):
