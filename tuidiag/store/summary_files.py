@@ -100,7 +100,8 @@ def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT,
     result: dict[str, dict[int, Level]] = {}
     if not len(all_codes):
         return result
-    # rows are grouped by (metric, shift): a group is one level; slices of the columns, never copies
+    # rows are grouped by (metric, shift): a group is one level, copied out of the table (a view would keep every
+    # level of the file alive until the shards' levels are merged)
     same_key = (all_codes[1:] == all_codes[:-1]) & (shifts[1:] == shifts[:-1])
     bucket = columns["bucket"]
     if np.any(same_key & (bucket[1:] <= bucket[:-1])) or np.any(columns["count"] < 0) or np.any(columns["bad"] < 0):
@@ -115,7 +116,7 @@ def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT,
             finest[code] = min(shift, finest.get(code, shift))
         groups = [group for group in groups if group[1] == finest[group[0]]]
     for code, shift, a, b in groups:
-        level = Level(shift, *(columns[c][a:b] for c in _LEVEL_COLUMNS))
+        level = Level(shift, *(np.array(columns[c][a:b]) for c in _LEVEL_COLUMNS))
         result.setdefault(str(names[code]), {})[shift] = level
     return result
 
