@@ -219,3 +219,23 @@ def test_tiny_updates_are_an_lr_too_low_only_under_a_loss_that_did_not_climb(tmp
     codes = [f.code for f in diagnosis.findings]
     first, last = np.median(series["train/loss"][1][:60]), np.median(series["train/loss"][1][-60:])
     assert ("lr_too_low" in codes) == (last / first - 1 <= ROSE_NOT_LOW), (rise, codes)
+
+
+@pytest.mark.parametrize("growth", [1.0, 1.18, 1.9, 2.2, 20.0])
+def test_the_gradient_climb_is_evidence_of_missing_zero_grad_only_when_it_climbed(tmp_path: Path, growth: float) -> None:
+    """A run without zero_grad whose total gradient norm grew ``growth``x from start to end (the review's CNN: 1.18x, its
+    weights already blown up): the 'each step adds to the gradients' line is offered only for a climb of 2x or more."""
+    series, extra = healthy_series(600), {}
+    t = series["train/loss"][0]
+    grow = 1 + (growth - 1) * t / t[-1]
+    for name in [k for k in series if k.startswith("grad_norm/")]:
+        series[name] = (series[name][0], series[name][1] * grow[: len(series[name][1])])
+    every = np.arange(10, 600, 10)
+    series["grad/stale_norm"] = (every, 0.95 * series["grad_norm/total"][1][every])
+    run = write_run(tmp_path / "run", series, model=model_summary(), events=extra.get("events"))
+    diagnosis = diagnose(open_run(run))
+    check_diagnosis(run, diagnosis)
+    found = next(f for f in diagnosis.findings if f.code == "grad_not_zeroed")
+    climbs = any("each step adds to the gradients" in line for line in found.evidence)
+    first, last = np.median(series["grad_norm/total"][1][:60]), np.median(series["grad_norm/total"][1][-60:])
+    assert climbs == (last >= 2 * first), (growth, found.evidence)
