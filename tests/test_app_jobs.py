@@ -108,3 +108,27 @@ async def test_live_action_from_the_monitor_scales_the_lr(tmp_path) -> None:
             assert await wait_for(pilot, lambda: any(e.kind == "action" for e in open_run(run).events), timeout=120)
     event = next(e for e in open_run(run).events if e.kind == "action")
     assert f"LR x{factor:g}" in event.message
+
+
+async def test_a_job_that_fails_says_why_on_the_jobs_tab_after_its_notification(tmp_path, monkeypatch) -> None:
+    """A factory that returns no optimizer: the job process fails; the notification goes after a few seconds, the Jobs
+    tab keeps the reason at its top (a review only saw a toast vanish, and the tab still said 'No job results yet')."""
+    import json
+
+    run = _record(tmp_path, monkeypatch, "jobs_factory:healthy")
+    manifest = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**manifest, "factory": "jobs_factory:not_a_factory"}))  # edited since
+    app = TuidiagApp(run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        await pilot.press("l")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, JobConfirmScreen))
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: app.job is None and app.screen.job_failure is not None, timeout=120), (
+            [n.message for n in app._notifications])
+        await pilot.press("7")
+        text = drawn_text(app.screen.query_one("#jobs-text", Static))
+        assert text.startswith("Last job: the LR finder failed") and "returned no optimizer" in text, text
+        app.clear_notifications()  # the toast is gone; the tab still says it
+        await pilot.pause()
+        assert "returned no optimizer" in drawn_text(app.screen.query_one("#jobs-text", Static))

@@ -144,6 +144,9 @@ class MonitorJobs:
             self._job_timer.stop()
             self._job_timer = None
         self._show_job()
+        for screen in self.screen_stack:  # a failure stays on the run's Jobs tab; a job that finished clears it
+            if isinstance(screen, RunScreen) and screen.key == key:
+                screen.show_job_failure(message.text if message.severity == "error" else None)
         self.notify(message.text, severity=message.severity, timeout=12 if message.severity == "error" else 8,
                     markup=False)  # a job's message quotes commands: 'tuidiag[torch]' is not markup
         self.request_refresh({Path(key)} if key else None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.css.query import NoMatches
@@ -103,6 +104,8 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         """The steps the charts show (None: all); ``z`` then left/right narrows it, ``Z`` resets it."""
         self.zooming = False
         self.job: JobView | None = None
+        self.job_failure: str | None = None
+        """Why the last job started for this run failed (its notification's text); shown atop the Jobs tab."""
         """The progress of the job the monitor runs on this run (None: none)."""
         for kind in job_kinds.kinds():  # a job kind registered after this class was defined gets its key too
             if kind.key not in self._bindings.key_to_bindings:
@@ -183,10 +186,27 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         self.query_one("#layer-grid", LayerHeatmap).show(detail.layers, detail.summary.source)
         self.query_one("#diagnosis", DiagnosisPanel).show(detail.diagnosis, detail.at, detail.first_steps, detail.summary.status)
         self.query_one("#events", EventsPanel).show(detail.events)
-        if detail.jobs != getattr(self, "_jobs_shown", None):
-            self._jobs_shown = detail.jobs
-            self.query_one("#jobs-text", Static).update(jobs_text(detail.jobs))
+        self._show_jobs_text()
         self._cursor_bar()
+
+    def show_job_failure(self, text: str | None) -> None:
+        """Keep why the last job started from this view failed (``None``: it did not) at the top of the Jobs tab: the
+        notification that said so is gone after a few seconds."""
+        self.job_failure = text
+        if self.detail is not None:
+            self._show_jobs_text()
+
+    def _show_jobs_text(self) -> None:
+        """The Jobs tab: the last failure (if any), then every job's result; redrawn only when one of them changed."""
+        assert self.detail is not None
+        shown = (self.detail.jobs, self.job_failure)
+        if shown == getattr(self, "_jobs_shown", None):
+            return
+        self._jobs_shown = shown
+        results = jobs_text(self.detail.jobs)
+        failure = shown[1]
+        self.query_one("#jobs-text", Static).update(
+            Group(literal(f"Last job: {failure}", "bold red"), Text(""), results) if failure else results)
 
     def show_job(self, view: JobView | None) -> None:
         """Show the progress of this run's job (None: no job); kept for ``on_mount``."""
