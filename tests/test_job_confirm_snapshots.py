@@ -37,3 +37,22 @@ def test_live_nan_hunt_confirmation(snap_compare, monkeypatch, size: tuple[int, 
 
     app = TuidiagApp(Path("demo_runs/lr-too-high"), clock=fixed_clock)
     assert snap_compare(app, terminal_size=size, run_before=_confirm(app))
+
+
+@pytest.mark.parametrize("size", [(30, 10), (40, 12), (60, 14), (80, 24), (200, 50)])
+@pytest.mark.parametrize("live", [True, False], ids=["live", "factory"])
+async def test_the_keys_of_a_confirmation_are_on_screen_at_every_size(monkeypatch, size: tuple[int, int], live: bool) -> None:
+    """At 30x10 the answer keys were cut off the bottom (a review): the text now scrolls, the keys stay docked."""
+    monkeypatch.chdir(DEMO_RUNS.parent)
+    from pathlib import Path
+
+    app = TuidiagApp(Path("demo_runs/lr-too-high"), clock=fixed_clock)
+    async with app.run_test(size=size) as pilot:
+        assert await wait_for(pilot, lambda: getattr(app.screen, "detail", None) is not None, timeout=60)
+        where = live_where(MANIFEST, "nan_hunt", 401.0) if live else None
+        app.push_screen(JobConfirmScreen("nan_hunt", shown(live_command("nan_hunt", "demo_runs/lr-too-high")),
+                                         "train:build", "cpu", where))
+        assert await wait_for(pilot, lambda: isinstance(app.screen, JobConfirmScreen))
+        await pilot.pause()
+        drawn = "\n".join("".join(s.text for s in strip) for strip in app.screen._compositor.render_strips())
+        assert "[y] run it" in drawn and "[esc]" in drawn, drawn

@@ -20,8 +20,11 @@ class JobConfirmScreen(ModalScreen[bool]):
                 Binding("escape,n", "answer(False)", "Cancel", tooltip="back, nothing runs")]
     DEFAULT_CSS = """
     JobConfirmScreen { align: center middle; }
-    JobConfirmScreen > Vertical { width: 90; max-width: 100%; height: auto; border: thick $warning; background: $surface; padding: 0 1; }
+    JobConfirmScreen > Vertical { width: 90; max-width: 100%; height: auto; max-height: 100%; overflow-y: auto;
+                                  border: thick $warning; background: $surface; padding: 0 1; }
+    #confirm-keys { dock: bottom; }
     """
+    # the keys are docked: on a terminal too small for the whole text it scrolls, and the keys stay in sight
 
     def __init__(self, job: str, command: str, factory: str, where: str, live: str | None = None) -> None:
         super().__init__()
@@ -44,8 +47,9 @@ class JobConfirmScreen(ModalScreen[bool]):
             text.append_text(literal(self.where))
             text.append(" (CUDA when available), restoring model, optimizer and RNG afterwards.\n\nCommand:\n  ")
         text.append_text(literal(self.command, "cyan", 600))
-        text.append("\n\n[y] run it    [esc] cancel    (x cancels a running job)", style="dim")
+        text.append("\n")
         with Vertical():
+            yield Static(Text("[y] run it    [esc] cancel    (x cancels a running job)", style="dim"), id="confirm-keys")
             yield Static(text)
 
     def action_answer(self, answer: bool) -> None:
