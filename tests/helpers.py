@@ -47,6 +47,46 @@ def train(run_dir: Path, steps: int = 30, lr: float = 1e-2, poison_at: int | Non
     return model
 
 
+def recorded_step(rec: tuidiag.Recorder, model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[..., Any],
+                  x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """One step of a plain training loop through the recorder (batch, forward, backward, ``rec.step``, the optimizer's
+    step, ``zero_grad``); its loss."""
+    rec.batch(x, y)
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    rec.step(loss)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
+
+
+def train_sending(run_dir: Path, steps: int, request: tuple[str, dict[str, Any]] | None = None, at: int = 5,
+                  before: Callable[[nn.Module], None] | None = None) -> tuple[list[float], nn.Module, str | None]:
+    """Train the healthy MLP (BatchNorm, Dropout, Adam) for ``steps`` with a recorder that accepts job requests; at step
+    ``at``, call ``before(model)`` and send ``request`` (job, args) through the control channel. Returns the losses,
+    the model and the request's id."""
+    import jobs_factory
+
+    from tuidiag.store import control_channel as ctl
+
+    parts = jobs_factory.healthy()
+    model, optimizer, loss_fn, batches = parts["model"], parts["optimizer"], parts["loss_fn"], parts["batches"]
+    torch.manual_seed(1)
+    losses, request_id = [], None
+    with tuidiag.Recorder(run_dir, flush_interval=30.0) as rec:
+        rec.watch(model, optimizer, loss_fn=loss_fn)
+        for step in range(steps):
+            if request is not None and step == at:
+                if before is not None:
+                    before(model)
+                rec.flush()  # the rows so far are on disk (a job reads the run's first losses)
+                request_id = ctl.write_request(run_dir, *request)
+                rec.flush()  # the writer thread polls RUN/control at each flush
+            x, y = batches[step % len(batches)]
+            losses.append(recorded_step(rec, model, optimizer, loss_fn, x, y).item())
+    return losses, model, request_id
+
+
 def train_live(run_dir: Path, stop: Callable[[], bool], pause: float = 0.01) -> None:
     """Train the healthy MLP (BatchNorm, Dropout, Adam) with a recorder that accepts job requests, one step
     per ``pause`` seconds or so, until ``stop()``: the live run of the job tests, in a process or a thread."""
@@ -60,12 +100,7 @@ def train_live(run_dir: Path, stop: Callable[[], bool], pause: float = 0.01) -> 
         step = 0
         while not stop():
             x, y = batches[step % len(batches)]
-            rec.batch(x, y)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            rec.step(loss)
-            opt.step()
-            opt.zero_grad()
+            recorded_step(rec, model, opt, loss_fn, x, y)
             step += 1
             time.sleep(pause)
 

@@ -19,13 +19,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-import jobs_factory
 import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import tuidiag
+from helpers import train_sending
 from tuidiag import job_kinds
 from tuidiag.diagnosis import diagnose
 from tuidiag.job_kinds.configs import overfit_informative
@@ -41,26 +40,12 @@ JOBS = {"lr_find": {"steps": 30}, "overfit_batch": {"steps": 20}, "sharpness": {
 
 def _train(run_dir: Path, job: str, blow_up: float, steps: int = 30, at: int = 20) -> dict[str, Any]:
     """Train the healthy MLP with the recorder; at step ``at`` scale its last layer by ``blow_up`` and send ``job``."""
-    parts = jobs_factory.healthy()
-    model, optimizer, loss_fn, batches = parts["model"], parts["optimizer"], parts["loss_fn"], parts["batches"]
-    torch.manual_seed(1)
-    request_id = None
-    with tuidiag.Recorder(run_dir, flush_interval=30.0) as rec:
-        rec.watch(model, optimizer, loss_fn=loss_fn)
-        for step in range(steps):
-            if step == at:
-                with torch.no_grad():
-                    model[-1].weight.mul_(blow_up)
-                rec.flush()  # the first losses are on disk; the writer polls RUN/control at each flush
-                request_id = ctl.write_request(run_dir, job, JOBS[job])
-                rec.flush()
-            x, y = batches[step % len(batches)]
-            rec.batch(x, y)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            rec.step(loss)
-            optimizer.step()
-            optimizer.zero_grad()
+
+    def scale(model: torch.nn.Module) -> None:
+        with torch.no_grad():
+            model[-1].weight.mul_(blow_up)
+
+    _, _, request_id = train_sending(run_dir, steps, (job, JOBS[job]), at, scale)
     status = ctl.read_status(run_dir, request_id)
     assert status["state"] == "done", status
     return read_result(run_dir / status["result"])

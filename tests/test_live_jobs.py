@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import jobs_factory
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers import training_thread
+from helpers import train_sending, training_thread
 import torch
 from torch import nn
 
@@ -27,24 +26,7 @@ from tuidiag.store.job_results import list_results, read_result
 
 def _train(run_dir: Path, steps: int, request: tuple[str, dict[str, Any]] | None = None, at: int = 5) -> tuple[list[float], dict[str, torch.Tensor], str | None]:
     """Train the healthy MLP (BatchNorm, Dropout, Adam) for ``steps`` with the recorder; send ``request`` at step ``at``."""
-    parts = jobs_factory.healthy()
-    model, optimizer, loss_fn, batches = parts["model"], parts["optimizer"], parts["loss_fn"], parts["batches"]
-    torch.manual_seed(1)
-    losses, request_id = [], None
-    with tuidiag.Recorder(run_dir, flush_interval=30.0) as rec:
-        rec.watch(model, optimizer, loss_fn=loss_fn)
-        for step in range(steps):
-            if request is not None and step == at:
-                request_id = ctl.write_request(run_dir, *request)
-                rec.flush()  # the writer thread polls RUN/control at each flush
-            x, y = batches[step % len(batches)]
-            rec.batch(x, y)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            rec.step(loss)
-            optimizer.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
+    losses, model, request_id = train_sending(run_dir, steps, request, at)
     return losses, {k: v.clone() for k, v in model.state_dict().items()}, request_id
 
 

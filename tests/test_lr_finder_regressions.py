@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 import tuidiag
+from helpers import recorded_step
 from tuidiag.diagnosis import diagnose
 from tuidiag.store import open_run
 from tuidiag.viewmodel.actions import finder_suggestion, lr_conflict, propose
@@ -51,12 +52,7 @@ def test_healthy_adamw_mid_training_live_sweep_is_unreliable_and_not_acted_on(tm
             if step == steps - 3:
                 request_id = ctl.write_request(run, "lr_find", {})
                 rec.flush()
-            rec.batch(x, y)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            rec.step(loss)
-            optimizer.step()
-            optimizer.zero_grad()
+            recorded_step(rec, model, optimizer, loss_fn, x, y)
     status = ctl.read_status(run, request_id)
     assert status["state"] == "done", status
     saved = read_result(run / status["result"])

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 import tuidiag
+from helpers import recorded_step
 from tuidiag.cli.main import main
 from tuidiag.store import control_channel as ctl
 from tuidiag.store.job_results import list_results, read_result
@@ -155,12 +156,7 @@ def test_a_live_sharpness_names_the_step_it_measured(tmp_path: Path) -> None:
                 request_id = ctl.write_request(run, "sharpness", {"samples": 2, "batches": 2})
                 rec.flush()
             x, y = torch.randn(8, 4, generator=gen), torch.randint(0, 2, (8,), generator=gen)
-            rec.batch(x, y)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            rec.step(loss)
-            optimizer.step()
-            optimizer.zero_grad()
+            recorded_step(rec, model, optimizer, loss_fn, x, y)
     status = ctl.read_status(run, request_id)
     assert status["state"] == "done", status
     saved = read_result(run / status["result"])
