@@ -58,7 +58,7 @@ from tuidiag.diagnosis import diagnose  # noqa: E402
 from tuidiag.diagnosis.rules.nothing_trains import TITLE  # noqa: E402
 from tuidiag.diagnosis.rules.lr import ROSE_NOT_LOW  # noqa: E402
 from tuidiag.diagnosis.rules.overshoot import WEIGHT_BLOWUP  # noqa: E402
-from tuidiag.diagnosis.rules.silent_bugs import CHANCE_BAND, GENERALISES  # noqa: E402
+from tuidiag.diagnosis.rules.silent_bugs import CHANCE_BAND, GENERALISES, MOVING_RATIO  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -239,3 +239,26 @@ def test_the_gradient_climb_is_evidence_of_missing_zero_grad_only_when_it_climbe
     climbs = any("each step adds to the gradients" in line for line in found.evidence)
     first, last = np.median(series["grad_norm/total"][1][:60]), np.median(series["grad_norm/total"][1][-60:])
     assert climbs == (last >= 2 * first), (growth, found.evidence)
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(log_ratio=st.floats(-6.5, -2.0))
+@example(log_ratio=math.log10(6.29e-5)).via("Adam at 1e-5 on correct labels: 6.29e-05")
+@example(log_ratio=math.log10(2e-3)).via("the suite's misaligned labels: about 2e-3")
+def test_a_loss_at_chance_under_tiny_updates_is_the_lr_not_the_labels(tmp_path_factory: pytest.TempPathFactory,
+                                                                      log_ratio: float) -> None:
+    """Losses at chance (training and validation) with update/weight ratios of ``10**log_ratio``: misaligned labels only
+    at a healthy pace (:data:`MOVING_RATIO` or more); below it the small steps explain the loss and ``lr_too_low`` says so."""
+    ratio = 10.0**log_ratio
+    assume(abs(math.log10(ratio / MOVING_RATIO)) > 0.05)
+    series, extra = healthy_series(600), {}
+    chance_loss(series, 600, extra)
+    every25 = series["val/loss"][0]
+    for name in LAYERS:
+        series[f"update_ratio/{name}"] = (every25, np.full(len(every25), ratio))
+    run = write_run(tmp_path_factory.mktemp("pace") / "run", series, model=model_summary(), events=extra.get("events"))
+    diagnosis = diagnose(open_run(run))
+    check_diagnosis(run, diagnosis)
+    codes = [f.code for f in diagnosis.findings]
+    assert ("labels_misaligned" in codes) == (ratio >= MOVING_RATIO), (ratio, codes)
+    assert ratio >= MOVING_RATIO or codes[0] == "lr_too_low", (ratio, codes)
