@@ -31,19 +31,20 @@ from tuidiag.job_kinds.configs import overfit_informative
 from tuidiag.jobs.diverged_start import DIVERGED_FACTOR, diverged_note
 from tuidiag.store import control_channel as ctl
 from tuidiag.store import open_run
-from tuidiag.store.first_losses import FirstLosses, first_losses
+from tuidiag.store.run_start import FirstLosses, first_losses
 from tuidiag.store.job_results import job_records, read_result
 from tuidiag.text.jobs import render
 
 JOBS = {"lr_find": {"steps": 30}, "overfit_batch": {"steps": 20}, "sharpness": {"samples": 3, "batches": 2}}
 
 
-def _train(run_dir: Path, job: str, blow_up: float, steps: int = 30, at: int = 20) -> dict[str, Any]:
-    """Train the healthy MLP with the recorder; at step ``at`` scale its last layer by ``blow_up`` and send ``job``."""
+def _train(run_dir: Path, job: str, blow_up: float, steps: int = 30, at: int = 20, layer: int = -1) -> dict[str, Any]:
+    """Train the healthy MLP with the recorder; at step ``at`` scale its layer ``layer`` by ``blow_up`` and send ``job``
+    (the last layer: the loss soars; the first, under BatchNorm: the loss stays as it was, the weights do not)."""
 
     def scale(model: torch.nn.Module) -> None:
         with torch.no_grad():
-            model[-1].weight.mul_(blow_up)
+            model[layer].weight.mul_(blow_up)
 
     _, _, request_id = train_sending(run_dir, steps, (job, JOBS[job]), at, scale)
     status = ctl.read_status(run_dir, request_id)
@@ -91,3 +92,20 @@ def test_the_check_says_diverged_exactly_above_the_factor_or_when_not_finite(sta
 def test_without_first_losses_nothing_is_claimed() -> None:
     assert diverged_note(1e9, None) is None
     assert diverged_note(1e9, FirstLosses(0.0, 0, 9)) is None  # a run that started at zero loss: no ratio to judge by
+
+
+@pytest.mark.parametrize("job", list(JOBS))
+def test_weights_blown_up_under_a_normal_loss_are_diverged_too(tmp_path: Path, job: str) -> None:
+    """The first layer scaled 1e4 under the MLP's BatchNorm: the loss is as before, the weights are not (a review's SGD at
+    LR 10 left norms of 5e15 under a loss of 1.7, and the overfit test blamed the loss function)."""
+    result = _train(tmp_path / "run", job, 1e4, layer=0)["result"]
+    assert result.get("diverged") and "the norm of '0.weight'" in result["diverged"], result.get("diverged")
+    assert job_kinds.get(job).verdict_of(result) in ("unreliable", "diverged")
+
+
+def test_a_weight_is_blown_up_from_a_hundredfold_growth() -> None:
+    first = {"fc.weight": (0, 2.0), "fc.bias": (0, 0.0)}
+    assert diverged_note(1.0, None, {"fc.weight": 199.0, "fc.bias": 1e9}, first) is None  # a bias from 0: no ratio
+    assert "'fc.weight' was 201, 100x its 2 at step 0" in diverged_note(1.0, None, {"fc.weight": 201.0}, first)
+    assert "not finite" in diverged_note(1.0, None, {"fc.weight": math.inf}, first)
+    assert diverged_note(1.0, None, {"other": 1e9}, first) is None  # a weight the run never recorded

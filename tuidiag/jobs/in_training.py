@@ -21,7 +21,7 @@ from tuidiag.jobs.job_handle import JobError, JobHandle
 from tuidiag.jobs.kind_runners import MIN_LIVE_BATCHES  # noqa: F401  (re-exported: where tests and docs look for it)
 from tuidiag.jobs.run_kind import JobContext, run
 from tuidiag.jobs.tensors import first_lr
-from tuidiag.store.first_losses import first_losses
+from tuidiag.store.run_start import first_losses, first_weight_norms
 
 
 def run_request(request: dict[str, Any], parts: Parts, device: torch.device, control: JobHandle,
@@ -42,7 +42,8 @@ def run_request(request: dict[str, Any], parts: Parts, device: torch.device, con
     capture = request.get("capture")
     context = JobContext(live=True, run_dir=run_dir, run_lr=first_lr(parts.optimizer), step=request.get("step"),
                          capture=Path(capture) if capture else None, training=training,
-                         first_losses=first_losses(run_dir) if run_dir is not None else None)
+                         first_losses=first_losses(run_dir) if run_dir is not None else None,
+                         first_norms=first_weight_norms(run_dir) if run_dir is not None else None)
     return run(kind, parts, device, config, control, context)
 
 

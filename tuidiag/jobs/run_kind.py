@@ -17,7 +17,7 @@ import torch
 from tuidiag.job_kinds import JobError, JobKind, load
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.job_handle import JobHandle
-from tuidiag.store.first_losses import FirstLosses
+from tuidiag.store.run_start import FirstLosses
 
 
 @dataclass
@@ -40,6 +40,8 @@ class JobContext:
     first_losses: FirstLosses | None = None
     """The run's first training losses (live jobs): a job whose own starting loss is many times theirs measured a
     diverged model (:func:`tuidiag.jobs.diverged_start.diverged_note`)."""
+    first_norms: dict[str, tuple[int, float]] | None = None
+    """The first recorded norm of each weight and its step (live jobs): weights a hundred times those had blown up."""
 
 
 def run(kind: JobKind, parts: Parts, device: torch.device, config: Any, handle: JobHandle | None = None,

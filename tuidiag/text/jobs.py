@@ -117,7 +117,8 @@ def render_lr_find(result: dict[str, Any], color: bool = False) -> str:
     s = result["suggestions"]
     rule = clean(str(result.get("rule", "steepest")), 40)  # results saved before the rule was named used steepest
     lines = [lr_chart(result, color=color), ""]
-    lines.append(f"Suggested LR (rule {rule}): {_fmt(result.get('suggested_lr'))}")
+    unreliable = " - NOT RELIABLE, see the warning" if result.get("suggested_lr") is not None and not result.get("reliable", True) else ""
+    lines.append(f"Suggested LR (rule {rule}): {_fmt(result.get('suggested_lr'))}{unreliable}")
     if result.get("warning"):
         lines.append(f"  WARNING: {clean(result['warning'], 900)}")
     others = [f"{clean(str(name), 40)} {_fmt(lr)}" for name, lr in s.items() if name not in ("window", rule)]
@@ -267,9 +268,11 @@ def render_sharpness(result: dict[str, Any], color: bool = False) -> str:
     cfg = result["config"]
     if result.get("blocked"):
         return f"Sharpness: {result['verdict'].upper()}, {clean(result['summary'], 700)}{_weights_line(result)}"
-    diverged = f"\n  NOT INFORMATIVE: {clean(result['diverged'], 600)}" if result.get("diverged") else ""
-    return (f"Sharpness: {result['verdict'].upper()} (loss increase ratio {_fmt(result['ratio'])}, "
-            f"threshold {_fmt(cfg['threshold'])}){diverged}\n"
+    verdict = result["verdict"].upper()
+    if result.get("diverged"):  # what it measured comes second: the weights it measured had blown up
+        verdict = f"NOT INFORMATIVE, {clean(result['diverged'], 600)}\n  measured {verdict}"
+    return (f"Sharpness: {verdict} (loss increase ratio {_fmt(result['ratio'])}, "
+            f"threshold {_fmt(cfg['threshold'])})\n"
             f"  base loss {_fmt(result['base_loss'])}, perturbed mean {_fmt(result['mean_perturbed_loss'])}, "
             f"max {_fmt(result['max_perturbed_loss'])} over {cfg['samples']} samples at {_fmt(cfg['epsilon'])} x ||w|| "
             f"on {result['batches_used']} batches{_weights_line(result)}")

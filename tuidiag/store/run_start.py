@@ -1,9 +1,10 @@
-"""A run's first training losses, read from its oldest metrics shards only.
+"""How a run started: its first training losses and the first recorded norm of each weight, read from its oldest
+metrics shards only.
 
-A live job compares the loss of the model it measures with these: a model whose loss is many
-times its loss at the start has diverged, and what a job measures on it says little about the
-training's setup (:mod:`tuidiag.jobs.diverged_start`). Reading stops at the first shard that
-completes the count, so the cost does not grow with the run.
+A live job compares the model it measures with these: a loss many times the run's first, or weights whose norm grew a
+hundredfold since the start, mean the model had diverged, and what a job measures on it says little about the training's
+setup (:mod:`tuidiag.jobs.diverged_start`). Reading stops at the first shard that completes the count, so the cost does
+not grow with the run.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from tuidiag.format import LOSS, METRICS_DIR
+from tuidiag.format import LOSS, METRICS_DIR, WEIGHT_NORM_PREFIX
 from tuidiag.format import METRICS_SCHEMA  # type: ignore[attr-defined]  (built on first use)
 from tuidiag.store.decode import ShardError, metric_columns, read_shard
 from tuidiag.store.discovery import list_shards
 
+_COLUMNS = ["step", "wall_time", "metric", "value"]
 FIRST_COUNT = 10
 """How many finite losses the start is judged on (their median)."""
 
@@ -46,8 +48,7 @@ def first_losses(run_dir: Path, count: int = FIRST_COUNT) -> FirstLosses | None:
         if shard.rank != 0:
             continue
         try:
-            table = read_shard(path, METRICS_SCHEMA, ["step", "wall_time", "metric", "value"])
-            codes, names, shard_steps, shard_values, _ = metric_columns(table)
+            codes, names, shard_steps, shard_values, _ = metric_columns(read_shard(path, METRICS_SCHEMA, _COLUMNS))
         except (OSError, ShardError, ValueError):
             continue
         if LOSS not in names:
@@ -63,3 +64,26 @@ def first_losses(run_dir: Path, count: int = FIRST_COUNT) -> FirstLosses | None:
     all_steps, all_values = np.concatenate(steps), np.concatenate(values)
     order = np.argsort(all_steps, kind="stable")[:count]
     return FirstLosses(float(np.median(all_values[order])), int(all_steps[order].min()), int(all_steps[order].max()))
+
+
+def first_weight_norms(run_dir: Path) -> dict[str, tuple[int, float]]:
+    """Each weight's first recorded norm (``weight_norm/<name>`` on rank 0) and its step, from the oldest shard that has
+    any (empty when none was recorded or none is readable)."""
+    for shard, path in list_shards(run_dir / METRICS_DIR):
+        if shard.rank != 0:
+            continue
+        try:
+            codes, names, steps, values, _ = metric_columns(read_shard(path, METRICS_SCHEMA, _COLUMNS))
+        except (OSError, ShardError, ValueError):
+            continue
+        found: dict[str, tuple[int, float]] = {}
+        for code, name in enumerate(names):
+            if not name.startswith(WEIGHT_NORM_PREFIX):
+                continue
+            rows = np.flatnonzero((codes == code) & np.isfinite(values))
+            if len(rows):
+                first = rows[np.argmin(steps[rows])]
+                found[name[len(WEIGHT_NORM_PREFIX):]] = (int(steps[first]), float(values[first]))
+        if found:
+            return found
+    return {}
