@@ -193,3 +193,32 @@ def test_tiny_updates_name_a_low_lr_once_measured(tmp_path: Path, ratio: float, 
     run = write_run(tmp_path / "run", series)
     diagnosis = _checked(run, at=80)  # three ratio samples after the quiet steps, fewer than 100 steps
     assert ("lr_too_low" in [f.code for f in diagnosis.findings]) is named, [f.code for f in diagnosis.findings]
+
+
+def _schedule(kind: str, n: int) -> np.ndarray:
+    """The LR of ``kind`` over ``n`` steps, as torch's schedulers compute it stepped once per step (peak 1e-3)."""
+    t = np.arange(n, dtype=float)
+    cosine = lambda period: 1e-3 * (1 + np.cos(np.pi * t / period)) / 2  # noqa: E731  (CosineAnnealingLR past T_max)
+    warm = np.minimum(1.0, t / (n // 10))
+    return {"cosine-T/8": cosine(n / 8), "cosine-T/4": cosine(n / 4), "cosine-T/3": cosine(n / 3), "cosine-T/2": cosine(n / 2),
+            "warmup-cosine-T/3": warm * cosine(n / 3),
+            "cosine-T": cosine(n), "warmup-cosine-T": warm * 1e-3 * (1 + np.cos(np.pi * np.clip(t - n // 10, 0, None) / (n - n // 10))) / 2,
+            "sgdr": 1e-3 * (1 + np.cos(np.pi * (t % (n // 4)) / (n // 4))) / 2, "step": 1e-3 * 0.1 ** (t // (n // 3)),
+            "constant": np.full(n, 1e-3),
+            "one-cycle": np.where(t < n * 0.3, 4e-5 + (1e-3 - 4e-5) * t / (n * 0.3), 1e-3 * (1 + np.cos(np.pi * (t - n * 0.3) / (n * 0.7))) / 2 + 1e-9)}[kind]
+
+
+CYCLING = {"cosine-T/8", "cosine-T/4", "cosine-T/3", "cosine-T/2", "warmup-cosine-T/3"}
+
+
+@pytest.mark.parametrize("n", [200, 600, 3000])
+@pytest.mark.parametrize("kind", ["cosine-T/8", "cosine-T/4", "cosine-T/3", "cosine-T/2", "warmup-cosine-T/3", "cosine-T",
+                                  "warmup-cosine-T", "sgdr", "step", "constant", "one-cycle"])
+def test_a_schedule_is_said_to_cycle_exactly_when_it_rises_again_gradually(tmp_path: Path, kind: str, n: int) -> None:
+    """A cosine schedule whose period is shorter than the run (with or without warmup) cycles; one decay over the run, a
+    warmup's climb from zero, warm restarts (a jump back), steps down, a constant LR and one-cycle do not."""
+    series = healthy_series(n)
+    series["lr/group0"] = (np.arange(n), _schedule(kind, n))
+    run = write_run(tmp_path / "run", series)
+    diagnosis = _checked(run)
+    assert ("lr_schedule_cycles" in [f.code for f in diagnosis.findings]) == (kind in CYCLING), (kind, n)

@@ -56,7 +56,7 @@ _ALL = [
          moves=(LR_UP,), live=(LR_UP,), short="LR too low"),
     Code("lr_decayed_too_early", "progress stopped after the schedule drove LR near zero",
          "longer schedule, higher floor, check scheduler step unit", moves=(MIN_LR_UP,), short="LR decayed"),
-    Code("lr_schedule_cycles", "the LR went near zero and gradually back up, at least twice: a schedule period shorter than the run",
+    Code("lr_schedule_cycles", "the LR went near zero and gradually back up: a schedule period shorter than the run",
          "set the cosine schedule's T_max to the run's scheduler steps (or step it per epoch); ignore for cycles on purpose",
          origin="extension", moves=(), short="LR cycles"),
     Code("overfitting", "training loss keeps falling while validation loss rises", "regularization, more data, early stopping",

@@ -127,16 +127,16 @@ CYCLE_LOW = 0.05
 """An LR below this share of its peak is at the bottom of a cycle (the line :func:`lr_decayed_too_early` draws too)."""
 CYCLE_HIGH = 0.5
 """...and one back above this share of the peak has come back."""
-MIN_CYCLES = 2
-"""Returns needed: one could be a deliberate restart."""
+MIN_CYCLES = 1
+"""Gradual returns needed (a warmup, the LR's first rise, is not one: only a return after the LR was high counts)."""
 MIN_RISE_POINTS = 5
 """A return spread over at least this many recorded LR values rises gradually, as a cosine past its period does; a
 restart on purpose (SGDR's warm restarts) jumps back in one step and is not counted."""
 
 
 def lr_schedule_cycles(view: RunView) -> Finding | None:
-    """The LR went below 5% of its peak and gradually back above half of it, at least twice: a schedule whose period
-    is shorter than the run, most often ``CosineAnnealingLR(T_max=epochs)`` stepped once per batch."""
+    """After it had been high, the LR went below 5% of its peak and gradually back above half of it: a schedule whose
+    period is shorter than the run, most often ``CosineAnnealingLR(T_max=epochs)`` stepped once per batch."""
     l_steps, lr = view.series(LR_GROUP0)
     keep = np.isfinite(lr)
     l_steps, lr = l_steps[keep], lr[keep]
@@ -147,7 +147,8 @@ def lr_schedule_cycles(view: RunView) -> Finding | None:
     marked = np.flatnonzero(low | high)
     back = np.flatnonzero(low[marked[:-1]] & high[marked[1:]])  # a low value whose next marked one is high: a return
     i_low, i_back = marked[back], marked[back + 1]
-    gradual = (i_back - i_low) >= MIN_RISE_POINTS
+    was_high = np.maximum.accumulate(high)  # the LR had been high before: not the warmup's climb from zero
+    gradual = ((i_back - i_low) >= MIN_RISE_POINTS) & was_high[i_low]
     i_low, i_back = i_low[gradual], i_back[gradual]
     if len(i_back) < MIN_CYCLES:
         return None
@@ -165,7 +166,7 @@ def lr_schedule_cycles(view: RunView) -> Finding | None:
     every = f", every {period:,} steps" if period else ""
     evidence: list[str] = [
         Evidence(f"the LR went below 5% of its peak {fmt(top.value)} ({top.where}) and gradually back above half of it "
-                 f"{len(i_back)} times{every}: {', '.join(pairs)}{more}", *claims,
+                 f"{'once' if len(i_back) == 1 else f'{len(i_back)} times'}{every}: {', '.join(pairs)}{more}", *claims,
                  refs=(CYCLE_LOW, CYCLE_HIGH, len(i_back), len(i_back) - shown, *((period,) if period else ())))]
     fix = fix_text("if the LR was meant to decay once over the run: a cosine schedule rises again after T_max steps, so "
                    "set T_max to the number of scheduler.step() calls in the whole run (epochs x batches per epoch when "
