@@ -141,12 +141,23 @@ def test_bad_arguments_are_refused_before_the_factory_runs(tmp_path: Path, capsy
     assert not (run / "jobs").exists()
 
 
-def test_lr_find_stops_when_a_one_shot_iterator_runs_out() -> None:
+@pytest.mark.parametrize("given", [5, 12, 40, 50, 80])
+@pytest.mark.parametrize("one_shot", [True, False], ids=["generator", "list"])
+def test_lr_find_stops_when_a_one_shot_iterator_runs_out_and_says_so(given: int, one_shot: bool) -> None:
+    """A generator of ``given`` batches under a 50-step sweep stops when it runs out, and the warning says so first (a
+    review read 'the model may be stuck' under a sweep cut at 16 steps); a list is restarted and never runs out."""
     built = jobs_factory.plain_mlp()
-    built["batches"] = iter(built["batches"][:12])
+    batches = (built["batches"] * 4)[:given]
+    built["batches"] = (b for b in batches) if one_shot else batches
     result = lr_find(as_parts(built), CPU, LRFindConfig(steps=50))
-    assert result["stopped"] == "data exhausted" and result["steps_run"] == 12
+    cut = one_shot and given < 50
+    assert (result["stopped"] == "data exhausted") == cut  # else it ran to its end, or stopped when the loss diverged
+    assert result["steps_run"] == given if cut else result["steps_run"] <= 50
     assert all(math.isfinite(v) for v in result["smoothed"])
+    if cut:
+        assert result["reliable"] is False and result["warning"].startswith(f"the batches ran out after {given} of 50 steps")
+    else:
+        assert "ran out" not in str(result["warning"])
 
 
 def test_a_model_that_cannot_learn_gets_an_unreliable_suggestion() -> None:

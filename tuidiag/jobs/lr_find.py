@@ -166,6 +166,17 @@ MIN_POINTS = 8
 """A sweep with fewer usable points (after the skips, before divergence) is too short to judge."""
 
 
+def exhausted_warning(result: Sweep, cfg: LRFindConfig) -> str | None:
+    """Why the suggestion cannot be trusted, when the batches ran out before the sweep reached its last LR (None
+    otherwise): the curve stops at low LRs, and any 'descent' on it says nothing of the model."""
+    if result.stopped != "data exhausted" or len(result.lrs) >= cfg.steps:
+        return None
+    last = f", LR {result.lrs[-1]:.3g} of {cfg.end:g}" if result.lrs else ""
+    return (f"the batches ran out after {len(result.lrs)} of {cfg.steps} steps{last}: the sweep never reached the higher "
+            "LRs, so the suggestion is not reliable (a factory's one-shot iterator or generator is not restarted: return "
+            "a list or a DataLoader)")
+
+
 def length_warning(result: Sweep, window_range: list[int]) -> str | None:
     """Why the suggestion cannot be trusted, when too few points of the curve were usable (None otherwise)."""
     a, b = window_range
@@ -204,7 +215,8 @@ def assess(result: Sweep, cfg: LRFindConfig, optimizer_lr: float | None = None) 
         "comparison": compare_lr(optimizer_lr, suggested, "the optimizer's LR"),
     }
     window_range = suggestions["window"]
-    first = length_warning(result, window_range) or descent_warning(result, window_range) or noise_warning(result, window_range)
+    first = (exhausted_warning(result, cfg) or length_warning(result, window_range) or descent_warning(result, window_range)
+             or noise_warning(result, window_range))
     if first and checked.stable:
         first += f"; {checked.describe()}"
     for warning in (first, checked.warning()):
