@@ -239,8 +239,8 @@ def _rising_points(view: RunView) -> Part:
         change = Change(best, now, "up")
         up = np.flatnonzero(smooth[best_block + 1:] > 1.3 * best.value)
         onset = int(sampled[offset + (best_block + 1 + int(up[0])) * size]) if len(up) else now.first
-        return 0.6, Evidence(f"loss {change_words(change)} from a best of {fmt(best.value)} over {best.where} to "
-                             f"{fmt(now.value)} over {now.where}", change), (onset, onset)
+        return 0.6, Evidence(f"loss {change_words(change)} from its lowest level after the first steps, {fmt(best.value)} over "
+                             f"{best.where}, to {fmt(now.value)} over {now.where}", change), (onset, onset)
     return 0.0, None, None
 
 
