@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from textual.widgets import DataTable, Static
 
 import tuidiag
@@ -216,3 +217,13 @@ async def test_a_run_root_draws_its_run_view_first_and_its_overview_when_left(tm
         assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
         await pilot.press("escape")
         assert isinstance(app.screen, OverviewScreen) and len(app.screen_stack) == 2
+
+
+@pytest.mark.parametrize("as_text", [True, False], ids=["str", "Path"])
+async def test_the_app_opens_a_run_given_as_a_string_or_a_path(as_text: bool) -> None:
+    """A script that passes the run's path as a string (a review's did) gets the run view, not a TypeError."""
+    root = DEMO_RUNS / "lr-too-high"
+    app = TuidiagApp(str(root) if as_text else root, clock=fixed_clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        assert app.root == root

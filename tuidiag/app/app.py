@@ -165,9 +165,9 @@ class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
 
         view: CompareView
 
-    def __init__(self, root: Path, replay: bool = False, poll: bool = False, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, root: Path | str, replay: bool = False, poll: bool = False, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
-        self.root = root
+        root = self.root = Path(root)  # a string path too, as a script passes one
         self.replay = replay
         self.force_poll = poll
         self.root_is_run = kind_of(root) is not None  # the root is one run (of any kind): open it
