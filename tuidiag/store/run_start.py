@@ -9,6 +9,7 @@ not grow with the run.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,19 +39,26 @@ class FirstLosses:
         return f"step {self.first_step}" if self.first_step == self.last_step else f"steps {self.first_step}-{self.last_step}"
 
 
+def _oldest_first(run_dir: Path) -> Iterator[tuple[np.ndarray, list[str], np.ndarray, np.ndarray]]:
+    """Rank 0's readable metrics shards, oldest first, each as metric codes, the names they index, steps and values
+    (read one at a time: a caller that found what it wanted stops reading)."""
+    for shard, path in list_shards(run_dir / METRICS_DIR):
+        if shard.rank != 0:
+            continue
+        try:
+            codes, names, steps, values, _ = metric_columns(read_shard(path, METRICS_SCHEMA, _COLUMNS))
+        except (OSError, ShardError, ValueError):
+            continue
+        yield codes, names, steps, values
+
+
 def first_losses(run_dir: Path, count: int = FIRST_COUNT) -> FirstLosses | None:
     """The median of rank 0's first ``count`` finite ``train/loss`` values (fewer when the run has fewer), or
     ``None`` without any (no shard yet, none readable, no loss logged)."""
     steps: list[np.ndarray] = []
     values: list[np.ndarray] = []
     found = 0
-    for shard, path in list_shards(run_dir / METRICS_DIR):
-        if shard.rank != 0:
-            continue
-        try:
-            codes, names, shard_steps, shard_values, _ = metric_columns(read_shard(path, METRICS_SCHEMA, _COLUMNS))
-        except (OSError, ShardError, ValueError):
-            continue
+    for codes, names, shard_steps, shard_values in _oldest_first(run_dir):
         if LOSS not in names:
             continue
         keep = (codes == names.index(LOSS)) & np.isfinite(shard_values)
@@ -69,13 +77,7 @@ def first_losses(run_dir: Path, count: int = FIRST_COUNT) -> FirstLosses | None:
 def first_weight_norms(run_dir: Path) -> dict[str, tuple[int, float]]:
     """Each weight's first recorded norm (``weight_norm/<name>`` on rank 0) and its step, from the oldest shard that has
     any (empty when none was recorded or none is readable)."""
-    for shard, path in list_shards(run_dir / METRICS_DIR):
-        if shard.rank != 0:
-            continue
-        try:
-            codes, names, steps, values, _ = metric_columns(read_shard(path, METRICS_SCHEMA, _COLUMNS))
-        except (OSError, ShardError, ValueError):
-            continue
+    for codes, names, steps, values in _oldest_first(run_dir):
         found: dict[str, tuple[int, float]] = {}
         for code, name in enumerate(names):
             if not name.startswith(WEIGHT_NORM_PREFIX):
