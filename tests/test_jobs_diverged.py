@@ -31,7 +31,7 @@ from tuidiag.job_kinds.configs import overfit_informative
 from tuidiag.jobs.diverged_start import DIVERGED_FACTOR, diverged_note
 from tuidiag.store import control_channel as ctl
 from tuidiag.store import open_run
-from tuidiag.store.run_start import FirstLosses, first_losses
+from tuidiag.store.run_start import FirstLosses, RunStart, run_start
 from tuidiag.store.job_results import job_records, read_result
 from tuidiag.text.jobs import render
 
@@ -62,7 +62,7 @@ def test_a_job_on_blown_up_weights_says_the_model_had_diverged(tmp_path: Path, j
     verdict = job_kinds.get(job).verdict_of(result)
     text = render(job, result)
     if diverged:
-        first = first_losses(tmp_path / "run")
+        first = run_start(tmp_path / "run").losses
         assert first is not None and first.where == "steps 0-9"
         assert f"over {first.where}" in result["diverged"] and "diverged" in text
         assert "NOT INFORMATIVE" in job_kinds.get(job).verdicts[verdict].text or job == "lr_find"
@@ -83,7 +83,7 @@ def test_a_job_on_blown_up_weights_says_the_model_had_diverged(tmp_path: Path, j
 @example(start=DIVERGED_FACTOR * 2.0, median=2.0).via("on the line: not diverged")
 @example(start=DIVERGED_FACTOR * 2.0 * 1.001, median=2.0).via("just above it")
 def test_the_check_says_diverged_exactly_above_the_factor_or_when_not_finite(start: float, median: float) -> None:
-    note = diverged_note(start, FirstLosses(median, 0, 9))
+    note = diverged_note(start, RunStart(FirstLosses(median, 0, 9), {}))
     assert (note is not None) == (not math.isfinite(start) or start > DIVERGED_FACTOR * median), (start, median)
     if note is not None:
         assert "steps 0-9" in note and "--offline" in note
@@ -91,7 +91,7 @@ def test_the_check_says_diverged_exactly_above_the_factor_or_when_not_finite(sta
 
 def test_without_first_losses_nothing_is_claimed() -> None:
     assert diverged_note(1e9, None) is None
-    assert diverged_note(1e9, FirstLosses(0.0, 0, 9)) is None  # a run that started at zero loss: no ratio to judge by
+    assert diverged_note(1e9, RunStart(FirstLosses(0.0, 0, 9), {})) is None  # a run that started at zero loss: no ratio to judge by
 
 
 @pytest.mark.parametrize("job", list(JOBS))
@@ -105,7 +105,8 @@ def test_weights_blown_up_under_a_normal_loss_are_diverged_too(tmp_path: Path, j
 
 def test_a_weight_is_blown_up_from_a_hundredfold_growth() -> None:
     first = {"fc.weight": (0, 2.0), "fc.bias": (0, 0.0)}
-    assert diverged_note(1.0, None, {"fc.weight": 199.0, "fc.bias": 1e9}, first) is None  # a bias from 0: no ratio
-    assert "'fc.weight' was 201, 100x its 2 at step 0" in diverged_note(1.0, None, {"fc.weight": 201.0}, first)
-    assert "not finite" in diverged_note(1.0, None, {"fc.weight": math.inf}, first)
-    assert diverged_note(1.0, None, {"other": 1e9}, first) is None  # a weight the run never recorded
+    start = RunStart(None, first)
+    assert diverged_note(1.0, start, {"fc.weight": 199.0, "fc.bias": 1e9}) is None  # a bias from 0: no ratio
+    assert "'fc.weight' was 201, 100x its 2 at step 0" in diverged_note(1.0, start, {"fc.weight": 201.0})
+    assert "not finite" in diverged_note(1.0, start, {"fc.weight": math.inf})
+    assert diverged_note(1.0, start, {"other": 1e9}) is None  # a weight the run never recorded

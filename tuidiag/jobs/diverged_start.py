@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tuidiag.store.run_start import FirstLosses
+from tuidiag.store.run_start import FirstLosses, RunStart
 from tuidiag.text.numbers import fmt
 
 DIVERGED_FACTOR = 10.0
@@ -24,11 +24,13 @@ _ADVICE = ("; a job on weights that blew up says little about the model or the L
            "(the diagnosis), or run the job on fresh weights from the run's factory (--offline)")
 
 
-def diverged_note(start_loss: Any, first: FirstLosses | None, norms_now: dict[str, float] | None = None,
-                  first_norms: dict[str, tuple[int, float]] | None = None) -> str | None:
+def diverged_note(start_loss: Any, start: RunStart | None, norms_now: dict[str, float] | None = None) -> str | None:
     """Why a job that started at ``start_loss``, on weights of norms ``norms_now`` (by parameter name), measured a
-    diverged model, or ``None`` when it did not (or nothing of the run's start is known to compare with)."""
-    reasons = [reason for reason in (_loss_soared(start_loss, first), _blown_weight(norms_now or {}, first_norms or {}))
+    diverged model, judged against how the run started (``start``), or ``None`` when it did not (or nothing of the
+    run's start is known to compare with)."""
+    if start is None:
+        return None
+    reasons = [reason for reason in (_loss_soared(start_loss, start.losses), _blown_weight(norms_now or {}, start.norms))
                if reason]
     return f"the model had diverged when the job ran: {'; '.join(reasons)}{_ADVICE}" if reasons else None
 

@@ -21,7 +21,7 @@ from tuidiag.jobs.job_handle import JobError, JobHandle
 from tuidiag.jobs.kind_runners import MIN_LIVE_BATCHES  # noqa: F401  (re-exported: where tests and docs look for it)
 from tuidiag.jobs.run_kind import JobContext, run
 from tuidiag.jobs.tensors import first_lr
-from tuidiag.store.run_start import first_losses, first_weight_norms
+from tuidiag.store.run_start import run_start
 
 
 def run_request(request: dict[str, Any], parts: Parts, device: torch.device, control: JobHandle,
@@ -30,7 +30,7 @@ def run_request(request: dict[str, Any], parts: Parts, device: torch.device, con
 
     ``request`` carries ``job``, ``args`` (config fields), ``step`` (the step the job runs after) and,
     for a NaN hunt, ``capture`` (the captured step to replay); ``training`` is the model's mode then;
-    ``run_dir`` the run's directory (its first losses tell a job whether the model had diverged)."""
+    ``run_dir`` the run's directory (how the run started tells a job whether the model had diverged)."""
     kind = job_kinds.find(str(request.get("job")))
     if kind is None or not kind.live:
         raise JobError(f"{request.get('job')!r} cannot run from a request; one of {', '.join(job_kinds.live_names())}")
@@ -42,8 +42,7 @@ def run_request(request: dict[str, Any], parts: Parts, device: torch.device, con
     capture = request.get("capture")
     context = JobContext(live=True, run_dir=run_dir, run_lr=first_lr(parts.optimizer), step=request.get("step"),
                          capture=Path(capture) if capture else None, training=training,
-                         first_losses=first_losses(run_dir) if run_dir is not None else None,
-                         first_norms=first_weight_norms(run_dir) if run_dir is not None else None)
+                         start=run_start(run_dir) if run_dir is not None else None)
     return run(kind, parts, device, config, control, context)
 
 

@@ -21,11 +21,17 @@ MIN_LIVE_BATCHES = 8
 over a hundred steps are memorised, and one lucky batch moves the suggestion."""
 
 
-def weight_norms(parts: Parts) -> dict[str, float]:
-    """The norm of each of the model's parameters, by the name the recorder records it under (the job has restored
-    them: these are the training's weights)."""
-    with torch.no_grad():
-        return {name: float(param.detach().float().norm()) for name, param in parts.model.named_parameters()}
+def _diverged(start_loss: Any, parts: Parts, context: JobContext) -> str | None:
+    """Why the job, which started at ``start_loss`` on ``parts`` (their weights restored since: the training's), measured
+    a diverged model, against how the run started (:func:`tuidiag.jobs.diverged_start.diverged_note`); ``None`` when it
+    did not, or for a job from a factory (fresh weights, no run start in its context)."""
+    if context.start is None:
+        return None
+    norms = {}
+    if context.start.norms:
+        with torch.no_grad():
+            norms = {name: float(param.detach().float().norm()) for name, param in parts.model.named_parameters()}
+    return diverged_note(start_loss, context.start, norms)
 
 
 def lr_find(parts: Parts, device: torch.device, config: LRFindConfig, handle: JobHandle, context: JobContext) -> dict[str, Any]:
@@ -39,7 +45,7 @@ def lr_find(parts: Parts, device: torch.device, config: LRFindConfig, handle: Jo
                                 f"needed; the recorder keeps the last {FOR_JOBS} given to rec.batch() while they total at most "
                                 f"{MAX_BYTES >> 20} MiB)")
     losses = result.get("losses") or [None]
-    diverged = diverged_note(losses[0], context.first_losses, weight_norms(parts), context.first_norms)
+    diverged = _diverged(losses[0], parts, context)
     if diverged:
         result["diverged"] = diverged
         mark_unreliable(result, diverged, first=True)  # the state of the weights outweighs the batch noise
@@ -71,7 +77,7 @@ def overfit_batch(parts: Parts, device: torch.device, config: OverfitConfig, han
     from tuidiag.jobs.overfit import overfit_batch as overfit
 
     result = overfit(parts, device, config, handle)
-    diverged = diverged_note(result.get("initial_loss"), context.first_losses, weight_norms(parts), context.first_norms)
+    diverged = _diverged(result.get("initial_loss"), parts, context)
     if diverged and not result.get("blocked"):
         # a diverged model that fails to fit says nothing about the loss function or the data; one that passes, little
         result.update(diverged=diverged, informative=False, uninformative_reason=diverged, advice=None)
@@ -84,7 +90,7 @@ def sharpness(parts: Parts, device: torch.device, config: SharpnessConfig, handl
     from tuidiag.jobs.sharpness import sharpness as measure
 
     result = measure(parts, device, config, handle)
-    diverged = diverged_note(result.get("base_loss"), context.first_losses, weight_norms(parts), context.first_norms)
+    diverged = _diverged(result.get("base_loss"), parts, context)
     if diverged:
         result["diverged"] = diverged
     return result

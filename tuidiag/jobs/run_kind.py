@@ -17,7 +17,7 @@ import torch
 from tuidiag.job_kinds import JobError, JobKind, load
 from tuidiag.jobs.factory import Parts
 from tuidiag.jobs.job_handle import JobHandle
-from tuidiag.store.run_start import FirstLosses
+from tuidiag.store.run_start import RunStart
 
 
 @dataclass
@@ -37,11 +37,9 @@ class JobContext:
     """The capture already loaded (the CLI loads it before any user code runs)."""
     training: bool = True
     """Whether the model was in training mode at the captured step."""
-    first_losses: FirstLosses | None = None
-    """The run's first training losses (live jobs): a job whose own starting loss is many times theirs measured a
-    diverged model (:func:`tuidiag.jobs.diverged_start.diverged_note`)."""
-    first_norms: dict[str, tuple[int, float]] | None = None
-    """The first recorded norm of each weight and its step (live jobs): weights a hundred times those had blown up."""
+    start: RunStart | None = None
+    """How the run started, its first losses and weight norms (live jobs): a job whose starting loss is many times those,
+    or whose weights are a hundred times theirs, measured a diverged model (:mod:`tuidiag.jobs.diverged_start`)."""
 
 
 def run(kind: JobKind, parts: Parts, device: torch.device, config: Any, handle: JobHandle | None = None,

@@ -9,7 +9,6 @@ not grow with the run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,53 +38,54 @@ class FirstLosses:
         return f"step {self.first_step}" if self.first_step == self.last_step else f"steps {self.first_step}-{self.last_step}"
 
 
-def _oldest_first(run_dir: Path) -> Iterator[tuple[np.ndarray, list[str], np.ndarray, np.ndarray]]:
-    """Rank 0's readable metrics shards, oldest first, each as metric codes, the names they index, steps and values
-    (read one at a time: a caller that found what it wanted stops reading)."""
-    for shard, path in list_shards(run_dir / METRICS_DIR):
-        if shard.rank != 0:
-            continue
-        try:
-            codes, names, steps, values, _ = metric_columns(read_shard(path, METRICS_SCHEMA, _COLUMNS))
-        except (OSError, ShardError, ValueError):
-            continue
-        yield codes, names, steps, values
+@dataclass(frozen=True)
+class RunStart:
+    """How a run started: its first losses (``None`` without any) and each weight's first recorded norm and its step."""
+
+    losses: FirstLosses | None
+    norms: dict[str, tuple[int, float]]
 
 
-def first_losses(run_dir: Path, count: int = FIRST_COUNT) -> FirstLosses | None:
-    """The median of rank 0's first ``count`` finite ``train/loss`` values (fewer when the run has fewer), or
-    ``None`` without any (no shard yet, none readable, no loss logged)."""
+def run_start(run_dir: Path, count: int = FIRST_COUNT) -> RunStart:
+    """The median of rank 0's first ``count`` finite ``train/loss`` values (fewer when the run has fewer) and each
+    weight's first recorded norm (``weight_norm/<name>``, from the oldest shard that has any). Rank 0's readable shards
+    are read oldest first, each once, until both are found."""
     steps: list[np.ndarray] = []
     values: list[np.ndarray] = []
     found = 0
-    for codes, names, shard_steps, shard_values in _oldest_first(run_dir):
-        if LOSS not in names:
-            continue
-        keep = (codes == names.index(LOSS)) & np.isfinite(shard_values)
-        steps.append(shard_steps[keep])
-        values.append(shard_values[keep])
-        found += int(keep.sum())
-        if found >= count:
+    norms: dict[str, tuple[int, float]] = {}
+    for shard, path in list_shards(run_dir / METRICS_DIR):
+        if found >= count and norms:
             break
+        if shard.rank != 0:
+            continue
+        try:
+            codes, names, shard_steps, shard_values, _ = metric_columns(read_shard(path, METRICS_SCHEMA, _COLUMNS))
+        except (OSError, ShardError, ValueError):
+            continue
+        if found < count and LOSS in names:
+            keep = (codes == names.index(LOSS)) & np.isfinite(shard_values)
+            steps.append(shard_steps[keep])
+            values.append(shard_values[keep])
+            found += int(keep.sum())
+        if not norms:
+            norms = _first_norms(codes, names, shard_steps, shard_values)
     if not found:
-        return None
+        return RunStart(None, norms)
     all_steps, all_values = np.concatenate(steps), np.concatenate(values)
     order = np.argsort(all_steps, kind="stable")[:count]
-    return FirstLosses(float(np.median(all_values[order])), int(all_steps[order].min()), int(all_steps[order].max()))
+    losses = FirstLosses(float(np.median(all_values[order])), int(all_steps[order].min()), int(all_steps[order].max()))
+    return RunStart(losses, norms)
 
 
-def first_weight_norms(run_dir: Path) -> dict[str, tuple[int, float]]:
-    """Each weight's first recorded norm (``weight_norm/<name>`` on rank 0) and its step, from the oldest shard that has
-    any (empty when none was recorded or none is readable)."""
-    for codes, names, steps, values in _oldest_first(run_dir):
-        found: dict[str, tuple[int, float]] = {}
-        for code, name in enumerate(names):
-            if not name.startswith(WEIGHT_NORM_PREFIX):
-                continue
-            rows = np.flatnonzero((codes == code) & np.isfinite(values))
-            if len(rows):
-                first = rows[np.argmin(steps[rows])]
-                found[name[len(WEIGHT_NORM_PREFIX):]] = (int(steps[first]), float(values[first]))
-        if found:
-            return found
-    return {}
+def _first_norms(codes: np.ndarray, names: list[str], steps: np.ndarray, values: np.ndarray) -> dict[str, tuple[int, float]]:
+    """Each ``weight_norm/<name>`` metric's first finite value in one shard's columns, and its step, by parameter name."""
+    found: dict[str, tuple[int, float]] = {}
+    for code, name in enumerate(names):
+        if not name.startswith(WEIGHT_NORM_PREFIX):
+            continue
+        rows = np.flatnonzero((codes == code) & np.isfinite(values))
+        if len(rows):
+            first = rows[np.argmin(steps[rows])]
+            found[name[len(WEIGHT_NORM_PREFIX):]] = (int(steps[first]), float(values[first]))
+    return found
