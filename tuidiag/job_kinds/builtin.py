@@ -12,6 +12,10 @@ RUNNERS = "tuidiag.jobs.kind_runners"
 RENDERERS = "tuidiag.text.jobs"
 
 
+DIVERGED = Verdict("NOT INFORMATIVE: the model had diverged when it ran (see its note)", negative=True)
+"""The verdict of a live job that measured weights that had blown up (:mod:`tuidiag.jobs.diverged_start`)."""
+
+
 def _lr_verdict(result: dict[str, Any]) -> str:
     if result.get("suggested_lr") is None:
         return "no_suggestion"
@@ -63,7 +67,7 @@ OVERFIT_BATCH = JobKind(
     verdict_of=lambda r: ("diverged" if r.get("diverged") else "uninformative" if not overfit_informative(r)
                           else "pass" if r.get("passed") else "fail"),
     verdicts={"pass": Verdict("PASS: it memorised one batch"),
-              "diverged": Verdict("NOT INFORMATIVE: the model had diverged when it ran (see its note)", negative=True),
+              "diverged": DIVERGED,
               "uninformative": Verdict("NOT INFORMATIVE: the loss started at or near the target, so passing says nothing"),
               "fail": Verdict("FAIL: it could not memorise one batch", negative=True)},
     options=(Option("--steps", "steps", "most training steps on the batch"),
@@ -81,7 +85,7 @@ SHARPNESS = JobKind(
     runner=f"{RUNNERS}:sharpness", renderer=f"{RENDERERS}:render_sharpness",
     verdict_of=lambda r: "diverged" if r.get("diverged") else str(r.get("verdict")),
     verdicts={"flat": Verdict("FLAT: the loss barely rises under perturbation"),
-              "diverged": Verdict("NOT INFORMATIVE: the model had diverged when it ran (see its note)", negative=True),
+              "diverged": DIVERGED,
               "sharp": Verdict("SHARP: the loss rises under small perturbations"),
               "untrainable": Verdict("not measured: the model cannot train", negative=True)},
     options=(Option("--epsilon", "epsilon", "perturbation norm relative to each weight's norm"),

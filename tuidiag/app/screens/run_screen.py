@@ -104,9 +104,9 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         """The steps the charts show (None: all); ``z`` then left/right narrows it, ``Z`` resets it."""
         self.zooming = False
         self.job: JobView | None = None
+        """The progress of the job the monitor runs on this run (None: none)."""
         self.job_failure: str | None = None
         """Why the last job started for this run failed (its notification's text); shown atop the Jobs tab."""
-        """The progress of the job the monitor runs on this run (None: none)."""
         for kind in job_kinds.kinds():  # a job kind registered after this class was defined gets its key too
             if kind.key not in self._bindings.key_to_bindings:
                 self._bindings.bind(kind.key, f"job('{kind.name}')", kind.label, show=kind.shown)
