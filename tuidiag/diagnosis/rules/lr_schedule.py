@@ -11,7 +11,7 @@ from tuidiag.diagnosis.evidence import (
 from tuidiag.diagnosis.finding import Finding
 from tuidiag.diagnosis.moves import MIN_LR_UP, fix_text
 from tuidiag.diagnosis.rules.lr import loss_words
-from tuidiag.diagnosis.rules.measures import drop_of, first_vs_last, lr_collapse_step, steps_between
+from tuidiag.diagnosis.rules.measures import LR_COLLAPSE, drop_of, first_vs_last, lr_collapse_step, steps_between
 from tuidiag.diagnosis.view import RunView
 from tuidiag.format import LOSS, LR_GROUP0, UPDATE_RATIO_PREFIX
 from tuidiag.text.numbers import fmt
@@ -123,10 +123,9 @@ def _collapse_evidence(view: RunView, t_low: int, peak: float) -> Evidence:
                     f"{int(l_steps[-1])}; now {fmt(now.value)}", Level(top), low, high, Level(now), refs=(0.05,))
 
 
-CYCLE_LOW = 0.05
-"""An LR below this share of its peak is at the bottom of a cycle (the line :func:`lr_decayed_too_early` draws too)."""
 CYCLE_HIGH = 0.5
-"""...and one back above this share of the peak has come back."""
+"""An LR that was below :data:`~tuidiag.diagnosis.rules.measures.LR_COLLAPSE` of its peak (the bottom of a cycle, the
+line :func:`lr_decayed_too_early` draws too) and is back above this share of it has come back."""
 MIN_CYCLES = 1
 """Gradual returns needed (a warmup, the LR's first rise, is not one: only a return after the LR was high counts)."""
 MIN_RISE_POINTS = 5
@@ -143,7 +142,7 @@ def lr_schedule_cycles(view: RunView) -> Finding | None:
     if len(lr) < 4 * MIN_RISE_POINTS or not lr.max() > 0:
         return None
     peak = float(lr.max())
-    low, high = lr < CYCLE_LOW * peak, lr > CYCLE_HIGH * peak
+    low, high = lr < LR_COLLAPSE * peak, lr > CYCLE_HIGH * peak
     marked = np.flatnonzero(low | high)
     back = np.flatnonzero(low[marked[:-1]] & high[marked[1:]])  # a low value whose next marked one is high: a return
     i_low, i_back = marked[back], marked[back + 1]
@@ -159,7 +158,7 @@ def lr_schedule_cycles(view: RunView) -> Finding | None:
     pairs = []
     for a, b in zip(i_low[:shown], i_back[:shown]):
         s_low, s_back = int(l_steps[a]), int(l_steps[b])
-        claims += [Occurrences((LR_GROUP0,), s_low, s_low, "below", (s_low,), 1, arg=CYCLE_LOW * peak),
+        claims += [Occurrences((LR_GROUP0,), s_low, s_low, "below", (s_low,), 1, arg=LR_COLLAPSE * peak),
                    Occurrences((LR_GROUP0,), s_back, s_back, "above", (s_back,), 1, arg=CYCLE_HIGH * peak)]
         pairs.append(f"step {s_low} -> {s_back}")
     more = f" (and {len(i_back) - shown} more)" if len(i_back) > shown else ""
@@ -167,7 +166,7 @@ def lr_schedule_cycles(view: RunView) -> Finding | None:
     evidence: list[str] = [
         Evidence(f"the LR went below 5% of its peak {fmt(top.value)} ({top.where}) and gradually back above half of it "
                  f"{'once' if len(i_back) == 1 else f'{len(i_back)} times'}{every}: {', '.join(pairs)}{more}", *claims,
-                 refs=(CYCLE_LOW, CYCLE_HIGH, len(i_back), len(i_back) - shown, *((period,) if period else ())))]
+                 refs=(LR_COLLAPSE, CYCLE_HIGH, len(i_back), len(i_back) - shown, *((period,) if period else ())))]
     fix = fix_text("if the LR was meant to decay once over the run: a cosine schedule rises again after T_max steps, so "
                    "set T_max to the number of scheduler.step() calls in the whole run (epochs x batches per epoch when "
                    "it is stepped per batch), or step it once per epoch",
