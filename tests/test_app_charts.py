@@ -53,8 +53,10 @@ async def test_chart_keys_smooth_switch_the_axis_and_move_a_cursor_true_to_the_d
         assert "EMA 0.6" in _rows(app)[0]
 
         await pilot.press("t")
-        assert _rows(app)[-2].split()[0] == "time" and _chart(app, "grad").time_axis  # every chart, shown or not
-        await pilot.press("t")
+        assert _rows(app)[-2].split()[0] == "time"
+        await pilot.press("2")  # a chart first shown after the key has its setting too
+        assert _chart(app, "grad").time_axis and _rows(app, "grad")[-2].split()[0] == "time"
+        await pilot.press("1", "t")
         assert _rows(app)[-2].split()[0] == "step"
 
         first, last = screen.detail.steps

@@ -199,6 +199,7 @@ async def test_a_widget_that_cannot_draw_shows_the_error_and_the_app_stays_up() 
         assert FAILED in str(grid.render()) and "IndexError" in str(grid.render())
         screen.query_one(DiagnosisPanel).show(None)
         assert FAILED in str(screen.query_one("#diagnosis-text", Static).render())
+        await pilot.press("6")
         events = screen.query_one(EventsPanel)
         events.show(("[b]not an event[/b]",))
         assert events.row_count == 1 and FAILED in events.get_row_at(0)[2].plain

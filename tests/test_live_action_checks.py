@@ -304,6 +304,7 @@ async def test_the_monitor_marks_and_lists_a_failed_action(tmp_path: Path) -> No
         await pilot.press("3")
         await pilot.pause(0.2)
         assert "failed action at red x" in str(app.screen.query_one("#chart-lr", MetricChart).render())
+        await pilot.press("6")
         panel = app.screen.query_one("#events", EventsPanel)
         row = next(panel.get_row_at(i) for i in range(panel.row_count) if str(panel.get_row_at(i)[1]) == EVENT_ACTION)
         assert "FAILED: undone by your LR scheduler: pass scheduler= to rec.watch" in str(row[2])

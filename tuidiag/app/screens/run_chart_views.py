@@ -40,6 +40,8 @@ class RunChartViews:
     time_axis: bool
     cursor: int | None
     dist: str | None
+    filled: set[str]
+    """The tabs whose panes are composed (``RunScreen._fill``): only their charts are drawn."""
     _update: Callable[..., None]
     """Sets a ``Static``'s text when it changed (``RunScreen._update``)."""
     _toasts: dict[str, float]
@@ -54,19 +56,25 @@ class RunChartViews:
         self.notify(message)
 
     def _show_charts(self, detail: RunDetail) -> None:
+        """Every composed chart drawn from ``detail``, with the current settings."""
+        for tab in CHART_TABS:
+            if tab.id in self.filled:
+                self._show_chart(tab.id, detail)
+        self._chart_views()
+
+    def _show_chart(self, tab_id: str, detail: RunDetail) -> None:
+        """The chart of tab ``tab_id`` (composed) drawn from ``detail`` in the current rank mode."""
         modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
         mode = modes[self.rank_mode % len(modes)]
-        for tab in CHART_TABS:
-            chart = chart_for_mode(detail.charts[tab.id], detail.ranks, tab.id, mode)
-            if tab.id == DIST_CHART and len(detail.dists) > 1:
-                chart = replace(chart, title=f"{chart.title}  {NEXT_DIST_KEY}/{PREVIOUS_DIST_KEY}: next/previous")
-            self.query_one(f"#chart-{tab.id}", MetricChart).show(chart, self._marker())
-        note = self.query_one("#dist-note", Static)
-        note.display = not detail.dists
-        self.query_one(f"#chart-{DIST_CHART}", MetricChart).display = bool(detail.dists)
-        if not detail.dists:
-            self._update("#dist-note", Text(no_distributions(detail.summary.source)))  # set once, not at every refresh
-        self._chart_views()
+        chart = chart_for_mode(detail.charts[tab_id], detail.ranks, tab_id, mode)
+        if tab_id == DIST_CHART and len(detail.dists) > 1:
+            chart = replace(chart, title=f"{chart.title}  {NEXT_DIST_KEY}/{PREVIOUS_DIST_KEY}: next/previous")
+        self.query_one(f"#chart-{tab_id}", MetricChart).show(chart, self._marker())
+        if tab_id == DIST_CHART:
+            self.query_one("#dist-note", Static).display = not detail.dists
+            self.query_one(f"#chart-{DIST_CHART}", MetricChart).display = bool(detail.dists)
+            if not detail.dists:
+                self._update("#dist-note", Text(no_distributions(detail.summary.source)))  # set once, not at every refresh
 
     def action_distribution(self, direction: int) -> None:
         """Show the next (``direction`` 1) or previous (-1) distribution of the run in the distribution tab."""
@@ -80,8 +88,10 @@ class RunChartViews:
         self.post_message(self.DistributionChanged(self.key, self.dist))
 
     def _chart_views(self) -> None:
-        """Every chart with the current smoothing, x axis and cursor."""
+        """Every composed chart with the current smoothing, x axis and cursor."""
         for tab in CHART_TABS:
+            if tab.id not in self.filled:
+                continue
             self.query_one(f"#chart-{tab.id}", MetricChart).view(
                 smoothing=self.smoothing if tab.id in SMOOTHED_TABS else 0.0, time_axis=self.time_axis, cursor=self.cursor)
 

@@ -16,6 +16,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer
 from textual.message import Message
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
 from tuidiag import job_kinds
@@ -38,6 +39,8 @@ from tuidiag.viewmodel.header_fit import ELLIPSIS, elide, fit_figures, title_nam
 from tuidiag.monitor_keys import CANCEL_KEY, RUN_VIEW_KEYS
 
 NARROW = 110
+FIRST_TAB = RUN_TABS[0].id
+"""The tab the view opens on; the other tabs' panes are composed when first shown (:meth:`RunScreen._fill`)."""
 _TABS_AFTER = next(i for i, key in enumerate(RUN_VIEW_KEYS) if key.action == "toggle_log") + 1
 _JOBS_AFTER = next(i for i, key in enumerate(RUN_VIEW_KEYS) if key.action == "goto('end')") + 1
 """Help lists the tab keys after back, diagnosis and log y, and the job keys after the replay keys."""
@@ -122,38 +125,57 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         """When each message of :meth:`_notify_once` was last shown (``time.monotonic()``)."""
         self.dist: str | None = None
         """The distribution the distribution tab shows (None: the run's first); ``h``/``H`` cycle it."""
+        self.filled: set[str] = set()
+        """The tabs whose panes are composed (:meth:`_fill`): the first one on mount, and each one shown since."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
         yield Static(id="system-strip")
         with Horizontal(id="run-main"):
-            with TabbedContent(id="charts", initial="loss"):
+            with TabbedContent(id="charts", initial=FIRST_TAB):
                 for tab in RUN_TABS:
-                    with TabPane(tab_title(tab), id=tab.id):
-                        yield from self._pane(tab.id)
+                    yield TabPane(tab_title(tab), id=tab.id)  # its widgets come when it is first shown (_fill)
             yield DiagnosisPanel(id="diagnosis")
         yield JobBar(CANCEL_KEY, id="job-bar")
         yield Static(id="cursor-bar")
         yield SteadyFooter(compact=True)
 
-    def _pane(self, tab_id: str) -> ComposeResult:
+    @staticmethod
+    def _pane(tab_id: str) -> list[Widget]:
         """What the pane of tab ``tab_id`` holds."""
         if tab_id == DIST_CHART:  # a run without distributions says how to record them, in place of a chart
-            yield Static(id="dist-note")
-            yield MetricChart(id=f"chart-{tab_id}")
-        elif tab_id in {tab.id for tab in CHART_TABS}:
-            yield MetricChart(id=f"chart-{tab_id}")
-        elif tab_id == "layers":
-            yield LayerHeatmap(id="layer-grid")
-        elif tab_id == "events-tab":
-            yield EventsPanel(id="events")
-        elif tab_id == "jobs-tab":
-            with ScrollableContainer(id="jobs-scroll"):  # sentences wrap to the pane; charts are drawn as they are
-                yield Static(id="jobs-text")
-        else:
-            raise ValueError(f"no pane for the run view's tab {tab_id!r} (tuidiag.app.run_tabs)")
+            return [Static(id="dist-note"), MetricChart(id=f"chart-{tab_id}")]
+        if tab_id in {tab.id for tab in CHART_TABS}:
+            return [MetricChart(id=f"chart-{tab_id}")]
+        if tab_id == "layers":
+            return [LayerHeatmap(id="layer-grid")]
+        if tab_id == "events-tab":
+            return [EventsPanel(id="events")]
+        if tab_id == "jobs-tab":  # sentences wrap to the pane; charts are drawn as they are
+            return [ScrollableContainer(id="jobs-scroll")]
+        raise ValueError(f"no pane for the run view's tab {tab_id!r} (tuidiag.app.run_tabs)")
+
+    def _fill(self, tab_id: str) -> None:
+        """Compose the pane of tab ``tab_id`` if it was not yet, and draw it from the current data. Only the first
+        tab's pane is composed when the view is mounted: mounting and styling every tab's widgets held up the first frame of a
+        large run by a sixth (its reader waits for the UI thread), and most views are left before every tab is seen."""
+        if tab_id in self.filled:
+            return
+        self.filled.add(tab_id)
+        self.query_one(f"#{tab_id}", TabPane).mount(*self._pane(tab_id))  # in the DOM now: queries find them at once
+        if tab_id == "jobs-tab":  # its text inside its scroll container (children given to a container come later)
+            self.query_one("#jobs-scroll", ScrollableContainer).mount(Static(id="jobs-text"))
+        if self.detail is not None:
+            self._draw_pane(tab_id, self.detail)
+            self._chart_views()
+
+    def on_tabbed_content_tab_activated(self, message: TabbedContent.TabActivated) -> None:
+        """A tab shown by a click on the tab bar: its pane is composed as by its key."""
+        if message.pane.id is not None:
+            self._fill(message.pane.id)
 
     def on_mount(self) -> None:
+        self._fill(FIRST_TAB)
         self.query_one("#cursor-bar", Static).display = self.replay
         self._apply_width(self.app.size.width)
         if self.replay:
@@ -183,11 +205,21 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
             return
         self._title(detail)
         self._show_charts(detail)
-        self.query_one("#layer-grid", LayerHeatmap).show(detail.layers, detail.summary.source)
+        for tab_id in self.filled - {tab.id for tab in CHART_TABS}:
+            self._draw_pane(tab_id, detail)
         self.query_one("#diagnosis", DiagnosisPanel).show(detail.diagnosis, detail.at, detail.first_steps, detail.summary.status)
-        self.query_one("#events", EventsPanel).show(detail.events)
-        self._show_jobs_text()
         self._cursor_bar()
+
+    def _draw_pane(self, tab_id: str, detail: RunDetail) -> None:
+        """Draw the (composed) pane of tab ``tab_id`` from ``detail``."""
+        if tab_id in {tab.id for tab in CHART_TABS}:
+            self._show_chart(tab_id, detail)
+        elif tab_id == "layers":
+            self.query_one("#layer-grid", LayerHeatmap).show(detail.layers, detail.summary.source)
+        elif tab_id == "events-tab":
+            self.query_one("#events", EventsPanel).show(detail.events)
+        elif tab_id == "jobs-tab":
+            self._show_jobs_text()
 
     def show_job_failure(self, text: str | None) -> None:
         """Keep why the last job started from this view failed (``None``: it did not) at the top of the Jobs tab: the
@@ -197,8 +229,11 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
             self._show_jobs_text()
 
     def _show_jobs_text(self) -> None:
-        """The Jobs tab: the last failure (if any), then every job's result; redrawn only when one of them changed."""
+        """The Jobs tab: the last failure (if any), then every job's result; redrawn only when one of them changed
+        (nothing to do before the tab is first shown: it is drawn then)."""
         assert self.detail is not None
+        if "jobs-tab" not in self.filled:
+            return
         shown = (self.detail.jobs, self.job_failure)
         if shown == getattr(self, "_jobs_shown", None):
             return
@@ -272,6 +307,7 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         if self.has_class("diagnosis-full"):
             self.action_toggle_diagnosis()
         tabs = self.query_one("#charts", TabbedContent)
+        self._fill(tab)
         tabs.active = tab
         _underline_at_once(tabs, tab)
         target = next((widget for widget in self.query_one(f"#{tab}", TabPane).query("*") if widget.can_focus), None)

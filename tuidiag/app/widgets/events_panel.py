@@ -35,6 +35,9 @@ class EventsPanel(DataTable):
 
         event: Event
 
+    _waiting: tuple[Event, ...] = ()
+    """Events given before the panel was mounted (its columns are made then): drawn on mount."""
+
     def on_mount(self) -> None:
         self.cursor_type = "row"
         self.zebra_stripes = True
@@ -43,7 +46,7 @@ class EventsPanel(DataTable):
         """The events in the table; None while it shows an error instead."""
         self._widths = (4, 4, 0)
         """The widths of the step, kind and message columns now in the table."""
-        self._fill(())
+        self._fill(self._waiting)
 
     def on_resize(self) -> None:
         """Wrap the messages to the new width (a hidden tab has none: it is drawn when shown)."""
@@ -52,7 +55,10 @@ class EventsPanel(DataTable):
 
     @guarded("the events")
     def show(self, events: tuple[Event, ...]) -> None:
-        """Replace the rows when the events changed."""
+        """Replace the rows when the events changed (before the panel is mounted: when it is)."""
+        if not self.is_mounted:
+            self._waiting = events
+            return
         if events != self._shown:
             self._fill(events)
 
