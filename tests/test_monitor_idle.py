@@ -310,6 +310,31 @@ async def test_a_tab_key_that_moves_the_focus_keeps_the_footer(tmp_path: Path) -
 
 
 
+async def test_the_run_view_composes_its_footer_keys_once_when_it_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Textual's footer queues a recompose for each change of bindings; the view's first frames bring three, all
+    with the same keys: the keys are composed once, and they are the ones the screen binds."""
+    composed: list[int] = []
+    compose = SteadyFooter.compose
+
+    def counted(self: SteadyFooter):
+        widgets = list(compose(self))
+        if widgets:
+            composed.append(len(widgets))
+        yield from widgets
+
+    monkeypatch.setattr(SteadyFooter, "compose", counted)
+    _run(tmp_path / "run", ["train/loss"], 20.0)
+    app = TuidiagApp(tmp_path / "run", poll=True)
+    async with app.run_test(size=(120, 36)) as pilot:
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
+        for _ in range(3):
+            await pilot.pause()
+        footer = app.screen.query_one(SteadyFooter)
+        assert len(composed) == 1 and len(footer.children) == composed[0]
+        shown = {b.key for (_, b, _, _) in app.screen.active_bindings.values() if b.show}
+        assert {str(k.key) for k in footer.children if hasattr(k, "key")} - {"ctrl+p"} == shown
+
+
 @pytest.mark.parametrize("change", ["nothing", "run.json rewritten", "a shard added behind run.json", "a shard behind run.json for long"])
 def test_a_refresh_parses_run_json_only_when_the_files_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
     """An unchanged run is summarised again without parsing its ``run.json``; a rewritten ``run.json`` is parsed, and a

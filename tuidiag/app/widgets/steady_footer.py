@@ -10,6 +10,7 @@ only when they differ.
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
 
@@ -31,11 +32,23 @@ class SteadyFooter(Footer):
                      for (_, binding, enabled, tooltip) in screen.active_bindings.values() if binding.show) + (
             self.app.ENABLE_COMMAND_PALETTE and self.show_command_palette,)
 
+    def compose(self) -> ComposeResult:
+        """``Footer``'s keys, remembering which ones it composed."""
+        if self._bindings_ready:
+            self._shown = self._keys(self.screen)
+        yield from super().compose()
+
     def bindings_changed(self, screen: Screen) -> None:
         """Recompose as ``Footer`` does, unless the keys shown are the same."""
         if self._bindings_ready and screen.app.app_focus and self.is_attached and screen is self.screen:
-            keys = self._keys(screen)
-            if keys == self._shown:
+            if self._keys(screen) == self._shown:
                 return
-            self._shown = keys
         super().bindings_changed(screen)
+
+    async def recompose(self) -> None:
+        """Recompose unless the keys to show are those composed: ``Footer`` schedules a recompose for after the next
+        refresh, so two changes of bindings before it (the view's first frame has three) queued two, each composing
+        the same keys (a sixth of the CPU of a large run's first frame)."""
+        if self.is_attached and self._bindings_ready and self._shown is not None and self._keys(self.screen) == self._shown:
+            return
+        await super().recompose()
