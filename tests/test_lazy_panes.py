@@ -17,14 +17,12 @@ from textual.widgets import Static, TabPane
 import tuidiag
 from tests.app_helpers import DEMO_RUNS, drawn_text, fixed_clock, wait_for
 from tuidiag.app.app import TuidiagApp
-from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS
+from tuidiag.app.run_tabs import CHART_IDS, CHART_TABS, RUN_TABS
 from tuidiag.app.screens.run_screen import FIRST_TAB, RunScreen
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.layers import LayerHeatmap
 from tuidiag.viewmodel.chart_smoothing import STRENGTHS
-
-CHART_IDS = {tab.id for tab in CHART_TABS}
 
 
 def _composed(screen: RunScreen) -> set[str]:

@@ -14,6 +14,8 @@ from tuidiag.monitor_keys import RUN_TABS, Key, RunTab
 
 CHART_TABS: tuple[RunTab, ...] = tuple(tab for tab in RUN_TABS if tab.chart)
 """The tabs that hold a metric chart."""
+CHART_IDS: frozenset[str] = frozenset(tab.id for tab in CHART_TABS)
+"""The ids of :data:`CHART_TABS`."""
 
 
 def tab_of(tab_id: str) -> RunTab:

@@ -14,7 +14,7 @@ from typing import Callable
 from rich.text import Text
 from textual.widgets import Static, TabbedContent
 
-from tuidiag.app.run_tabs import CHART_TABS
+from tuidiag.app.run_tabs import CHART_IDS, CHART_TABS
 from tuidiag.app.widgets.chart import MetricChart
 from tuidiag.viewmodel.chart_cursor import move_cursor
 from tuidiag.viewmodel.chart_smoothing import STRENGTHS, next_strength
@@ -114,7 +114,7 @@ class RunChartViews:
             return
         first, last = self.detail.steps
         active = self.query_one("#charts", TabbedContent).active
-        widget = self.query_one(f"#chart-{active}", MetricChart) if active in {tab.id for tab in CHART_TABS} else None
+        widget = self.query_one(f"#chart-{active}", MetricChart) if active in CHART_IDS else None
         columns = max(10, (widget.size.width if widget is not None else self.size.width) - 8)
         self.cursor = move_cursor(self.cursor, first, last, columns, direction, big)
         self._chart_views()
@@ -129,5 +129,5 @@ class RunChartViews:
 
     def action_toggle_log(self) -> None:
         active = self.query_one("#charts", TabbedContent).active
-        if active in {tab.id for tab in CHART_TABS}:
+        if active in CHART_IDS:
             self.query_one(f"#chart-{active}", MetricChart).toggle_log()

@@ -20,7 +20,7 @@ from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
 from tuidiag import job_kinds
-from tuidiag.app.run_tabs import CHART_TABS, RUN_TABS, bindings, tab_bindings, tab_title
+from tuidiag.app.run_tabs import CHART_IDS, RUN_TABS, bindings, tab_bindings, tab_title
 from tuidiag.app.screens.event_detail import EventDetailScreen
 from tuidiag.app.screens.run_chart_views import DEFAULT_SMOOTHING, RunChartViews
 from tuidiag.app.screens.run_navigation import RunNavigation
@@ -145,7 +145,7 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         """What the pane of tab ``tab_id`` holds."""
         if tab_id == DIST_CHART:  # a run without distributions says how to record them, in place of a chart
             return [Static(id="dist-note"), MetricChart(id=f"chart-{tab_id}")]
-        if tab_id in {tab.id for tab in CHART_TABS}:
+        if tab_id in CHART_IDS:
             return [MetricChart(id=f"chart-{tab_id}")]
         if tab_id == "layers":
             return [LayerHeatmap(id="layer-grid")]
@@ -157,8 +157,9 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
 
     def _fill(self, tab_id: str) -> None:
         """Compose the pane of tab ``tab_id`` if it was not yet, and draw it from the current data. Only the first
-        tab's pane is composed when the view is mounted: mounting and styling every tab's widgets held up the first frame of a
-        large run by a sixth (its reader waits for the UI thread), and most views are left before every tab is seen."""
+        tab's pane is composed when the view is mounted: mounting and styling every tab's widgets held up the first
+        frame of a large run by a sixth (its reader waits for the UI thread), and most views are left before every
+        tab is seen."""
         if tab_id in self.filled:
             return
         self.filled.add(tab_id)
@@ -167,7 +168,8 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
             self.query_one("#jobs-scroll", ScrollableContainer).mount(Static(id="jobs-text"))
         if self.detail is not None:
             self._draw_pane(tab_id, self.detail)
-            self._chart_views()
+            if tab_id in CHART_IDS:
+                self._chart_views()  # its smoothing, x axis and cursor
 
     def on_tabbed_content_tab_activated(self, message: TabbedContent.TabActivated) -> None:
         """A tab shown by a click on the tab bar: its pane is composed as by its key."""
@@ -205,14 +207,14 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
             return
         self._title(detail)
         self._show_charts(detail)
-        for tab_id in self.filled - {tab.id for tab in CHART_TABS}:
+        for tab_id in self.filled - CHART_IDS:
             self._draw_pane(tab_id, detail)
         self.query_one("#diagnosis", DiagnosisPanel).show(detail.diagnosis, detail.at, detail.first_steps, detail.summary.status)
         self._cursor_bar()
 
     def _draw_pane(self, tab_id: str, detail: RunDetail) -> None:
         """Draw the (composed) pane of tab ``tab_id`` from ``detail``."""
-        if tab_id in {tab.id for tab in CHART_TABS}:
+        if tab_id in CHART_IDS:
             self._show_chart(tab_id, detail)
         elif tab_id == "layers":
             self.query_one("#layer-grid", LayerHeatmap).show(detail.layers, detail.summary.source)
