@@ -61,16 +61,20 @@ def recorded_step(rec: tuidiag.Recorder, model: nn.Module, optimizer: torch.opti
 
 
 def train_sending(run_dir: Path, steps: int, request: tuple[str, dict[str, Any]] | None = None, at: int = 5,
-                  before: Callable[[nn.Module], None] | None = None) -> tuple[list[float], nn.Module, str | None]:
+                  before: Callable[[nn.Module], None] | None = None,
+                  wrap: Callable[[nn.Module], nn.Module] | None = None) -> tuple[list[float], nn.Module, str | None]:
     """Train the healthy MLP (BatchNorm, Dropout, Adam) for ``steps`` with a recorder that accepts job requests; at step
-    ``at``, call ``before(model)`` and send ``request`` (job, args) through the control channel. Returns the losses,
-    the model and the request's id."""
+    ``at``, call ``before(model)`` and send ``request`` (job, args) through the control channel. ``wrap``: what the
+    training watches and calls instead of the MLP (``DistributedDataParallel``, say). Returns the losses, the model
+    (wrapped) and the request's id."""
     import jobs_factory
 
     from tuidiag.store import control_channel as ctl
 
     parts = jobs_factory.healthy()
     model, optimizer, loss_fn, batches = parts["model"], parts["optimizer"], parts["loss_fn"], parts["batches"]
+    if wrap is not None:
+        model = wrap(model)
     torch.manual_seed(1)
     losses, request_id = [], None
     with tuidiag.Recorder(run_dir, flush_interval=30.0) as rec:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 import torch
@@ -28,7 +28,7 @@ from helpers import train_sending
 from tuidiag import job_kinds
 from tuidiag.diagnosis import diagnose
 from tuidiag.job_kinds.configs import overfit_informative
-from tuidiag.jobs.diverged_start import DIVERGED_FACTOR, diverged_note
+from tuidiag.jobs.diverged_start import DIVERGED_FACTOR, WRAPPER_PREFIXES, diverged_note
 from tuidiag.store import control_channel as ctl
 from tuidiag.store import open_run
 from tuidiag.store.run_start import FirstLosses, RunStart, run_start
@@ -38,15 +38,17 @@ from tuidiag.text.jobs import render
 JOBS = {"lr_find": {"steps": 30}, "overfit_batch": {"steps": 20}, "sharpness": {"samples": 3, "batches": 2}}
 
 
-def _train(run_dir: Path, job: str, blow_up: float, steps: int = 30, at: int = 20, layer: int = -1) -> dict[str, Any]:
+def _train(run_dir: Path, job: str, blow_up: float, steps: int = 30, at: int = 20, layer: int = -1,
+           wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None) -> dict[str, Any]:
     """Train the healthy MLP with the recorder; at step ``at`` scale its layer ``layer`` by ``blow_up`` and send ``job``
-    (the last layer: the loss soars; the first, under BatchNorm: the loss stays as it was, the weights do not)."""
+    (the last layer: the loss soars; the first, under BatchNorm: the loss stays as it was, the weights do not).
+    ``wrap``: what the training watches instead of the MLP."""
 
     def scale(model: torch.nn.Module) -> None:
         with torch.no_grad():
-            model[layer].weight.mul_(blow_up)
+            getattr(model, "module", model)[layer].weight.mul_(blow_up)
 
-    _, _, request_id = train_sending(run_dir, steps, (job, JOBS[job]), at, scale)
+    _, _, request_id = train_sending(run_dir, steps, (job, JOBS[job]), at, scale, wrap)
     status = ctl.read_status(run_dir, request_id)
     assert status["state"] == "done", status
     return read_result(run_dir / status["result"])
@@ -110,3 +112,32 @@ def test_a_weight_is_blown_up_from_a_hundredfold_growth() -> None:
     assert "'fc.weight' was 201, 100x its 2 at step 0" in diverged_note(1.0, start, {"fc.weight": 201.0})
     assert "not finite" in diverged_note(1.0, start, {"fc.weight": math.inf})
     assert diverged_note(1.0, start, {"other": 1e9}) is None  # a weight the run never recorded
+
+
+PREFIXES = ["", *WRAPPER_PREFIXES, "module._orig_mod.", "_orig_mod.module."]
+
+
+@pytest.mark.parametrize("job_side", PREFIXES)
+@pytest.mark.parametrize("recorded_side", PREFIXES)
+def test_a_weight_is_matched_through_wrapper_prefixes_and_named_as_recorded(recorded_side: str, job_side: str) -> None:
+    """The recorder names weights through the model it watches (``module.`` under DDP, ``_orig_mod.`` under
+    ``torch.compile``); a live job on DDP runs on the local replica, whose names lack the prefix."""
+    start = RunStart(None, {f"{recorded_side}0.weight": (0, 2.0), f"{recorded_side}module_list.0.bias": (0, 1.0)})
+    note = diverged_note(1.0, start, {f"{job_side}0.weight": 400.0, f"{job_side}module_list.0.bias": 1.0})
+    assert note is not None and f"the norm of '{recorded_side}0.weight' was 400, 200x its 2 at step 0" in note
+    assert diverged_note(1.0, start, {f"{job_side}0.weight": 3.0, f"{job_side}module_list.0.bias": 1.0}) is None
+
+
+def test_a_live_job_on_a_ddp_training_checks_its_weights(tmp_path: Path) -> None:
+    """A real ``DistributedDataParallel`` training (one process, gloo): the recorder records ``module.``-prefixed
+    weight norms, the job runs on the replica; the first layer scaled 1e4 under BatchNorm is caught by its norm."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        result = _train(tmp_path / "run", "overfit_batch", 1e4, layer=0, wrap=DistributedDataParallel)["result"]
+    finally:
+        dist.destroy_process_group()
+    assert run_start(tmp_path / "run").norms and all(name.startswith("module.") for name in run_start(tmp_path / "run").norms)
+    assert result.get("diverged") and "the norm of 'module.0.weight'" in result["diverged"], result.get("diverged")

@@ -20,6 +20,10 @@ DIVERGED_FACTOR = 10.0
 """A job whose starting loss is this many times the run's first losses (their median) measured a diverged model."""
 WEIGHT_BLOWN = 100.0
 """...or one with a weight whose norm is this many times its first recorded norm."""
+WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+"""What a wrapper puts before its model's parameter names: ``DistributedDataParallel`` and ``DataParallel``
+(``module.``), ``torch.compile`` (``_orig_mod.``). The recorder names weights through the model it watches; a live job
+on a DDP training runs on the local replica (``model.module``), whose names lack the prefix."""
 _ADVICE = ("; a job on weights that blew up says little about the model or the LR to train with. Fix what made it diverge "
            "(the diagnosis), or run the job on fresh weights from the run's factory (--offline)")
 
@@ -48,18 +52,27 @@ def _loss_soared(start_loss: Any, first: FirstLosses | None) -> str:
 
 
 def _blown_weight(now: dict[str, float], first: dict[str, tuple[int, float]]) -> str:
-    """The weight that grew most since the run's first record of it, said, when it grew :data:`WEIGHT_BLOWN` times or
-    more or is not finite ('' otherwise)."""
-    worst, name = 0.0, ""
+    """The weight that grew most since the run's first record of it, said (by its recorded name), when it grew
+    :data:`WEIGHT_BLOWN` times or more or is not finite ('' otherwise). Names are matched without the prefixes of
+    :data:`WRAPPER_PREFIXES`."""
+    recorded = {unwrapped_name(name): name for name in first}
+    worst, name, latest = 0.0, "", 0.0
     for param, value in now.items():
-        if param not in first or not first[param][1] > 0:
+        key = recorded.get(unwrapped_name(param))
+        if key is None or not first[key][1] > 0:
             continue
-        growth = value / first[param][1] if math.isfinite(value) else math.inf
+        growth = value / first[key][1] if math.isfinite(value) else math.inf
         if growth > worst:
-            worst, name = growth, param
+            worst, name, latest = growth, key, value
     if worst < WEIGHT_BLOWN:
         return ""
     step, start = first[name]
-    value = now[name]
     size = f"{fmt(worst)}x" if math.isfinite(worst) else "not finite, against"
-    return f"the norm of '{name}' was {fmt(value)}, {size} its {fmt(start)} at step {step}"
+    return f"the norm of '{name}' was {fmt(latest)}, {size} its {fmt(start)} at step {step}"
+
+
+def unwrapped_name(name: str) -> str:
+    """``name`` without the wrapper prefixes it starts with (``module._orig_mod.fc.weight`` -> ``fc.weight``)."""
+    while name.startswith(WRAPPER_PREFIXES):
+        name = name.split(".", 1)[1]
+    return name
