@@ -34,10 +34,12 @@ from tuidiag.store.read_plan import outside_seqs
 from tuidiag.store.reader import Run
 from tuidiag.store.seqset import SeqSet
 from tuidiag.store.series_buffer import Series
-from tuidiag.store.summary_files import cached_path, read_levels, shard_rows, summary_path, write_cached
+from tuidiag.store.summary_files import cached_path, read_levels, shard_footer, summary_path, write_cached
 
 MAX_BUCKETS = 16_384
 """Buckets kept per level and metric: the memory of a run's envelopes does not grow with its length."""
+MAX_WALL_MARKS = 8_192
+"""(step, wall time) pairs kept for a run's clock (:meth:`EnvelopeRun.wall_marks`): a time axis is a few hundred columns."""
 CACHE_MIN_ROWS = 100_000
 """A shard without a summary at least this large leaves its levels in the cache directory once read."""
 _COLUMNS = ["step", "wall_time", "metric", "value", "seq"]
@@ -55,6 +57,8 @@ class EnvelopeRun(Run):
         """Shards read from their summaries rather than their rows."""
         self._window: tuple[tuple[int, int, int, int], dict[str, tuple[np.ndarray, np.ndarray]]] | None = None
         """The rows of the last window read (:meth:`rows_between`), by metric."""
+        self._walls: list[tuple[np.ndarray, np.ndarray]] = []
+        """(steps, wall times) of the shards read, from their footers (:meth:`wall_marks`)."""
         super().__init__(path)
 
     # ---- what a chart asks ---------------------------------------------------------
@@ -67,6 +71,19 @@ class EnvelopeRun(Run):
         """The highest step recorded by any metric."""
         tails = [int(p.levels[min(p.levels)].last_step[-1]) for p in self._pyramids.values() if len(p.levels[min(p.levels)])]
         return max(tails) if tails else None
+
+    def wall_marks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, wall times) when the shards read so far were written, at most :data:`MAX_WALL_MARKS` pairs (spread over
+        the run): each row group's first and last, from the shards' footers, for a wall-clock x axis without rows."""
+        if not self._walls:
+            return np.empty(0, np.float64), np.empty(0, np.float64)
+        steps = np.concatenate([s for s, _ in self._walls])
+        walls = np.concatenate([w for _, w in self._walls])
+        if len(steps) > MAX_WALL_MARKS:
+            pick = np.unique(np.linspace(0, len(steps) - 1, MAX_WALL_MARKS).round().astype(np.int64))
+            steps, walls = steps[pick], walls[pick]
+            self._walls = [(steps, walls)]
+        return steps, walls
 
     def pyramid(self, name: str, rank: int | None = None) -> Pyramid | None:
         """The envelopes of metric ``name`` for ``rank`` (default: the lowest rank that has it)."""
@@ -129,6 +146,7 @@ class EnvelopeRun(Run):
                 levels = self._rows_of(shard, path, seen)
                 if levels is None:
                     continue
+                self._mark_walls(path)
             for name, (level, rows) in levels.items():
                 arrived.setdefault((shard.rank, name), []).append(level)
                 self.rows_read += rows
@@ -154,7 +172,7 @@ class EnvelopeRun(Run):
         ``None`` when it has neither valid."""
         for where in self._level_files(path):
             try:
-                rows = shard_rows(path)
+                rows, steps, walls = shard_footer(path)
                 found = read_levels(where, rows, min_shift=self._floor, finest_only=True)
             except (FileNotFoundError, ShardError, OSError, pa.ArrowException, ValueError):
                 continue
@@ -165,8 +183,24 @@ class EnvelopeRun(Run):
                 if level is None:  # a summary coarser than the floor cannot be made finer: read the rows
                     return None
                 levels[name] = (level, level.rows)
+            self._keep_walls(steps, walls)
             return levels
         return None
+
+    def _mark_walls(self, path: Path) -> None:
+        """Keep when the rows of the shard at ``path``, just read, were written (its footer's statistics)."""
+        try:
+            _, steps, walls = shard_footer(path)
+        except (FileNotFoundError, ShardError, OSError, pa.ArrowException, ValueError):
+            return
+        self._keep_walls(steps, walls)
+
+    def _keep_walls(self, steps: np.ndarray, walls: np.ndarray) -> None:
+        """Add a shard's (steps, wall times) to :meth:`wall_marks`'s, thinned when many shards added up."""
+        if len(steps):
+            self._walls.append((steps, walls))
+        if len(self._walls) > 1024:  # a live run's small shards: merged and thinned now and then
+            self.wall_marks()
 
     def _level_files(self, path: Path) -> Iterator[Path]:
         """The shard's summary, then the monitor's cached levels of it: the cache's path (a ``stat`` of the

@@ -123,9 +123,28 @@ def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT,
 
 def shard_rows(path: Path) -> int:
     """The row count a shard's footer states (after :func:`check_footer`)."""
+    return shard_footer(path)[0]
+
+
+def shard_footer(path: Path) -> tuple[int, np.ndarray, np.ndarray]:
+    """From one opening of a metrics shard's footer: its row count (after :func:`check_footer`), and the
+    (steps, wall times) its row groups' statistics state, each group's first and last, when they have both
+    (empty arrays otherwise): when the rows were written, without reading them."""
     size = check_regular_file(path)
     with open_parquet(path, pre_buffer=False) as handle:
-        return check_footer(handle.metadata, size)
+        rows = check_footer(handle.metadata, size)
+        names = handle.schema_arrow.names
+        steps: list[float] = []
+        walls: list[float] = []
+        if "step" in names and "wall_time" in names:
+            step_column, wall_column = names.index("step"), names.index("wall_time")
+            for group in range(handle.metadata.num_row_groups):
+                columns = handle.metadata.row_group(group)
+                step, wall = columns.column(step_column).statistics, columns.column(wall_column).statistics
+                if step is not None and wall is not None and step.has_min_max and wall.has_min_max:
+                    steps += [float(step.min), float(step.max)]
+                    walls += [float(wall.min), float(wall.max)]
+        return rows, np.array(steps, np.float64), np.array(walls, np.float64)
 
 
 def cached_path(run_dir: Path, shard: Path) -> Path | None:

@@ -12,6 +12,8 @@ beyond it, drawn at the edge.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from tuidiag.diagnosis.rules.data_wait import DATA_WAIT, STEP_TIME
@@ -21,6 +23,7 @@ from tuidiag.store.envelope import NO_STEP, Level, coarsen, from_rows, zigzag
 from tuidiag.store.envelope_run import EnvelopeRun
 from tuidiag.text.numbers import fmt
 from tuidiag.viewmodel.actions import past_actions
+from tuidiag.viewmodel.chart_clock import clock_of
 from tuidiag.diagnosis.distributions import distribution_names, nonfinite_name
 from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, shown_distribution
 from tuidiag.viewmodel.detail import MAX_EVENTS, MEMORY_FIGURES, DetailData, mark_resumes, marks_within
@@ -101,6 +104,9 @@ def envelope_charts(run: EnvelopeRun, points: int, window: Window | None = None,
     top = counts.levels[max(counts.levels)] if counts is not None else None
     nonfinite = top is not None and bool(np.any(top.hi[top.count > 0] > 0))
     charts[DIST_CHART] = distribution_chart(dists, shown, lambda name, label: line(run, name, points, label, window), nonfinite)
+    clock = clock_of(*run.wall_marks(), points)  # from the shards' footers: the rows are not read
+    if clock is not None:
+        charts = {name: replace(chart, clock=clock) for name, chart in charts.items()}
     return mark_resumes(charts, view.resume_steps)
 
 
