@@ -82,7 +82,7 @@ class EnvelopeRun(Run):
         if len(steps) > MAX_WALL_MARKS:
             pick = np.unique(np.linspace(0, len(steps) - 1, MAX_WALL_MARKS).round().astype(np.int64))
             steps, walls = steps[pick], walls[pick]
-            self._walls = [(steps, walls)]
+        self._walls = [(steps, walls)]  # one part from now on: the next call concatenates only what came since
         return steps, walls
 
     def pyramid(self, name: str, rank: int | None = None) -> Pyramid | None:
