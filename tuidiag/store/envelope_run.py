@@ -170,9 +170,12 @@ class EnvelopeRun(Run):
     def _summary_of(self, path: Path) -> dict[str, tuple[Level, int]] | None:
         """Each metric's level at the floor (and its rows) from the shard's summary, or its cached levels;
         ``None`` when it has neither valid."""
+        try:
+            rows, steps, walls = shard_footer(path)  # once, for the summary and the cached levels alike
+        except (FileNotFoundError, ShardError, OSError, pa.ArrowException, ValueError):
+            return None
         for where in self._level_files(path):
             try:
-                rows, steps, walls = shard_footer(path)
                 found = read_levels(where, rows, min_shift=self._floor, finest_only=True)
             except (FileNotFoundError, ShardError, OSError, pa.ArrowException, ValueError):
                 continue

@@ -130,7 +130,11 @@ def build_charts(view: RunView, points: int, window: tuple[int, int] | None = No
     picks = [layers[i] for i in sorted({0, len(layers) // 2, len(layers) - 1})] if layers else []
     updates = [line for name in picks for line in [_line(view, UPDATE_RATIO_PREFIX + name, points, name, window)] if line]
     charts["update"] = Chart("update/weight ratio", tuple(updates), log_default=True, actions=actions, failed_actions=failed)
-    clock = run_clock(view, points)
+    return with_clock(charts, run_clock(view, points))
+
+
+def with_clock(charts: dict[str, Chart], clock: Clock | None) -> dict[str, Chart]:
+    """``charts``, each with ``clock`` for a wall-clock x axis (as they are when it is ``None``)."""
     return {name: replace(chart, clock=clock) for name, chart in charts.items()} if clock is not None else charts
 
 

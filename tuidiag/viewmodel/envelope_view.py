@@ -12,8 +12,6 @@ beyond it, drawn at the edge.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from tuidiag.diagnosis.rules.data_wait import DATA_WAIT, STEP_TIME
@@ -26,7 +24,7 @@ from tuidiag.viewmodel.actions import past_actions
 from tuidiag.viewmodel.chart_clock import clock_of
 from tuidiag.diagnosis.distributions import distribution_names, nonfinite_name
 from tuidiag.viewmodel.distributions import DIST_CHART, distribution_chart, shown_distribution
-from tuidiag.viewmodel.detail import MAX_EVENTS, MEMORY_FIGURES, DetailData, mark_resumes, marks_within
+from tuidiag.viewmodel.detail import MAX_EVENTS, MEMORY_FIGURES, DetailData, mark_resumes, marks_within, with_clock
 from tuidiag.viewmodel.snapshot import Chart, LayerGrid
 
 Window = tuple[int, int]
@@ -104,9 +102,7 @@ def envelope_charts(run: EnvelopeRun, points: int, window: Window | None = None,
     top = counts.levels[max(counts.levels)] if counts is not None else None
     nonfinite = top is not None and bool(np.any(top.hi[top.count > 0] > 0))
     charts[DIST_CHART] = distribution_chart(dists, shown, lambda name, label: line(run, name, points, label, window), nonfinite)
-    clock = clock_of(*run.wall_marks(), points)  # from the shards' footers: the rows are not read
-    if clock is not None:
-        charts = {name: replace(chart, clock=clock) for name, chart in charts.items()}
+    charts = with_clock(charts, clock_of(*run.wall_marks(), points))  # from the shards' footers: the rows are not read
     return mark_resumes(charts, view.resume_steps)
 
 
