@@ -34,6 +34,7 @@ from tuidiag.store.read_plan import outside_seqs
 from tuidiag.store.reader import Run
 from tuidiag.store.seqset import SeqSet
 from tuidiag.store.series_buffer import Series
+from tuidiag.store.spread import spread_indices
 from tuidiag.store.summary_files import cached_path, read_levels, shard_footer, summary_path, write_cached
 
 MAX_BUCKETS = 16_384
@@ -80,7 +81,7 @@ class EnvelopeRun(Run):
         steps = np.concatenate([s for s, _ in self._walls])
         walls = np.concatenate([w for _, w in self._walls])
         if len(steps) > MAX_WALL_MARKS:
-            pick = np.unique(np.linspace(0, len(steps) - 1, MAX_WALL_MARKS).round().astype(np.int64))
+            pick = spread_indices(len(steps), MAX_WALL_MARKS)
             steps, walls = steps[pick], walls[pick]
         self._walls = [(steps, walls)]  # one part from now on: the next call concatenates only what came since
         return steps, walls
@@ -121,7 +122,7 @@ class EnvelopeRun(Run):
                     codes, names, steps, values, _ = metric_columns(table)
                     inside = (steps >= lo) & (steps <= hi)
                     codes, steps, values = codes[inside], steps[inside], values[inside]
-                    for code in np.unique(codes):
+                    for code in np.flatnonzero(np.bincount(codes)) if len(codes) else ():  # not np.unique: it imports numpy.ma
                         picked = codes == code
                         found.setdefault(str(names[code]), []).append((steps[picked], values[picked]))
             except (OSError, ShardError, pa.ArrowException, ValueError):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tuidiag.store.spread import spread_indices
+
 Clock = tuple[np.ndarray, np.ndarray]
 """(steps increasing, seconds since the first step) at sampled points of a run."""
 
@@ -28,7 +30,7 @@ def clock_of(steps: np.ndarray, walls: np.ndarray, points: int) -> Clock | None:
     t = t[first]
     if len(x) < 2:
         return None
-    pick = np.unique(np.linspace(0, len(x) - 1, max(2, points)).round().astype(np.int64))
+    pick = spread_indices(len(x), points)
     return x[pick], t[pick] - t[0]
 
 
