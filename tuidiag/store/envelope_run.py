@@ -20,6 +20,7 @@ class is for: the diagnosis reads the whole run with :func:`tuidiag.store.open_r
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -36,11 +37,14 @@ from tuidiag.store.seqset import SeqSet
 from tuidiag.store.series_buffer import Series
 from tuidiag.store.spread import spread_indices
 from tuidiag.store.summary_files import cached_path, read_levels, shard_footer, summary_path, write_cached
+from tuidiag.store.whole_summary import read_whole, whole_path, whole_table
 
 MAX_BUCKETS = 16_384
 """Buckets kept per level and metric: the memory of a run's envelopes does not grow with its length."""
 MAX_WALL_MARKS = 8_192
 """(step, wall time) pairs kept for a run's clock (:meth:`EnvelopeRun.wall_marks`): a time axis is a few hundred columns."""
+MAX_COVERED = 4_096
+"""Shard names kept in :attr:`EnvelopeRun.covered` before those compacted away are forgotten."""
 CACHE_MIN_ROWS = 100_000
 """A shard without a summary at least this large leaves its levels in the cache directory once read."""
 _COLUMNS = ["step", "wall_time", "metric", "value", "seq"]
@@ -60,6 +64,10 @@ class EnvelopeRun(Run):
         """The rows of the last window read (:meth:`rows_between`), by metric."""
         self._walls: list[tuple[np.ndarray, np.ndarray]] = []
         """(steps, wall times) of the shards read, from their footers (:meth:`wall_marks`)."""
+        self.covered: dict[str, int] = {}
+        """The metrics shards whose levels were added, by file name, with their sizes (what :func:`write_whole` names)."""
+        self.whole_shards = 0
+        """Shards read from the rank's whole-run file (:mod:`tuidiag.store.whole_summary`) at the first read, else 0."""
         super().__init__(path)
 
     # ---- what a chart asks ---------------------------------------------------------
@@ -135,7 +143,10 @@ class EnvelopeRun(Run):
         """Read each metrics shard not read yet, from its summary when it has a valid one, else from its rows."""
         self._set_floor()
         arrived: dict[tuple[int, str], list[Level]] = {}
-        for shard, path in self._unread(METRICS_DIR):
+        unread = self._unread(METRICS_DIR)
+        if not self.covered and unread:
+            unread = self._from_whole(unread)
+        for shard, path in unread:
             seen = self._seen[(METRICS_DIR, shard.rank)]
             if seen.covers(shard.first, shard.last):
                 continue
@@ -148,11 +159,72 @@ class EnvelopeRun(Run):
                 if levels is None:
                     continue
                 self._mark_walls(path)
+            self._cover(path)
             for name, (level, rows) in levels.items():
                 arrived.setdefault((shard.rank, name), []).append(level)
                 self.rows_read += rows
         for key, parts in arrived.items():  # shards in write order: their levels merge, then grow the pyramid once
             self._add(key, merge(parts))
+
+    def _from_whole(self, unread: list[tuple[ShardName, Path]]) -> list[tuple[ShardName, Path]]:
+        """At the first read: take the levels of the shards the rank's whole-run file stands for from it, when
+        every one of them is there at its size and no other shard holds older rows; the shards left to read."""
+        ranks = {shard.rank for shard, _ in unread}
+        if len(ranks) != 1:
+            return unread
+        rank = ranks.pop()
+        seen = self._seen[(METRICS_DIR, rank)]
+        if len(seen):
+            return unread
+        try:
+            whole = read_whole(whole_path(self.path, rank), self._floor)
+        except (FileNotFoundError, ShardError, OSError, pa.ArrowException, ValueError):
+            return unread
+        if whole is None:
+            return unread
+        by_name = {path.name: (shard, path) for shard, path in unread}
+        covered = SeqSet()
+        for name, size in whole.covers.items():
+            item = by_name.get(name)
+            try:
+                if item is None or item[1].stat().st_size != size:
+                    return unread  # compacted or rewritten since: read shard by shard
+            except OSError:
+                return unread
+            covered.add_range(item[0].first, item[0].last)
+        newest = max(by_name[name][0].last for name in whole.covers)
+        rest = []
+        for shard, path in unread:
+            if path.name in whole.covers or covered.covers(shard.first, shard.last):
+                continue  # in the file (a compacted shard's parts not yet deleted too)
+            if shard.first <= newest:
+                return unread  # rows older than the file's newest: their order matters, read them all in order
+            rest.append((shard, path))
+        for name in whole.covers:
+            shard = by_name[name][0]
+            seen.add_range(shard.first, shard.last)
+        for name, pyramid in whole.pyramids.items():
+            self._pyramids[(rank, name)] = pyramid
+            self.rows_read += pyramid.levels[min(pyramid.levels)].rows
+        self.summaries_read += len(whole.covers)
+        self.whole_shards = len(whole.covers)
+        self.covered.update(whole.covers)
+        self._keep_walls(*whole.walls)
+        self._set_floor()  # a run longer than its manifest said keeps coarser levels only
+        return rest
+
+    def _cover(self, path: Path) -> None:
+        """Note that the levels of the shard at ``path`` were added (its size: a later whole-run file's check)."""
+        try:
+            self.covered[path.name] = path.stat().st_size
+        except OSError:
+            return
+        if len(self.covered) > MAX_COVERED:  # a live run's flushes, compacted away since: forget those gone
+            try:
+                present = set(os.listdir(self.path / METRICS_DIR))
+            except OSError:
+                return
+            self.covered = {name: size for name, size in self.covered.items() if name in present}
 
     def _set_floor(self) -> None:
         """Keep coarser levels only, when the run is so long that the finest would exceed :data:`MAX_BUCKETS`."""
@@ -283,3 +355,21 @@ def open_envelopes(path: str | Path) -> EnvelopeRun:
     """Open a run directory as envelopes; call ``refresh()`` to tail it."""
     return EnvelopeRun(path)
 
+
+def write_whole(run_dir: Path, rank: int) -> bool:
+    """Write the whole-run file of ``rank`` (:mod:`tuidiag.store.whole_summary`) of a run whose metrics are all
+    of that rank, from its shards (their summaries where valid); whether it was written. Not for runs a later
+    session resumed (their views read rows), nor of one shard, nor when the file there already stands for every
+    shard read."""
+    shards = list_shards(run_dir / METRICS_DIR)
+    if len(shards) < 2 or any(shard.rank != rank for shard, _ in shards):
+        return False  # one shard: its summary (or its few rows) is as quick to read
+    run = EnvelopeRun(run_dir)
+    if run.resume_steps or run.ranks != [rank] or not run.covered or run.whole_shards == len(run.covered):
+        return False
+    from tuidiag.store.shards import write_table_atomic
+
+    pyramids = {name: pyramid for (_, name), pyramid in run._pyramids.items()}
+    whole_path(run_dir, rank).parent.mkdir(exist_ok=True)
+    write_table_atomic(whole_path(run_dir, rank), whole_table(pyramids, run.covered, run.wall_marks()), root=run_dir)
+    return True

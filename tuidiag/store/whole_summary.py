@@ -1,0 +1,95 @@
+"""One file of a rank's whole run: ``summaries/whole-r<rank>.parquet``.
+
+A run of many shards keeps a summary beside each (:mod:`tuidiag.store.summary_files`); opening it
+read every one of them and every shard's footer (a 1M-step run of 20 shards: 20 summaries, 20 footers,
+then merging their levels and building the coarser ones: about 90 ms of the 130 ms the run view's data
+took). The whole-run file holds what a reader makes of them: each metric's levels from the finest kept
+up to one bucket, the (step, wall time) marks of the shards' row groups, and the shards it stands for,
+by file name and size. The recorder writes it when it closes; ``tuidiag compact RUN`` too.
+
+It only ever saves time. A reader uses it when every shard it names is still there at its size and
+no other shard holds rows older than its newest (a later session's shards are read as before, after it);
+otherwise, or when it is missing, malformed or of another version, the reader reads the shards.
+The table has the summaries' schema and version (one row per metric, level and bucket).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tuidiag.format import SUMMARIES_DIR
+from tuidiag.store.decode import ShardError
+from tuidiag.store.envelope import SHIFT_STEP, Pyramid, coarsen
+from tuidiag.store.summary_files import read_levels, summary_table
+
+COVERS_KEY = b"tuidiag.covers"
+"""JSON list of ``[file name, size in bytes]`` of the metrics shards the file stands for."""
+WALL_STEPS_KEY = b"tuidiag.wall_steps"
+WALL_TIMES_KEY = b"tuidiag.wall_times"
+"""The marks of :meth:`~tuidiag.store.envelope_run.EnvelopeRun.wall_marks`: little-endian float64, base64."""
+
+
+@dataclass(frozen=True)
+class Whole:
+    """What a whole-run file holds, read at a reader's floor."""
+
+    pyramids: dict[str, Pyramid]
+    covers: dict[str, int]
+    """Shard file name -> size in bytes."""
+    walls: tuple[np.ndarray, np.ndarray]
+    """(steps, wall times)."""
+
+
+def whole_path(run_dir: Path, rank: int) -> Path:
+    """Where the whole-run file of ``rank`` lives."""
+    return run_dir / SUMMARIES_DIR / f"whole-r{rank}.parquet"
+
+
+def whole_table(pyramids: dict[str, Pyramid], covers: dict[str, int], walls: tuple[np.ndarray, np.ndarray]) -> pa.Table:
+    """The whole-run table of ``pyramids`` (every level of each), standing for the shards ``covers`` (pure)."""
+    rows = sum(pyramid.levels[min(pyramid.levels)].rows for pyramid in pyramids.values())
+    table = summary_table(pyramids, rows)
+    steps, times = (np.ascontiguousarray(a, dtype="<f8") for a in walls)
+    return table.replace_schema_metadata({**table.schema.metadata,
+                                          COVERS_KEY: json.dumps(sorted([name, size] for name, size in covers.items())).encode(),
+                                          WALL_STEPS_KEY: base64.b64encode(steps.tobytes()),
+                                          WALL_TIMES_KEY: base64.b64encode(times.tobytes())})
+
+
+def read_whole(path: Path, floor: int) -> Whole | None:
+    """The whole-run file at ``path`` with each metric's levels from ``floor`` up; ``None`` when one of its
+    metrics was kept only coarser than ``floor`` (its rows must be read). Raises ``FileNotFoundError``,
+    :class:`ShardError` (malformed, another version) or an Arrow error, as :func:`read_levels` does."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    try:
+        covers_raw = json.loads(meta[COVERS_KEY])
+        steps = np.frombuffer(base64.b64decode(meta[WALL_STEPS_KEY], validate=True), dtype="<f8")
+        times = np.frombuffer(base64.b64decode(meta[WALL_TIMES_KEY], validate=True), dtype="<f8")
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ShardError(f"not a whole-run file: {exc}") from exc
+    if not (isinstance(covers_raw, list) and covers_raw and all(
+            isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and type(item[1]) is int and item[1] >= 0
+            for item in covers_raw)):
+        raise ShardError("a whole-run file names no shards, or names them wrongly")
+    if len(steps) != len(times) or not (np.all(np.isfinite(steps)) and np.all(np.isfinite(times))):
+        raise ShardError("a whole-run file's wall marks do not pair up")
+    found = read_levels(path, None, min_shift=0)
+    pyramids = {}
+    for name, by_shift in found.items():
+        finest = min(by_shift)
+        if finest > floor:
+            return None
+        chain = range(floor, max(by_shift) + 1, SHIFT_STEP)
+        if floor in by_shift and all(shift in by_shift for shift in chain) and len(by_shift[max(by_shift)]) <= 1:
+            pyramids[name] = Pyramid({shift: by_shift[shift] for shift in chain})  # as written: nothing to recompute
+        else:
+            pyramids[name] = Pyramid.of(coarsen(by_shift[finest], floor))
+    return Whole(pyramids, {name: size for name, size in covers_raw}, (steps.astype(np.float64), times.astype(np.float64)))
