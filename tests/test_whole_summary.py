@@ -24,7 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import tuidiag
 from tests.conftest import examples
+from tuidiag.cli.main import main
 from tuidiag.format import METRICS_DIR, METRICS_SCHEMA, SUMMARIES_DIR, ShardName  # type: ignore[attr-defined]
 from tuidiag.store.discovery import list_shards
 from tuidiag.store.envelope import _ARRAYS
@@ -201,6 +203,30 @@ def test_a_damaged_or_foreign_whole_file_is_ignored(tmp_path: Path, how: str) ->
     opened = open_envelopes(run_dir)
     assert opened.whole_shards == 0
     assert_same(opened, _without_whole(run_dir, tmp_path / "plain"))
+
+
+def test_the_recorder_writes_it_at_close_and_compact_for_older_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real recording whose shards compaction leaves apart (each too large to merge: random values of 160
+    metrics) closes with the whole-run file, and the run opens from it as it reads without it. The same run as
+    an older writer left it (no summaries, no file): ``tuidiag compact`` writes both, a second time nothing."""
+    run_dir = tmp_path / "run"
+    rng = np.random.default_rng(0)
+    names = [f"m{i:03d}" for i in range(160)]
+    with tuidiag.Recorder(run_dir, flush_interval=3600) as rec:
+        for step in range(3_300):
+            rec.log(dict(zip(names, rng.normal(size=len(names)).tolist())), step=step)
+            if step % 100 == 99:
+                rec.flush()
+    shards = len(list_shards(run_dir / METRICS_DIR))
+    assert shards >= 2
+    opened = open_envelopes(run_dir)
+    assert opened.whole_shards == shards
+    assert_same(opened, _without_whole(run_dir, tmp_path / "plain"))
+    shutil.rmtree(run_dir / SUMMARIES_DIR)
+    assert main(["compact", str(run_dir)]) == 0 and main(["compact", str(run_dir)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2].endswith(f"wrote {shards} summaries and the whole-run file") and out[-1].endswith("wrote 0 summaries")
+    assert open_envelopes(run_dir).whole_shards == shards
 
 
 def test_the_whole_table_is_a_summaries_table() -> None:

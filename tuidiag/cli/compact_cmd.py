@@ -51,10 +51,16 @@ def run(args: argparse.Namespace) -> int:
         stale = [p for _, p in list_shards(path / SUMMARIES_DIR) if p.name not in shards]
         for orphan in stale if not live else []:
             orphan.unlink(missing_ok=True)
+        whole = False
+        if not live:
+            from tuidiag.store.envelope_run import write_whole
+
+            metric_ranks = {shard.rank for shard, _ in list_shards(path / METRICS_DIR)}
+            whole = len(metric_ranks) == 1 and write_whole(path, metric_ranks.pop())
     except OSError as exc:
         return fail("compact", f"cannot write into {path}: {exc}")
     note = " (live run: shards not merged)" if live else ""
-    print(f"{path}: merged {merged} shards; wrote {written} summaries{note}")
+    print(f"{path}: merged {merged} shards; wrote {written} summaries{' and the whole-run file' if whole else ''}{note}")
     return 0
 
 

@@ -332,8 +332,12 @@ class ShardWriter(ShardTables):
             compact(directory, group, schema, root=self.run_dir)
 
     def _compact_all(self) -> None:
-        """On close: merge every run of small shards, until none is left to merge."""
+        """On close: merge every run of small shards, until none is left to merge, then write the whole-run
+        file a reader opens the run from (:mod:`tuidiag.store.whole_summary`; a run of one rank only)."""
         compact_all(self.run_dir, self.rank)
+        from tuidiag.store.envelope_run import write_whole
+
+        write_whole(self.run_dir, self.rank)
 
     def _next_seq(self) -> int:
         """Continue after the highest sequence number already on disk (a resumed run)."""
