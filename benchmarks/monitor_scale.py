@@ -160,6 +160,22 @@ def write_run(path: Path, steps: int, steps_per_shard: int, seed: int = 0, start
     if keeper is not None:
         manifest["summary"] = keeper.to_json()
     write_manifest(path, manifest)
+    if keeper is not None:  # and the whole-run file the recorder writes when it closes
+        from tuidiag.store.envelope_run import write_whole
+
+        write_whole(path, 0)
+
+
+def ensure_whole(path: Path) -> None:
+    """A run cached by an earlier version of :func:`write_run` gets the whole-run file the recorder now writes at
+    close (as ``tuidiag compact`` would give it); a checkout without that file format (``--src``) ignores it."""
+    try:
+        from tuidiag.store.envelope_run import write_whole
+        from tuidiag.store.whole_summary import whole_path
+    except ImportError:
+        return
+    if (path / "summaries").is_dir() and not whole_path(path, 0).exists():
+        write_whole(path, 0)
 
 
 def ensure_data(data: Path, steps: int, runs: int, run_steps: int) -> tuple[Path, Path]:
@@ -169,6 +185,7 @@ def ensure_data(data: Path, steps: int, runs: int, run_steps: int) -> tuple[Path
         t = time.perf_counter()
         write_run(big, steps, steps_per_shard=50_000)
         print(f"(wrote {big}: {steps:,} steps x {len(METRICS)} metrics in {time.perf_counter() - t:.1f} s)")
+    ensure_whole(big)
     if not (many / "done").exists():
         t = time.perf_counter()
         for i in range(runs):

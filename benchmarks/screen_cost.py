@@ -57,6 +57,7 @@ def big_run(data: Path, steps: int) -> Path:
         t = time.perf_counter()
         ms.write_run(path, steps, steps_per_shard=50_000)
         print(f"(wrote {steps:,} steps x {len(ms.METRICS)} metrics in {time.perf_counter() - t:.0f} s)", flush=True)
+    ms.ensure_whole(path)
     return path
 
 
