@@ -121,6 +121,9 @@ def test_a_run_opened_from_its_whole_file_is_the_run_read_shard_by_shard(tmp_pat
     write_shards(root / "run", flushes, cuts, summarised, last_step)
     assert write_whole(root / "run", 0)
     assert not write_whole(root / "run", 0)  # it already stands for every shard
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(whole_path(root / "run", 0)).metadata.num_row_groups == 1  # read as views, not joined copies
     opened = open_envelopes(root / "run")
     assert opened.whole_shards == len(cuts) + 1  # every shard from the one file
     assert_same(opened, _without_whole(root / "run", root / "plain"))

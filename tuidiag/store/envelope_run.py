@@ -371,5 +371,7 @@ def write_whole(run_dir: Path, rank: int) -> bool:
 
     pyramids = {name: pyramid for (_, name), pyramid in run._pyramids.items()}
     whole_path(run_dir, rank).parent.mkdir(exist_ok=True)
-    write_table_atomic(whole_path(run_dir, rank), whole_table(pyramids, run.covered, run.wall_marks()), root=run_dir)
+    table = whole_table(pyramids, run.covered, run.wall_marks())
+    # one row group: each column is read as one array and viewed, not joined from parts into a copy
+    write_table_atomic(whole_path(run_dir, rank), table, root=run_dir, row_group_rows=max(1, table.num_rows))
     return True

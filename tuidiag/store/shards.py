@@ -30,11 +30,13 @@ ROW_GROUP_ROWS = 65_536
 and a reader of a few steps (a zoomed chart, the newest loss) decodes one group, not the whole shard."""
 
 
-def write_table_atomic(path: Path, table: pa.Table, fsync: bool = False, root: Path | None = None) -> None:
+def write_table_atomic(path: Path, table: pa.Table, fsync: bool = False, root: Path | None = None,
+                       row_group_rows: int = ROW_GROUP_ROWS) -> None:
     """Write ``table`` to ``path`` through a temporary file and an atomic rename
-    (:func:`tuidiag.store.safe_write.write_atomic`; no directory below ``root`` may be a symlink)."""
+    (:func:`tuidiag.store.safe_write.write_atomic`; no directory below ``root`` may be a symlink), in row groups
+    of ``row_group_rows``."""
     write_atomic(path, lambda handle: pq.write_table(table, handle, compression=COMPRESSION, use_dictionary=True,
-                                                     row_group_size=ROW_GROUP_ROWS), fsync=fsync, root=root)
+                                                     row_group_size=row_group_rows), fsync=fsync, root=root)
 
 
 def plan_compaction(

@@ -75,10 +75,12 @@ def write_summary(run_dir: Path, shard_filename: str, table: pa.Table, root: Pat
 
 
 def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT,
-                finest_only: bool = False) -> dict[str, dict[int, Level]]:
+                finest_only: bool = False, views: bool = False) -> dict[str, dict[int, Level]]:
     """The levels of at least ``min_shift`` in the summary at ``path``, by metric and shift; with
     ``finest_only``, only each metric's finest of those (what a reader merging shards needs: a summary
     holds a dozen levels per metric, and building the coarser ones cost most of the time of opening a run).
+    ``views``: each level's arrays are views of the file's columns, not copies (for a reader that keeps
+    every level read: a copy doubled the memory of reading a whole-run file).
 
     Raises :class:`ShardError` when it is not a valid summary of a shard of ``shard_rows`` rows
     (``None``: not checked), ``FileNotFoundError`` when there is none.
@@ -115,8 +117,9 @@ def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT,
         for code, shift, _, _ in groups:
             finest[code] = min(shift, finest.get(code, shift))
         groups = [group for group in groups if group[1] == finest[group[0]]]
+    take = (lambda values: values) if views else np.array
     for code, shift, a, b in groups:
-        level = Level(shift, *(np.array(columns[c][a:b]) for c in _LEVEL_COLUMNS))
+        level = Level(shift, *(take(columns[c][a:b]) for c in _LEVEL_COLUMNS))
         result.setdefault(str(names[code]), {})[shift] = level
     return result
 

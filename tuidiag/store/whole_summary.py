@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from tuidiag.format import SUMMARIES_DIR
 from tuidiag.store.decode import ShardError
-from tuidiag.store.envelope import SHIFT_STEP, Pyramid, coarsen
+from tuidiag.store.envelope import SHIFT_STEP, Pyramid
 from tuidiag.store.summary_files import read_levels, summary_table
 
 COVERS_KEY = b"tuidiag.covers"
@@ -63,9 +63,10 @@ def whole_table(pyramids: dict[str, Pyramid], covers: dict[str, int], walls: tup
 
 
 def read_whole(path: Path, floor: int) -> Whole | None:
-    """The whole-run file at ``path`` with each metric's levels from ``floor`` up; ``None`` when one of its
-    metrics was kept only coarser than ``floor`` (its rows must be read). Raises ``FileNotFoundError``,
-    :class:`ShardError` (malformed, another version) or an Arrow error, as :func:`read_levels` does."""
+    """The whole-run file at ``path`` with each metric's levels from ``floor`` up, as written; ``None`` when a
+    metric's levels do not run from ``floor`` up to one bucket (written for another floor: read the shards).
+    Raises ``FileNotFoundError``, :class:`ShardError` (malformed, another version) or an Arrow error, as
+    :func:`read_levels` does."""
     import pyarrow.parquet as pq
 
     meta = pq.read_schema(path).metadata or {}
@@ -81,15 +82,11 @@ def read_whole(path: Path, floor: int) -> Whole | None:
         raise ShardError("a whole-run file names no shards, or names them wrongly")
     if len(steps) != len(times) or not (np.all(np.isfinite(steps)) and np.all(np.isfinite(times))):
         raise ShardError("a whole-run file's wall marks do not pair up")
-    found = read_levels(path, None, min_shift=0)
+    found = read_levels(path, None, min_shift=floor, views=True)  # every level read is kept: views, not copies
     pyramids = {}
     for name, by_shift in found.items():
-        finest = min(by_shift)
-        if finest > floor:
-            return None
         chain = range(floor, max(by_shift) + 1, SHIFT_STEP)
-        if floor in by_shift and all(shift in by_shift for shift in chain) and len(by_shift[max(by_shift)]) <= 1:
-            pyramids[name] = Pyramid({shift: by_shift[shift] for shift in chain})  # as written: nothing to recompute
-        else:
-            pyramids[name] = Pyramid.of(coarsen(by_shift[finest], floor))
+        if set(by_shift) != set(chain) or len(by_shift[max(by_shift)]) > 1:
+            return None  # written for another floor (or not from the finest up to one bucket): read the shards
+        pyramids[name] = Pyramid(dict(by_shift))
     return Whole(pyramids, {name: size for name, size in covers_raw}, (steps.astype(np.float64), times.astype(np.float64)))
