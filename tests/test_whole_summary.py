@@ -232,6 +232,21 @@ def test_the_recorder_writes_it_at_close_and_compact_for_older_runs(tmp_path: Pa
     assert open_envelopes(run_dir).whole_shards == shards
 
 
+def test_no_file_is_written_from_many_rows_without_summaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shards without a summary beyond the bound are not decoded to write the file (a training's close never waits
+    on them); with their summaries written, it is."""
+    from tuidiag.store import envelope_run
+    from tuidiag.store.summary_files import build_missing
+
+    run_dir = _run(tmp_path)
+    whole_path(run_dir, 0).unlink()
+    shutil.rmtree(run_dir / SUMMARIES_DIR)
+    sizes = sum(path.stat().st_size for _, path in list_shards(run_dir / METRICS_DIR))
+    monkeypatch.setattr(envelope_run, "WHOLE_MAX_ROW_BYTES", sizes - 1)
+    assert not write_whole(run_dir, 0) and not whole_path(run_dir, 0).exists()
+    assert build_missing(run_dir) == 3 and write_whole(run_dir, 0)
+
+
 def test_the_whole_table_is_a_summaries_table() -> None:
     """The file is read by the summaries' own reader: same schema, version and row order."""
     from tuidiag.store.envelope import Pyramid, from_rows

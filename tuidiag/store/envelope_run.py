@@ -45,6 +45,9 @@ MAX_WALL_MARKS = 8_192
 """(step, wall time) pairs kept for a run's clock (:meth:`EnvelopeRun.wall_marks`): a time axis is a few hundred columns."""
 MAX_COVERED = 4_096
 """Shard names kept in :attr:`EnvelopeRun.covered` before those compacted away are forgotten."""
+WHOLE_MAX_ROW_BYTES = 8 * 1024 * 1024
+"""Bytes of shards without a summary :func:`write_whole` reads rows from at most (a few fresh flushes): beyond, it
+writes nothing, so a training's close never waits on decoding a long run."""
 CACHE_MIN_ROWS = 100_000
 """A shard without a summary at least this large leaves its levels in the cache directory once read."""
 _COLUMNS = ["step", "wall_time", "metric", "value", "seq"]
@@ -359,11 +362,17 @@ def open_envelopes(path: str | Path) -> EnvelopeRun:
 def write_whole(run_dir: Path, rank: int) -> bool:
     """Write the whole-run file of ``rank`` (:mod:`tuidiag.store.whole_summary`) of a run whose metrics are all
     of that rank, from its shards (their summaries where valid); whether it was written. Not for runs a later
-    session resumed (their views read rows), nor of one shard, nor when the file there already stands for every
-    shard read."""
+    session resumed (their views read rows), nor of one shard, nor with more than :data:`WHOLE_MAX_ROW_BYTES` of
+    shards without a summary, nor when the file there already stands for every shard read."""
     shards = list_shards(run_dir / METRICS_DIR)
     if len(shards) < 2 or any(shard.rank != rank for shard, _ in shards):
         return False  # one shard: its summary (or its few rows) is as quick to read
+    try:
+        unsummarised = sum(path.stat().st_size for _, path in shards if not summary_path(run_dir, path.name).exists())
+    except OSError:
+        return False  # compacted meanwhile: a later close or compact writes it
+    if unsummarised > WHOLE_MAX_ROW_BYTES:
+        return False  # rows to decode first: never at a training's exit (tuidiag compact writes their summaries first)
     run = EnvelopeRun(run_dir)
     if run.resume_steps or run.ranks != [rank] or not run.covered or run.whole_shards == len(run.covered):
         return False
