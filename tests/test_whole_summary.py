@@ -247,6 +247,22 @@ def test_no_file_is_written_from_many_rows_without_summaries(tmp_path: Path, mon
     assert build_missing(run_dir) == 3 and write_whole(run_dir, 0)
 
 
+@settings(max_examples=examples(240), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bit=st.integers(0, 2**40))
+def test_a_flipped_bit_anywhere_in_the_file_is_noticed_or_harmless(tmp_path_factory: pytest.TempPathFactory, bit: int) -> None:
+    """One bit of the file flipped (bit rot, a bad copy): the pages' CRCs, the CRC of the footer's shard list and
+    wall marks, and the checks of the summaries' reader make the reader read the shards, or the flip was in a
+    part nothing reads; what is drawn is the same either way."""
+    root = tmp_path_factory.mktemp("flip")
+    run_dir = _run(root)
+    where = whole_path(run_dir, 0)
+    data = bytearray(where.read_bytes())
+    position = bit % (len(data) * 8)
+    data[position // 8] ^= 1 << (position % 8)
+    where.write_bytes(bytes(data))
+    assert_same(open_envelopes(run_dir), _without_whole(run_dir, root / "plain"))
+
+
 def test_the_whole_table_is_a_summaries_table() -> None:
     """The file is read by the summaries' own reader: same schema, version and row order."""
     from tuidiag.store.envelope import Pyramid, from_rows

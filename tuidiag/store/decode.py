@@ -66,10 +66,12 @@ def read_shard(path: Path, schema: pa.Schema, columns: list[str] | None = None) 
     return read_shard_and_metadata(path, schema, columns)[0]
 
 
-def read_shard_and_metadata(path: Path, schema: pa.Schema, columns: list[str] | None = None) -> tuple[pa.Table, dict[bytes, bytes]]:
+def read_shard_and_metadata(path: Path, schema: pa.Schema, columns: list[str] | None = None,
+                            verify_pages: bool = False) -> tuple[pa.Table, dict[bytes, bytes]]:
     """:func:`read_shard`, and the key-value metadata of the file's own schema (which the table's, cast to
-    ``schema``, no longer holds), from one opening of the file."""
-    with _open_shard(path, schema) as handle:
+    ``schema``, no longer holds), from one opening of the file. ``verify_pages``: check each page's CRC where
+    the writer stored one (a damaged page raises :class:`ShardError`)."""
+    with _open_shard(path, schema, verify_pages) as handle:
         try:
             table = _as(handle.read(columns=_names(schema, columns), use_threads=_threaded(handle)), _target(schema, columns))
         except (OSError, pa.ArrowException, ValueError) as exc:
@@ -133,14 +135,15 @@ def open_parquet(path: Path, **options: Any) -> pq.ParquetFile:
     return pq.ParquetFile(path, **options)
 
 
-def _open_shard(path: Path, schema: pa.Schema) -> pq.ParquetFile:
+def _open_shard(path: Path, schema: pa.Schema, verify_pages: bool = False) -> pq.ParquetFile:
     """Open a shard and check its schema (format version, columns) and its footer's claims against ``schema``
-    and the file's size (:func:`check_footer`)."""
+    and the file's size (:func:`check_footer`); ``verify_pages``: pages with a CRC are checked as read."""
     size = check_regular_file(path)
     try:
         handle = open_parquet(
             path,
             pre_buffer=False,  # local files: pre-buffering only adds work
+            page_checksum_verification=verify_pages,
             thrift_string_size_limit=SHARD_THRIFT_STRING_BYTES,
             thrift_container_size_limit=SHARD_THRIFT_CONTAINER_ITEMS,
         )

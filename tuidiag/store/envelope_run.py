@@ -382,5 +382,6 @@ def write_whole(run_dir: Path, rank: int) -> bool:
     whole_path(run_dir, rank).parent.mkdir(exist_ok=True)
     table = whole_table(pyramids, run.covered, run.wall_marks())
     # one row group: each column is read as one array and viewed, not joined from parts into a copy
-    write_table_atomic(whole_path(run_dir, rank), table, root=run_dir, row_group_rows=max(1, table.num_rows))
+    write_table_atomic(whole_path(run_dir, rank), table, root=run_dir, row_group_rows=max(1, table.num_rows),
+                       page_checksums=True)
     return True

@@ -31,12 +31,13 @@ and a reader of a few steps (a zoomed chart, the newest loss) decodes one group,
 
 
 def write_table_atomic(path: Path, table: pa.Table, fsync: bool = False, root: Path | None = None,
-                       row_group_rows: int = ROW_GROUP_ROWS) -> None:
+                       row_group_rows: int = ROW_GROUP_ROWS, page_checksums: bool = False) -> None:
     """Write ``table`` to ``path`` through a temporary file and an atomic rename
     (:func:`tuidiag.store.safe_write.write_atomic`; no directory below ``root`` may be a symlink), in row groups
-    of ``row_group_rows``."""
+    of ``row_group_rows``; ``page_checksums``: a CRC with each page, for a reader that verifies them."""
     write_atomic(path, lambda handle: pq.write_table(table, handle, compression=COMPRESSION, use_dictionary=True,
-                                                     row_group_size=row_group_rows), fsync=fsync, root=root)
+                                                     row_group_size=row_group_rows, write_page_checksum=page_checksums),
+                 fsync=fsync, root=root)
 
 
 def plan_compaction(

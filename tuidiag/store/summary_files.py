@@ -71,7 +71,8 @@ def write_summary(run_dir: Path, shard_filename: str, table: pa.Table, root: Pat
     from tuidiag.store.shards import write_table_atomic
 
     (run_dir / SUMMARIES_DIR).mkdir(exist_ok=True)
-    write_table_atomic(summary_path(run_dir, shard_filename), summary_table(pyramids_of(table), table.num_rows), root=root)
+    write_table_atomic(summary_path(run_dir, shard_filename), summary_table(pyramids_of(table), table.num_rows), root=root,
+                       page_checksums=True)  # derived data: a damaged page is noticed, and the rows read instead
 
 
 def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT,
@@ -85,7 +86,7 @@ def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT,
     Raises :class:`ShardError` when it is not a valid summary of a shard of ``shard_rows`` rows
     (``None``: not checked), ``FileNotFoundError`` when there is none.
     """
-    table, meta = read_shard_and_metadata(path, SUMMARIES_SCHEMA)  # validated; cast to the schema
+    table, meta = read_shard_and_metadata(path, SUMMARIES_SCHEMA, verify_pages=True)  # validated; cast to the schema
     if meta.get(TABLE_KIND_KEY) != b"summaries" or _int(meta.get(SUMMARY_VERSION_KEY)) != SUMMARY_FORMAT_VERSION:
         raise ShardError("not a summaries table of this version")
     if shard_rows is not None and _int(meta.get(SHARD_ROWS_KEY)) != shard_rows:
@@ -166,7 +167,7 @@ def write_cached(path: Path, pyramids: dict[str, Pyramid], rows: int) -> None:
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_table_atomic(path, summary_table(pyramids, rows))
+        write_table_atomic(path, summary_table(pyramids, rows), page_checksums=True)
     except OSError:
         pass
 
@@ -195,7 +196,7 @@ def build_missing(run_dir: Path, in_cache: bool = False) -> int:
             from tuidiag.store.shards import write_table_atomic
 
             where.parent.mkdir(parents=True, exist_ok=True)
-            write_table_atomic(where, summary_table(pyramids_of(table), table.num_rows))
+            write_table_atomic(where, summary_table(pyramids_of(table), table.num_rows), page_checksums=True)
         else:
             write_summary(run_dir, path.name, table, root=run_dir)
         written += 1

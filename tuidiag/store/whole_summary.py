@@ -7,7 +7,8 @@ took). The whole-run file holds what a reader makes of them: each metric's level
 up to one bucket, the (step, wall time) marks of the shards' row groups, and the shards it stands for,
 by file name and size. The recorder writes it when it closes; ``tuidiag compact RUN`` too.
 
-It only ever saves time. A reader uses it when every shard it names is still there at its size and
+Its pages carry CRCs, checked as read, and a CRC covers the shard list and wall marks of its footer: a
+damaged file is noticed, not drawn. It only ever saves time. A reader uses it when every shard it names is still there at its size and
 no other shard holds rows older than its newest (a later session's shards are read as before, after it);
 otherwise, or when it is missing, malformed or of another version, the reader reads the shards.
 The table has the summaries' schema and version (one row per metric, level and bucket).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,8 @@ COVERS_KEY = b"tuidiag.covers"
 WALL_STEPS_KEY = b"tuidiag.wall_steps"
 WALL_TIMES_KEY = b"tuidiag.wall_times"
 """The marks of :meth:`~tuidiag.store.envelope_run.EnvelopeRun.wall_marks`: little-endian float64, base64."""
+CRC_KEY = b"tuidiag.whole_crc"
+"""CRC-32 of the three values above (the footer has no checksum of its own; the pages have theirs)."""
 
 
 @dataclass(frozen=True)
@@ -56,10 +60,13 @@ def whole_table(pyramids: dict[str, Pyramid], covers: dict[str, int], walls: tup
     rows = sum(pyramid.levels[min(pyramid.levels)].rows for pyramid in pyramids.values())
     table = summary_table(pyramids, rows)
     steps, times = (np.ascontiguousarray(a, dtype="<f8") for a in walls)
-    return table.replace_schema_metadata({**table.schema.metadata,
-                                          COVERS_KEY: json.dumps(sorted([name, size] for name, size in covers.items())).encode(),
-                                          WALL_STEPS_KEY: base64.b64encode(steps.tobytes()),
-                                          WALL_TIMES_KEY: base64.b64encode(times.tobytes())})
+    values = {COVERS_KEY: json.dumps(sorted([name, size] for name, size in covers.items())).encode(),
+              WALL_STEPS_KEY: base64.b64encode(steps.tobytes()), WALL_TIMES_KEY: base64.b64encode(times.tobytes())}
+    return table.replace_schema_metadata({**table.schema.metadata, **values, CRC_KEY: str(_crc(values)).encode()})
+
+
+def _crc(values: dict[bytes, bytes]) -> int:
+    return zlib.crc32(b"\0".join(values[key] for key in (COVERS_KEY, WALL_STEPS_KEY, WALL_TIMES_KEY)))
 
 
 def read_whole(path: Path, floor: int) -> Whole | None:
@@ -71,6 +78,8 @@ def read_whole(path: Path, floor: int) -> Whole | None:
 
     meta = pq.read_schema(path).metadata or {}
     try:
+        if int(meta[CRC_KEY]) != _crc(meta):
+            raise ShardError("a whole-run file's metadata is damaged (its CRC differs)")
         covers_raw = json.loads(meta[COVERS_KEY])
         steps = np.frombuffer(base64.b64decode(meta[WALL_STEPS_KEY], validate=True), dtype="<f8")
         times = np.frombuffer(base64.b64decode(meta[WALL_TIMES_KEY], validate=True), dtype="<f8")
