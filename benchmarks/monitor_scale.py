@@ -161,7 +161,7 @@ def write_run(path: Path, steps: int, steps_per_shard: int, seed: int = 0, start
         manifest["summary"] = keeper.to_json()
     write_manifest(path, manifest)
     if keeper is not None:  # and the whole-run file the recorder writes when it closes
-        from tuidiag.store.envelope_run import write_whole
+        from tuidiag.store.whole_writer import write_whole
 
         write_whole(path, 0)
 
@@ -170,7 +170,7 @@ def ensure_whole(path: Path) -> None:
     """A run cached by an earlier version of :func:`write_run` gets the whole-run file the recorder now writes at
     close (as ``tuidiag compact`` would give it); a checkout without that file format (``--src``) ignores it."""
     try:
-        from tuidiag.store.envelope_run import write_whole
+        from tuidiag.store.whole_writer import write_whole
         from tuidiag.store.whole_summary import whole_path
     except ImportError:
         return

@@ -30,7 +30,8 @@ from tuidiag.cli.main import main
 from tuidiag.format import METRICS_DIR, METRICS_SCHEMA, SUMMARIES_DIR, ShardName  # type: ignore[attr-defined]
 from tuidiag.store.discovery import list_shards
 from tuidiag.store.envelope import _ARRAYS
-from tuidiag.store.envelope_run import EnvelopeRun, open_envelopes, write_whole
+from tuidiag.store.envelope_run import EnvelopeRun, open_envelopes
+from tuidiag.store.whole_writer import write_whole
 from tuidiag.store.manifest import new_manifest, write_manifest
 from tuidiag.store.shards import compact, write_table_atomic
 from tuidiag.store.summary_files import summary_table, write_summary
@@ -235,14 +236,14 @@ def test_the_recorder_writes_it_at_close_and_compact_for_older_runs(tmp_path: Pa
 def test_no_file_is_written_from_many_rows_without_summaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Shards without a summary beyond the bound are not decoded to write the file (a training's close never waits
     on them); with their summaries written, it is."""
-    from tuidiag.store import envelope_run
+    from tuidiag.store import whole_writer
     from tuidiag.store.summary_files import build_missing
 
     run_dir = _run(tmp_path)
     whole_path(run_dir, 0).unlink()
     shutil.rmtree(run_dir / SUMMARIES_DIR)
     sizes = sum(path.stat().st_size for _, path in list_shards(run_dir / METRICS_DIR))
-    monkeypatch.setattr(envelope_run, "WHOLE_MAX_ROW_BYTES", sizes - 1)
+    monkeypatch.setattr(whole_writer, "WHOLE_MAX_ROW_BYTES", sizes - 1)
     assert not write_whole(run_dir, 0) and not whole_path(run_dir, 0).exists()
     assert build_missing(run_dir) == 3 and write_whole(run_dir, 0)
 
@@ -261,6 +262,30 @@ def test_a_flipped_bit_anywhere_in_the_file_is_noticed_or_harmless(tmp_path_fact
     data[position // 8] ^= 1 << (position % 8)
     where.write_bytes(bytes(data))
     assert_same(open_envelopes(run_dir), _without_whole(run_dir, root / "plain"))
+
+
+def test_a_resumed_run_gets_no_file(tmp_path: Path) -> None:
+    """A later session continued the run (its view reads rows): no file, decided before any shard is read."""
+    run_dir = _run(tmp_path)
+    whole_path(run_dir, 0).unlink()
+    with tuidiag.Recorder(run_dir, resume="allow") as rec:
+        rec.step(1.0)
+    assert tuidiag.open_run(run_dir).resume_steps
+    assert not write_whole(run_dir, 0) and not whole_path(run_dir, 0).exists()
+
+
+def test_writing_the_file_leaves_the_monitors_cache_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The training's close decodes a large shard without a summary: the levels are not kept in the cache (the
+    monitor keeps them there when it reads such a shard, not the training)."""
+    monkeypatch.setenv("TUIDIAG_CACHE_DIR", str(tmp_path / "cache"))
+    run_dir = _run(tmp_path)
+    whole_path(run_dir, 0).unlink()
+    steps = np.arange(3_000, 103_000)
+    write_table_atomic(run_dir / METRICS_DIR / ShardName(0, 16, 16).filename, _flush(16, steps))
+    assert write_whole(run_dir, 0)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.*-*"))
+    open_envelopes(run_dir)  # the monitor's reading: the new shard is read from the file now
+    assert open_envelopes(run_dir).whole_shards == 4
 
 
 def test_the_whole_table_is_a_summaries_table() -> None:

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             orphan.unlink(missing_ok=True)
         whole = False
         if not live:
-            from tuidiag.store.envelope_run import write_whole
+            from tuidiag.store.whole_writer import write_whole
 
             metric_ranks = {shard.rank for shard, _ in list_shards(path / METRICS_DIR)}
             whole = len(metric_ranks) == 1 and write_whole(path, metric_ranks.pop())

@@ -335,7 +335,7 @@ class ShardWriter(ShardTables):
         """On close: merge every run of small shards, until none is left to merge, then write the whole-run
         file a reader opens the run from (:mod:`tuidiag.store.whole_summary`; a run of one rank only)."""
         compact_all(self.run_dir, self.rank)
-        from tuidiag.store.envelope_run import write_whole
+        from tuidiag.store.whole_writer import write_whole
 
         write_whole(self.run_dir, self.rank)
 

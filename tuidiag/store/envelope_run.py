@@ -37,7 +37,7 @@ from tuidiag.store.seqset import SeqSet
 from tuidiag.store.series_buffer import Series
 from tuidiag.store.spread import spread_indices
 from tuidiag.store.summary_files import cached_path, read_levels, shard_footer, summary_path, write_cached
-from tuidiag.store.whole_summary import read_whole, whole_path, whole_table
+from tuidiag.store.whole_summary import read_whole, whole_path
 
 MAX_BUCKETS = 16_384
 """Buckets kept per level and metric: the memory of a run's envelopes does not grow with its length."""
@@ -45,9 +45,6 @@ MAX_WALL_MARKS = 8_192
 """(step, wall time) pairs kept for a run's clock (:meth:`EnvelopeRun.wall_marks`): a time axis is a few hundred columns."""
 MAX_COVERED = 4_096
 """Shard names kept in :attr:`EnvelopeRun.covered` before those compacted away are forgotten."""
-WHOLE_MAX_ROW_BYTES = 8 * 1024 * 1024
-"""Bytes of shards without a summary :func:`write_whole` reads rows from at most (a few fresh flushes): beyond, it
-writes nothing, so a training's close never waits on decoding a long run."""
 CACHE_MIN_ROWS = 100_000
 """A shard without a summary at least this large leaves its levels in the cache directory once read."""
 _COLUMNS = ["step", "wall_time", "metric", "value", "seq"]
@@ -57,7 +54,9 @@ _BATCH_ROWS = 262_144
 class EnvelopeRun(Run):
     """A run directory read into per-metric envelopes, then refreshed incrementally."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, cache: bool = True) -> None:
+        self._cache = cache
+        """Whether levels computed from a large shard's rows are kept in the monitor's cache directory."""
         self._pyramids: dict[tuple[int, str], Pyramid] = {}
         self._floor = BASE_SHIFT
         """The finest shift kept: raised when a run's length makes :data:`MAX_BUCKETS` too few for the finer one."""
@@ -68,7 +67,7 @@ class EnvelopeRun(Run):
         self._walls: list[tuple[np.ndarray, np.ndarray]] = []
         """(steps, wall times) of the shards read, from their footers (:meth:`wall_marks`)."""
         self.covered: dict[str, int] = {}
-        """The metrics shards whose levels were added, by file name, with their sizes (what :func:`write_whole` names)."""
+        """The metrics shards whose levels were added, by file name, with their sizes (what :func:`~tuidiag.store.whole_writer.write_whole` names)."""
         self.whole_shards = 0
         """Shards read from the rank's whole-run file (:mod:`tuidiag.store.whole_summary`) at the first read, else 0."""
         super().__init__(path)
@@ -319,7 +318,7 @@ class EnvelopeRun(Run):
             return None
         self._mark_read(seen, shard, np.concatenate(seq_parts) if seq_parts else np.empty(0, np.int64))
         bases = {name: merge(found) for name, found in parts.items()}
-        if not overlap and sum(rows.values()) >= CACHE_MIN_ROWS:
+        if self._cache and not overlap and sum(rows.values()) >= CACHE_MIN_ROWS:
             where = cached_path(self.path, path)
             if where is not None:
                 write_cached(where, {name: Pyramid.of(base) for name, base in bases.items()}, sum(rows.values()))
@@ -358,30 +357,3 @@ def open_envelopes(path: str | Path) -> EnvelopeRun:
     """Open a run directory as envelopes; call ``refresh()`` to tail it."""
     return EnvelopeRun(path)
 
-
-def write_whole(run_dir: Path, rank: int) -> bool:
-    """Write the whole-run file of ``rank`` (:mod:`tuidiag.store.whole_summary`) of a run whose metrics are all
-    of that rank, from its shards (their summaries where valid); whether it was written. Not for runs a later
-    session resumed (their views read rows), nor of one shard, nor with more than :data:`WHOLE_MAX_ROW_BYTES` of
-    shards without a summary, nor when the file there already stands for every shard read."""
-    shards = list_shards(run_dir / METRICS_DIR)
-    if len(shards) < 2 or any(shard.rank != rank for shard, _ in shards):
-        return False  # one shard: its summary (or its few rows) is as quick to read
-    try:
-        unsummarised = sum(path.stat().st_size for _, path in shards if not summary_path(run_dir, path.name).exists())
-    except OSError:
-        return False  # compacted meanwhile: a later close or compact writes it
-    if unsummarised > WHOLE_MAX_ROW_BYTES:
-        return False  # rows to decode first: never at a training's exit (tuidiag compact writes their summaries first)
-    run = EnvelopeRun(run_dir)
-    if run.resume_steps or run.ranks != [rank] or not run.covered or run.whole_shards == len(run.covered):
-        return False
-    from tuidiag.store.shards import write_table_atomic
-
-    pyramids = {name: pyramid for (_, name), pyramid in run._pyramids.items()}
-    whole_path(run_dir, rank).parent.mkdir(exist_ok=True)
-    table = whole_table(pyramids, run.covered, run.wall_marks())
-    # one row group: each column is read as one array and viewed, not joined from parts into a copy
-    write_table_atomic(whole_path(run_dir, rank), table, root=run_dir, row_group_rows=max(1, table.num_rows),
-                       page_checksums=True)
-    return True
