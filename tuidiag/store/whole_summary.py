@@ -8,9 +8,10 @@ up to one bucket, the (step, wall time) marks of the shards' row groups, and the
 by file name and size. The recorder writes it when it closes; ``tuidiag compact RUN`` too.
 
 Its pages carry CRCs, checked as read, and a CRC covers the shard list and wall marks of its footer: a
-damaged file is noticed, not drawn. It only ever saves time. A reader uses it when every shard it names is still there at its size and
-no other shard holds rows older than its newest (a later session's shards are read as before, after it);
-otherwise, or when it is missing, malformed or of another version, the reader reads the shards.
+damaged file is noticed, not drawn. It only ever saves time. A reader uses it when every shard it names
+is still there at its size and no other shard holds rows older than its newest (shards written after it
+are read after it); otherwise, or when it is missing, malformed, damaged or of another version, the
+reader reads the shards.
 The table has the summaries' schema and version (one row per metric, level and bucket).
 """
 
