@@ -77,12 +77,19 @@ def write_summary(run_dir: Path, shard_filename: str, table: pa.Table, root: Pat
 
 def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT,
                 finest_only: bool = False, views: bool = False) -> dict[str, dict[int, Level]]:
+    """:func:`read_levels_and_metadata` without the file's metadata."""
+    return read_levels_and_metadata(path, shard_rows, min_shift, finest_only, views)[0]
+
+
+def read_levels_and_metadata(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT, finest_only: bool = False,
+                             views: bool = False) -> tuple[dict[str, dict[int, Level]], dict[bytes, bytes]]:
     """The levels of at least ``min_shift`` in the summary at ``path``, by metric and shift; with
     ``finest_only``, only each metric's finest of those (what a reader merging shards needs: a summary
     holds a dozen levels per metric, and building the coarser ones cost most of the time of opening a run).
     ``views``: each level's arrays are views of the file's columns, not copies (for a reader that keeps
     every level read: a copy doubled the memory of reading a whole-run file).
 
+    Also the key-value metadata of the file's schema, from the same opening of the file.
     Raises :class:`ShardError` when it is not a valid summary of a shard of ``shard_rows`` rows
     (``None``: not checked), ``FileNotFoundError`` when there is none.
     """
@@ -102,7 +109,7 @@ def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT,
     columns = {c: to_numpy(table.column(c)) for c in _LEVEL_COLUMNS}
     result: dict[str, dict[int, Level]] = {}
     if not len(all_codes):
-        return result
+        return result, meta
     # rows are grouped by (metric, shift): a group is one level, copied out of the table (a view would keep every
     # level of the file alive until the shards' levels are merged)
     same_key = (all_codes[1:] == all_codes[:-1]) & (shifts[1:] == shifts[:-1])
@@ -122,7 +129,7 @@ def read_levels(path: Path, shard_rows: int | None, min_shift: int = BASE_SHIFT,
     for code, shift, a, b in groups:
         level = Level(shift, *(take(columns[c][a:b]) for c in _LEVEL_COLUMNS))
         result.setdefault(str(names[code]), {})[shift] = level
-    return result
+    return result, meta
 
 
 def shard_rows(path: Path) -> int:

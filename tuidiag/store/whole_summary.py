@@ -29,7 +29,7 @@ import pyarrow as pa
 from tuidiag.format import SUMMARIES_DIR
 from tuidiag.store.decode import ShardError
 from tuidiag.store.envelope import SHIFT_STEP, Pyramid
-from tuidiag.store.summary_files import read_levels, summary_table
+from tuidiag.store.summary_files import read_levels_and_metadata, summary_table
 
 COVERS_KEY = b"tuidiag.covers"
 """JSON list of ``[file name, size in bytes]`` of the metrics shards the file stands for."""
@@ -75,9 +75,7 @@ def read_whole(path: Path, floor: int) -> Whole | None:
     metric's levels do not run from ``floor`` up to one bucket (written for another floor: read the shards).
     Raises ``FileNotFoundError``, :class:`ShardError` (malformed, another version) or an Arrow error, as
     :func:`read_levels` does."""
-    import pyarrow.parquet as pq
-
-    meta = pq.read_schema(path).metadata or {}
+    found, meta = read_levels_and_metadata(path, None, min_shift=floor, views=True)  # kept whole: views, not copies
     try:
         if int(meta[CRC_KEY]) != _crc(meta):
             raise ShardError("a whole-run file's metadata is damaged (its CRC differs)")
@@ -92,7 +90,6 @@ def read_whole(path: Path, floor: int) -> Whole | None:
         raise ShardError("a whole-run file names no shards, or names them wrongly")
     if len(steps) != len(times) or not (np.all(np.isfinite(steps)) and np.all(np.isfinite(times))):
         raise ShardError("a whole-run file's wall marks do not pair up")
-    found = read_levels(path, None, min_shift=floor, views=True)  # every level read is kept: views, not copies
     pyramids = {}
     for name, by_shift in found.items():
         chain = range(floor, max(by_shift) + 1, SHIFT_STEP)
