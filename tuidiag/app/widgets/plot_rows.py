@@ -18,6 +18,8 @@ from rich.ansi import AnsiDecoder
 from rich.style import Style
 from rich.text import Text
 
+from tuidiag.app.widgets.plot_raster import draw_signals, take_signals
+
 
 @lru_cache(maxsize=1024)
 def _style_of(colors: tuple[object, ...]) -> Style | None:
@@ -31,8 +33,12 @@ def figure_rows(figure: object) -> list[Text]:
     """Build ``figure`` (a plotext figure) and return its rows, top first, each as the ``Text`` that
     ``Text.from_ansi(figure.build().removesuffix("\\n")).split("\\n")`` gives."""
     figure._set_sizes()  # type: ignore[attr-defined]  # what Figure.build does, less writing the canvas
+    monitor = figure.monitor  # type: ignore[attr-defined]
+    signals = take_signals(monitor)
     figure._build_matrix()  # type: ignore[attr-defined]
-    matrix = figure.monitor.matrix  # type: ignore[attr-defined]
+    if signals:
+        draw_signals(monitor, signals)  # the lines and scatters, as plotext would have drawn them
+    matrix = monitor.matrix
     rows = []
     for r in matrix.Rows[::-1]:
         markers, fore, style, back = matrix.marker[r], matrix.fullground[r], matrix.style[r], matrix.background[r]

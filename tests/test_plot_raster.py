@@ -1,0 +1,141 @@
+"""The numpy drawing of a figure's lines and scatters gives exactly plotext's cells (``plot_raster``).
+
+Each generated figure is built twice: once by ``figure_rows`` (signals drawn by numpy) and once by
+plotext's own ``build`` on a deep copy, parsed back from its ANSI text; the rows must be equal,
+character, colour and style. The generator aims at what differs between two implementations:
+points exactly on a cell boundary or a rounding edge of plotext's scaling, points off the canvas,
+repeated points, one-point lines, steep and flat segments, braille beside character markers, and
+later signals over earlier ones.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from rich.text import Text
+from textual_plotext.plot import Plot
+
+from tests.conftest import examples
+from tuidiag.app.widgets.plot_raster import BRAILLE_CHARS, take_signals
+from tuidiag.app.widgets.plot_rows import figure_rows
+
+MARKERS = ("braille", "•", "+", "x", "┊")
+COLORS = ((0, 175, 215), (255, 135, 0), "red", "white", "blue+")
+
+
+def coordinate(cells: int) -> st.SearchStrategy[float]:
+    """A unit coordinate: anywhere, on a point boundary of a canvas of up to ``cells`` cells, or a hair
+    either side of one (plotext rounds to 8 decimals before flooring)."""
+    on_grid = st.builds(lambda k, n: k / n, st.integers(-2, 4 * cells), st.integers(1, 4 * cells))
+    hair = st.builds(lambda v, e: v + e, on_grid, st.sampled_from([-1e-9, -1e-12, 1e-12, 1e-9, 5e-9]))
+    return st.one_of(st.floats(-0.6, 1.6, allow_nan=False), on_grid, hair, st.sampled_from([0.0, 1.0, 0.5]))
+
+
+@st.composite
+def figures(draw: st.DrawFn) -> tuple[Plot, Plot]:
+    """A plotext figure with set limits and a few signals, and its deep copy (a figure builds once)."""
+    width, height = draw(st.integers(4, 60)), draw(st.integers(4, 24))
+    plot = Plot()
+    plot.plotsize(width, height)
+    plot._set_size(width, height)
+    plot.theme(draw(st.sampled_from(["default", "dark", "clear", "pro"])))
+    for _ in range(draw(st.integers(1, 4))):
+        count = draw(st.integers(1, 40))
+        x = draw(st.lists(coordinate(width), min_size=count, max_size=count))
+        y = draw(st.lists(coordinate(height), min_size=count, max_size=count))
+        if draw(st.booleans()):
+            x = sorted(x)  # a chart's line goes left to right; a scatter or a cursor need not
+        kind = plot.plot if draw(st.booleans()) else plot.scatter
+        kind(x, y, marker=draw(st.sampled_from(MARKERS)), color=draw(st.sampled_from(COLORS)))
+    if draw(st.booleans()):
+        plot.horizontal_line(draw(st.floats(0.0, 1.0)), color="red")
+    if draw(st.booleans()):
+        plot.vertical_line(draw(st.floats(0.0, 1.0)), color="green")
+    plot.xlim(0.0, 1.0)
+    plot.ylim(0.0, 1.0)
+    plot.xticks([0.0, 0.5, 1.0], ["", "", ""])
+    plot.yticks([0.0, 1.0], ["", ""])
+    return plot, copy.deepcopy(plot)
+
+
+def plotext_rows(figure: Plot) -> list[Text]:
+    """plotext's own drawing of ``figure``, parsed back from its ANSI text."""
+    return list(Text.from_ansi(figure.build().removesuffix("\n")).split("\n"))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(pair=figures())
+def test_numpy_drawn_signals_are_plotexts_cells(pair: tuple[Plot, Plot]) -> None:
+    """Every generated figure draws the same rows by numpy as by plotext, and numpy drew its signals."""
+    figure, twin = pair
+    assert take_signals(copy.deepcopy(figure).monitor) is not None  # the numpy path is the one compared
+    assert figure_rows(figure) == plotext_rows(twin)
+
+
+def test_a_spiky_envelope_draws_every_column_as_plotext_does() -> None:
+    """The named case: a min/max envelope from the bottom to the top at every column, three series deep."""
+    rng = np.random.default_rng(0)
+    figure = Plot()
+    figure.plotsize(156, 18)
+    figure._set_size(156, 18)
+    for marker, color in zip(("braille", "•", "+"), COLORS):
+        x = np.repeat(np.linspace(0.0, 1.0, 125), 2)
+        y = np.where(np.arange(250) % 2, rng.uniform(0.6, 1.0, 250), rng.uniform(0.0, 0.4, 250))
+        figure.plot(x.tolist(), y.tolist(), marker=marker, color=color)
+    figure.xlim(0.0, 1.0)
+    figure.ylim(0.0, 1.0)
+    figure.xticks([0.0, 0.25, 0.5, 0.75, 1.0], [""] * 5)
+    figure.yticks([0.0, 0.5, 1.0], [""] * 3)
+    twin = copy.deepcopy(figure)
+    assert take_signals(copy.deepcopy(figure).monitor) is not None
+    rows = figure_rows(figure)
+    assert rows == plotext_rows(twin)
+    assert sum(row.plain.count("•") for row in rows) > 100  # the drawing is dense: every column crossed
+
+
+@example(kind="log")
+@given(kind=st.sampled_from(["log", "no limits", "no ticks", "fill", "hd marker", "upper axis"]))
+def test_what_numpy_does_not_draw_is_left_to_plotext(kind: str) -> None:
+    """A figure this module does not handle is built by plotext alone, with the same result as before."""
+    figure = Plot()
+    figure.plotsize(40, 12)
+    figure._set_size(40, 12)
+    x, y = [0.1, 0.5, 0.9], [1.0, 10.0, 100.0]
+    options: dict[str, object] = {"marker": "hd" if kind == "hd marker" else "braille", "color": "red"}
+    if kind == "fill":
+        options["fillx"] = True
+    if kind == "upper axis":
+        options["xside"] = "upper"
+    figure.plot(x, y, **options)
+    if kind == "log":
+        figure.yscale("log")
+    if kind != "no limits":
+        figure.xlim(0.0, 1.0)
+        figure.ylim(1.0, 100.0)
+    if kind != "no ticks":
+        figure.xticks([0.0, 1.0], ["", ""])
+        figure.yticks([1.0, 100.0], ["", ""])
+    twin = copy.deepcopy(figure)
+    assert take_signals(copy.deepcopy(figure).monitor) is None
+    assert figure_rows(figure) == plotext_rows(twin)
+
+
+def test_the_braille_table_is_plotexts_own() -> None:
+    """Each dot code maps to plotext's character for it: no dots is a blank, all eight the full cell."""
+    assert BRAILLE_CHARS[0] == " " and BRAILLE_CHARS[255] == "⣿"
+    assert len(set(BRAILLE_CHARS.tolist())) > 250  # plotext's table has a few duplicates; kept as they are
+
+
+@settings(max_examples=examples(600), deadline=None)
+@given(values=st.lists(coordinate(200), min_size=1, max_size=50), bins=st.integers(1, 800),
+       lim=st.sampled_from([(0.0, 1.0), (-0.5, 2.0), (1e-3, 3e-3)]))
+def test_points_round_as_plotexts_get_matrix_data(values: list[float], bins: int, lim: tuple[float, float]) -> None:
+    """The scaling to canvas points, rounding edges included, is plotext's ``get_matrix_data``."""
+    from plotext import _utility as plotext_utility
+
+    from tuidiag.app.widgets.plot_raster import _points
+
+    assert _points(np.array(values), list(lim), bins).tolist() == plotext_utility.get_matrix_data(values, list(lim), bins)
