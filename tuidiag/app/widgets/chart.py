@@ -23,11 +23,13 @@ from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual.app import RenderResult
+from textual.strip import Strip
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 from plotext._dict import themes as plotext_themes
 
 from tuidiag.app.widgets.guard import failure_text
+from tuidiag.app.widgets.line_strips import text_strips
 from tuidiag.app.widgets.plot_rows import figure_rows
 from tuidiag.viewmodel.chart_axes import ACTION, Axis, FAILED_ACTION, MARKER, NONFINITE, RESUME, TIME, PlotData, plot_data
 from tuidiag.viewmodel.chart_clock import elapsed_at
@@ -77,6 +79,7 @@ class MetricChart(PlotextPlot):
         self._version = 0
         """Bumped on every change of data, marker, scale or view: the drawing is reused until it or the size changes."""
         self._rendered: tuple[tuple[object, ...], RenderResult] | None = None
+        self._strips: tuple[tuple[object, ...], list[Strip] | None] | None = None
 
     def show(self, chart: Chart, marker: int | None = None) -> None:
         """Draw ``chart`` (and a vertical marker at step ``marker``); nothing to do when both are unchanged."""
@@ -105,6 +108,20 @@ class MetricChart(PlotextPlot):
         """Draw again from the current chart at the next repaint."""
         self._version += 1
         self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        """Row ``y`` of the drawing, through Textual's Line API: the rows become strips directly
+        (:mod:`~tuidiag.app.widgets.line_strips`), not through Textual's conversion of a ``Text``."""
+        base = self.visual_style
+        key = (self._version, self.size.width, self.size.height, self.app.theme, base)
+        if self._strips is None or self._strips[0] != key:
+            text = self.render()
+            self._strips = (key, text_strips(text, base, self.size.width, self.size.height, self.app.ansi_theme)
+                            if isinstance(text, Text) else None)
+        strips = self._strips[1]
+        if strips is None:  # not a plain drawing (an error message): Textual draws it
+            return super().render_line(y)
+        return strips[y] if 0 <= y < len(strips) else Strip.blank(self.size.width, base.rich_style)
 
     def render(self) -> RenderResult:
         """The drawing, cached per (data version, size, theme): plotext draws in pure Python,

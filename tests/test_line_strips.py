@@ -1,0 +1,111 @@
+"""A chart drawn through the Line API looks exactly as Textual draws the same ``Text`` (``line_strips``).
+
+Textual turns a widget's ``Text`` into strips through its own ``Content``; the chart builds its strips
+directly. Both are compared cell by cell (character and style; Textual's per-segment ``offset``
+metadata, which only text selection reads, aside) for every chart of the demo runs at a matrix of
+sizes and scales, and for generated rows: styled and unstyled runs, string styles, a style on the
+rows that fill the widget or fall short, and the widget's own style under them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.style import Style
+from rich.text import Text
+from textual.strip import Strip
+from textual.style import Style as TextualStyle
+from textual.visual import Visual, visualize
+
+from tests.conftest import ROOT, examples
+from tuidiag.app.app import TuidiagApp
+from tuidiag.app.screens.run_screen import RunScreen
+from tuidiag.app.widgets.chart import MetricChart, draw_chart
+from tuidiag.app.widgets.line_strips import text_strips
+
+COLORS = [None, "red", "#00afd7", "color(240)", "bright_white"]
+styles = st.builds(lambda c, b, bold, dim: Style(color=c, bgcolor=b, bold=bold, dim=dim), st.sampled_from(COLORS),
+                   st.sampled_from(COLORS), st.sampled_from([None, True, False]), st.sampled_from([None, True]))
+runs = st.lists(st.tuples(st.text(st.sampled_from(" abc⠁⣿┊•│─"), min_size=1, max_size=8),
+                          st.one_of(st.none(), styles, st.sampled_from(["dim", "bold red", "on blue"]))), max_size=12)
+
+
+def look(style: Style | None) -> tuple[object, ...]:
+    """What a style shows: its colours and attributes (``False`` and unset alike, a colour's name and number alike;
+    metadata aside)."""
+    style = style or Style()
+    color = lambda c: (c.type, c.number, c.triplet) if c is not None else None  # noqa: E731 - "red" and "color(1)" alike
+    return (color(style.color), color(style.bgcolor), bool(style.bold), bool(style.dim), bool(style.italic), bool(style.underline),
+            bool(style.reverse), bool(style.strike))
+
+
+def cells(strips: list[Strip]) -> list[list[tuple[str, tuple[object, ...]]]]:
+    """Each strip as (character, what its style shows) per cell."""
+    return [[(char, look(segment.style)) for segment in strip for char in segment.text] for strip in strips]
+
+
+def textual_strips(widget: MetricChart, text: Text, width: int, height: int) -> list[Strip]:
+    """What Textual draws for ``text`` in ``widget`` at ``width`` x ``height`` (the rows after the text's
+    last one blank in the widget's style, as Textual's styles cache fills them)."""
+    strips = Visual.to_strips(widget, visualize(widget, text), width, height, widget.visual_style, pad=True)
+    return strips + [Strip.blank(width, widget.visual_style.rich_style)] * (height - len(strips))
+
+
+@pytest.mark.parametrize("run", ["lr-too-high", "overfitting"])
+async def test_every_chart_draws_as_textual_draws_its_text(run: str) -> None:
+    """Every chart of a demo run, at sizes from the smallest to wide, linear and log, with and without a
+    cursor, and generated rows: the strips are Textual's, cell for cell."""
+    app = TuidiagApp(ROOT / "demo_runs" / run)
+    async with app.run_test(size=(100, 30)) as pilot:
+        while not (isinstance(app.screen, RunScreen) and app.screen.detail is not None):
+            await pilot.pause(0.05)
+        widget = app.screen.query_one("#chart-loss", MetricChart)
+        base, theme = widget.visual_style, app.ansi_theme
+        compared = 0
+        for chart in app.screen.detail.charts.values():
+            for width, height in ((12, 5), (40, 9), (77, 18), (196, 40)):
+                for log in (False, True):
+                    for cursor in (None, 1000):
+                        text = draw_chart(chart, log=log, marker=None, width=width, height=height, cursor=cursor)
+                        assert cells(text_strips(text, base, width, height, theme)) == cells(textual_strips(widget, text, width, height))
+                        compared += 1
+        assert compared == len(app.screen.detail.charts) * 16
+
+        @settings(max_examples=examples(150), deadline=None)
+        @given(row_runs=st.lists(runs, min_size=1, max_size=4), extra=st.integers(0, 5))
+        def generated(row_runs: list[list[tuple[str, object]]], extra: int) -> None:
+            rows = []
+            for parts in row_runs:
+                row = Text()
+                for part, style in parts:
+                    row.append(part, style)
+                rows.append(row)
+            text = Text("\n").join(rows)
+            width = max(1, max(row.cell_len for row in rows)) + extra  # a chart's rows fit it (Textual wraps longer ones)
+            height = len(rows) + 1
+            assert cells(text_strips(text, base, width, height, theme)) == cells(textual_strips(widget, text, width, height))
+
+        generated()
+
+
+async def test_a_failed_chart_is_drawn_by_textual_with_its_error_in_its_place() -> None:
+    """A chart that cannot be drawn shows its error (a ``Text`` with a style of its own, which the strips
+    leave to Textual): the whole message, never read as markup, and the app stays up."""
+    from tuidiag.app.widgets.guard import failure_text
+
+    assert text_strips(failure_text("this chart", ValueError("x")), TextualStyle(), 60, 3) is None
+    app = TuidiagApp(ROOT / "demo_runs" / "healthy")
+    async with app.run_test(size=(120, 30)) as pilot:
+        while not (isinstance(app.screen, RunScreen) and app.screen.detail is not None):
+            await pilot.pause(0.05)
+        chart = app.screen.query_one("#chart-loss", MetricChart)
+        chart.chart = replace(chart.chart, lines=(("loss", "[bold]not markup[/]", None),))  # type: ignore[arg-type]
+        chart.redraw()
+        await pilot.pause()
+        shown = "\n".join(chart.render_line(y).text for y in range(chart.size.height))
+        assert "this chart could not be drawn: ValueError" in shown and "'[bold]not markup[/]'" in shown.replace("\n", "")
+        assert "the monitor keeps running" in shown
+        assert app.is_running
