@@ -139,3 +139,20 @@ def test_points_round_as_plotexts_get_matrix_data(values: list[float], bins: int
     from tuidiag.app.widgets.plot_raster import _points
 
     assert _points(np.array(values), list(lim), bins).tolist() == plotext_utility.get_matrix_data(values, list(lim), bins)
+
+
+def test_a_control_character_in_a_cell_does_not_shift_the_colours_after_it() -> None:
+    """rich drops control codes from a row's text; the runs after one keep their own colours."""
+    figure = Plot()
+    figure.plotsize(30, 8)
+    figure._set_size(30, 8)
+    figure.scatter([0.2], [0.5], marker="\a", color="blue")
+    figure.scatter([0.8], [0.5], marker="x", color="red")
+    figure.xlim(0.0, 1.0)
+    figure.ylim(0.0, 1.0)
+    figure.xticks([0.0, 1.0], ["", ""])
+    figure.yticks([0.0, 1.0], ["", ""])
+    row = next(row for row in figure_rows(figure) if "x" in row.plain)
+    assert "\a" not in row.plain and len(row.plain) == 29
+    at = row.plain.index("x")
+    assert any(span.start <= at < span.end and span.style.color.number == 1 for span in row.spans)  # red

@@ -4,7 +4,7 @@
 plotext builds a character matrix (markers, foreground, style and background colours per cell),
 then writes it as one string with an escape sequence at every change of colours, which rich
 parses again; for a chart of 100 x 40 cells the writing and the parsing took about a third of
-the drawing. Here each run of cells of the same colours is appended once, with the style that
+the drawing. Here each run of cells of the same colours becomes one span, with the style that
 rich's decoder gives that run's escape sequence (computed once per colour triple and kept), so
 the rows are equal to the parsed ones (``tests/test_chart_render.py`` compares them).
 """
@@ -16,7 +16,7 @@ from functools import lru_cache
 from plotext import _utility as plotext_utility
 from rich.ansi import AnsiDecoder
 from rich.style import Style
-from rich.text import Text
+from rich.text import Span, Text
 
 from tuidiag.app.widgets.plot_raster import draw_signals, take_signals
 
@@ -42,11 +42,16 @@ def figure_rows(figure: object) -> list[Text]:
     rows = []
     for r in matrix.Rows[::-1]:
         markers, fore, style, back = matrix.marker[r], matrix.fullground[r], matrix.style[r], matrix.background[r]
-        text = Text()
+        runs: list[tuple[int, int, Style | None]] = []  # cells of the same colours, one span each (not Text.append: slower)
         start, cols = 0, len(markers)
         for c in range(1, cols + 1):
             if c == cols or (fore[c], style[c], back[c]) != (fore[start], style[start], back[start]):
-                text.append("".join(markers[start:c]), _style_of((fore[start], style[start], back[start])))
+                runs.append((start, c, _style_of((fore[start], style[start], back[start]))))
                 start = c
+        text = Text("".join(markers), spans=[Span(a, b, s) for a, b, s in runs if s is not None])
+        if len(text.plain) != cols:  # a cell of more or less than one character, or a control code rich drops
+            text = Text()
+            for a, b, s in runs:
+                text.append("".join(markers[a:b]), s)
         rows.append(text)
     return rows
