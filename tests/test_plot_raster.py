@@ -37,13 +37,13 @@ def coordinate(cells: int) -> st.SearchStrategy[float]:
 @st.composite
 def figures(draw: st.DrawFn) -> tuple[Plot, Plot]:
     """A plotext figure with set limits and a few signals, and its deep copy (a figure builds once)."""
-    width, height = draw(st.integers(4, 60)), draw(st.integers(4, 24))
+    width, height = draw(st.integers(4, 40)), draw(st.integers(4, 16))
     plot = Plot()
     plot.plotsize(width, height)
     plot._set_size(width, height)
     plot.theme(draw(st.sampled_from(["default", "dark", "clear", "pro"])))
     for _ in range(draw(st.integers(1, 4))):
-        count = draw(st.integers(1, 40))
+        count = draw(st.integers(1, 30))
         x = draw(st.lists(coordinate(width), min_size=count, max_size=count))
         y = draw(st.lists(coordinate(height), min_size=count, max_size=count))
         if draw(st.booleans()):
@@ -66,7 +66,7 @@ def plotext_rows(figure: Plot) -> list[Text]:
     return list(Text.from_ansi(figure.build().removesuffix("\n")).split("\n"))
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(pair=figures())
 def test_numpy_drawn_signals_are_plotexts_cells(pair: tuple[Plot, Plot]) -> None:
     """Every generated figure draws the same rows by numpy as by plotext, and numpy drew its signals."""
