@@ -97,7 +97,7 @@ def test_a_spiky_envelope_draws_every_column_as_plotext_does() -> None:
 
 
 @example(kind="log")
-@given(kind=st.sampled_from(["log", "no limits", "no ticks", "fill", "hd marker", "upper axis"]))
+@given(kind=st.sampled_from(["log", "no limits", "no ticks", "fill", "hd marker", "upper axis", "label", "text"]))
 def test_what_numpy_does_not_draw_is_left_to_plotext(kind: str) -> None:
     """A figure this module does not handle is built by plotext alone, with the same result as before."""
     figure = Plot()
@@ -109,9 +109,13 @@ def test_what_numpy_does_not_draw_is_left_to_plotext(kind: str) -> None:
         options["fillx"] = True
     if kind == "upper axis":
         options["xside"] = "upper"
+    if kind == "label":
+        options["label"] = "loss"  # plotext's legend reads the signal's markers
     figure.plot(x, y, **options)
     if kind == "log":
         figure.yscale("log")
+    if kind == "text":
+        figure.text("HELLO", 0.4, 50.0)  # plotext draws text over the signals
     if kind != "no limits":
         figure.xlim(0.0, 1.0)
         figure.ylim(1.0, 100.0)

@@ -12,8 +12,9 @@ arithmetic: the same scaling and rounding to points (``get_matrix_data``), the s
 two data points (``get_line``), the same braille characters (plotext's own table), the same clipping
 to the canvas. ``tests/test_plot_raster.py`` compares the two over generated figures.
 
-A signal this module does not handle (a non-default axis side, fill, hd markers, a non-finite or
-huge coordinate) leaves the figure to plotext: :func:`take_signals` then takes nothing.
+A figure this module does not handle (a signal on a non-default axis side, with fill, hd markers, a
+label for a legend, a non-finite or huge coordinate; text drawn over the signals; log or reversed axes;
+limits or ticks plotext takes from the data) is left to plotext: :func:`take_signals` then takes nothing.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def take_signals(monitor: object) -> list[Signal] | None:
     m = monitor
     limits = (m.xlim[0], m.ylim[0])  # type: ignore[attr-defined]
     if any(None in lim or not float(lim[1]) > float(lim[0]) for lim in limits) or m.xticks[0] is None or m.yticks[0] is None:  # type: ignore[attr-defined]
+        return None
+    if any(label is not None for label in m.label) or m.text:  # type: ignore[attr-defined]  # a legend reads the markers; text goes over signals
         return None
     signals: list[Signal] = []
     for s in range(m.signals):  # type: ignore[attr-defined]
