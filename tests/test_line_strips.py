@@ -3,8 +3,9 @@
 Textual turns a widget's ``Text`` into strips through its own ``Content``; the chart builds its strips
 directly. Both are compared cell by cell (the character and what its style shows) for every chart of
 the demo runs at sizes from the smallest to wide, in both scales, with and without a cursor, and for
-generated rows: styled and unstyled runs, string styles, rows that fill the widget or fall short, and
-the widget's own style under them.
+generated rows: styled and unstyled runs, string and named styles, characters of one cell and of two,
+rows that fill the widget or fall short, and the widget's own style under them. Offsets (the
+metadata text selection reads) are compared too, and a selection is drawn by Textual, highlighted.
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ from tuidiag.app.widgets.line_strips import text_strips
 COLORS = [None, "red", "#00afd7", "color(240)", "bright_white"]
 styles = st.builds(lambda c, b, bold, dim: Style(color=c, bgcolor=b, bold=bold, dim=dim), st.sampled_from(COLORS),
                    st.sampled_from(COLORS), st.sampled_from([None, True, False]), st.sampled_from([None, True]))
-runs = st.lists(st.tuples(st.text(st.sampled_from(" abc⠁⣿┊•│─"), min_size=1, max_size=8),
-                          st.one_of(st.none(), styles, st.sampled_from(["dim", "bold red", "on blue"]))), max_size=12)
+CHARACTERS = [" ", "a", "b", "é", "⠁", "⣿", "┊", "•", "│", "漢"]
+"""One cell each, and one of two cells. No combining mark: a chart's text never holds one (``one_cell_each``
+replaces it), and Textual's own wrapping counts it as a cell (a full row's last blank moves into the padding)."""
+runs = st.lists(st.tuples(st.lists(st.sampled_from(CHARACTERS), min_size=1, max_size=8).map("".join),
+                          st.one_of(st.none(), styles, st.sampled_from(["dim", "bold red", "on blue", "repr.number"]))), max_size=12)
 
 
 CASES = ((12, 5, False, None), (40, 9, True, None), (77, 18, False, 1000), (160, 40, True, 1000), (160, 40, False, None))
@@ -38,17 +42,18 @@ CASES = ((12, 5, False, None), (40, 9, True, None), (77, 18, False, 1000), (160,
 
 
 def look(style: Style | None) -> tuple[object, ...]:
-    """What a style shows: its colours and attributes (``False`` and unset alike, a colour's name and number alike;
-    metadata aside)."""
+    """What a style shows: its colours and attributes (``False`` and unset alike, a colour's name and number alike)."""
     style = style or Style()
     color = lambda c: (c.type, c.number, c.triplet) if c is not None else None  # noqa: E731 - "red" and "color(1)" alike
     return (color(style.color), color(style.bgcolor), bool(style.bold), bool(style.dim), bool(style.italic), bool(style.underline),
             bool(style.reverse), bool(style.strike))
 
 
-def cells(strips: list[Strip]) -> list[list[tuple[str, tuple[object, ...]]]]:
-    """Each strip as (character, what its style shows) per cell."""
-    return [[(char, look(segment.style)) for segment in strip for char in segment.text] for strip in strips]
+def cells(strips: list[Strip]) -> list[list[tuple[str, tuple[object, ...], object]]]:
+    """Each strip as (character, what its style shows, the offset text selection reads there) per cell; a blank's
+    offset aside (Textual moves blanks at the end of a full row into its padding, which has none)."""
+    return [[(char, look(segment.style), segment.style.meta.get("offset") if segment.style and char.strip() else None)
+             for segment in strip for char in segment.text] for strip in strips]
 
 
 def textual_strips(widget: MetricChart, text: Text, width: int, height: int) -> list[Strip]:
@@ -72,7 +77,7 @@ async def test_every_chart_draws_as_textual_draws_its_text(run: str) -> None:
         for chart in app.screen.detail.charts.values():
             for width, height, log, cursor in CASES:
                 text = draw_chart(chart, log=log, marker=None, width=width, height=height, cursor=cursor)
-                assert cells(text_strips(text, base, width, height, theme)) == cells(textual_strips(widget, text, width, height))
+                assert cells(text_strips(text, base, width, height, theme, app.console.get_style)) == cells(textual_strips(widget, text, width, height))
                 compared += 1
         assert compared == len(app.screen.detail.charts) * len(CASES)
 
@@ -88,7 +93,7 @@ async def test_every_chart_draws_as_textual_draws_its_text(run: str) -> None:
             text = Text("\n").join(rows)
             width = max(1, max(row.cell_len for row in rows)) + extra  # a chart's rows fit it (Textual wraps longer ones)
             height = len(rows) + 1
-            assert cells(text_strips(text, base, width, height, theme)) == cells(textual_strips(widget, text, width, height))
+            assert cells(text_strips(text, base, width, height, theme, app.console.get_style)) == cells(textual_strips(widget, text, width, height))
 
         generated()
 
@@ -111,3 +116,28 @@ async def test_a_failed_chart_is_drawn_by_textual_with_its_error_in_its_place() 
         assert "this chart could not be drawn: ValueError" in shown and "'[bold]not markup[/]'" in shown.replace("\n", "")
         assert "the monitor keeps running" in shown
         assert app.is_running
+
+
+async def test_a_selection_in_a_chart_is_highlighted_as_textual_highlights_it() -> None:
+    """While text in a chart is selected, each row is what Textual draws (with the selection's style);
+    once the selection is cleared, the chart's own strips again."""
+    from textual.geometry import Offset
+    from textual.selection import Selection
+    from textual.widget import Widget
+
+    app = TuidiagApp(ROOT / "demo_runs" / "healthy")
+    async with app.run_test(size=(100, 30)) as pilot:
+        while not (isinstance(app.screen, RunScreen) and app.screen.detail is not None):
+            await pilot.pause(0.05)
+        chart = app.screen.query_one("#chart-loss", MetricChart)
+        plain = [cells([chart.render_line(y)]) for y in range(chart.size.height)]
+        app.screen.selections = {chart: Selection(Offset(0, 2), Offset(20, 4))}
+        chart.refresh()
+        await pilot.pause()
+        selected = [cells([chart.render_line(y)]) for y in range(chart.size.height)]
+        assert selected == [cells([Widget.render_line(chart, y)]) for y in range(chart.size.height)]
+        assert selected[3] != plain[3] and selected[10] == plain[10]  # the selected rows highlighted, the others as drawn
+        app.screen.selections = {}
+        chart.refresh()
+        await pilot.pause()
+        assert [cells([chart.render_line(y)]) for y in range(chart.size.height)] == plain

@@ -111,13 +111,16 @@ class MetricChart(PlotextPlot):
 
     def render_line(self, y: int) -> Strip:
         """Row ``y`` of the drawing, through Textual's Line API: the rows become strips directly
-        (:mod:`~tuidiag.app.widgets.line_strips`), not through Textual's conversion of a ``Text``."""
+        (:mod:`~tuidiag.app.widgets.line_strips`), not through Textual's conversion of a ``Text``;
+        while text in the chart is selected, Textual draws it (with the selection's highlight)."""
+        if self.text_selection is not None:  # Textual's own path draws the selection's highlight
+            return super().render_line(y)
         base = self.visual_style
         key = (self._version, self.size.width, self.size.height, self.app.theme, base)
         if self._strips is None or self._strips[0] != key:
             text = self.render()
-            self._strips = (key, text_strips(text, base, self.size.width, self.size.height, self.app.ansi_theme)
-                            if isinstance(text, Text) else None)
+            self._strips = (key, text_strips(text, base, self.size.width, self.size.height, self.app.ansi_theme,
+                                             self.app.console.get_style) if isinstance(text, Text) else None)
         strips = self._strips[1]
         if strips is None:  # not a plain drawing (an error message): Textual draws it
             return super().render_line(y)

@@ -11,10 +11,10 @@ conversion) with the run's offset, as Textual adds it: 5-8 ms for the same chart
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from rich.cells import cell_len
 
 from rich.segment import Segment
 from rich.style import Style as RichStyle
@@ -24,23 +24,24 @@ from textual.style import Style
 
 
 def text_strip(row: Text, base: Style, width: int, y: int = 0, ansi_theme: Any = None,
-               memo: dict[object, RichStyle] | None = None) -> Strip:
+               memo: dict[object, RichStyle] | None = None, get_style: Callable[[str], RichStyle] = RichStyle.parse) -> Strip:
     """``row`` (line ``y``: one line, no newline, no style of its own, spans that do not overlap) as a
     strip of exactly ``width`` cells, each run styled as Textual styles it: the widget's ``base``
     style, then the run's span taken into Textual's style with ``ansi_theme`` (the app's), and the
     run's offset in the widget (which text selection reads, and which keeps the runs apart in an
-    exported screenshot); a shorter row is padded with blanks in ``base``, a longer one cut.
-    ``memo`` keeps the styles made (a chart has a few, over a thousand runs)."""
+    exported screenshot; counted in characters, as Textual counts it); a shorter row is padded with
+    blanks in ``base``, a longer one cut. ``memo`` keeps the styles made (a chart has a few, over a
+    thousand runs); ``get_style`` reads a style given as a string (the app console's, for named styles)."""
     memo = {} if memo is None else memo
     plain, segments, at, x = row.plain, [], 0, 0
 
     def add(start: int, end: int, span_style: object) -> None:
         nonlocal x
         if span_style not in memo:
-            memo[span_style] = (base + _textual(span_style, ansi_theme)).rich_style if span_style else base.rich_style
+            memo[span_style] = (base + _textual(span_style, ansi_theme, get_style)).rich_style if span_style else base.rich_style
         text = plain[start:end]
         segments.append(Segment(text, memo[span_style] + _offset(x, y)))
-        x += cell_len(text)
+        x += len(text)
 
     for span in sorted(row.spans, key=lambda s: s.start):
         if span.start > at:
@@ -59,13 +60,14 @@ def _offset(x: int, y: int) -> RichStyle:
     return RichStyle.from_meta({"offset": (x, y)})
 
 
-def _textual(style: object, ansi_theme: Any) -> Style:
-    """A rich style (or a style string such as ``"dim"``) as Textual's ``Style``."""
-    rich = style if isinstance(style, RichStyle) else RichStyle.parse(str(style))
+def _textual(style: object, ansi_theme: Any, get_style: Callable[[str], RichStyle]) -> Style:
+    """A rich style (or a style string such as ``"dim"``, read by ``get_style``) as Textual's ``Style``."""
+    rich = style if isinstance(style, RichStyle) else get_style(str(style))
     return Style.from_rich_style(rich, ansi_theme)
 
 
-def text_strips(text: Text, base: Style, width: int, height: int, ansi_theme: Any = None) -> list[Strip] | None:
+def text_strips(text: Text, base: Style, width: int, height: int, ansi_theme: Any = None,
+                get_style: Callable[[str], RichStyle] = RichStyle.parse) -> list[Strip] | None:
     """``text`` as exactly ``height`` strips of ``width`` cells (blank strips below its last line);
     None for a ``Text`` with a style of its own (Textual nests it under the spans its own way: an
     error message, not a chart, so it is left to Textual)."""
@@ -73,5 +75,5 @@ def text_strips(text: Text, base: Style, width: int, height: int, ansi_theme: An
         return None
     rows = text.split("\n", allow_blank=True)[:height]
     memo: dict[object, RichStyle] = {}
-    strips = [text_strip(row, base, width, y, ansi_theme, memo) for y, row in enumerate(rows)]
+    strips = [text_strip(row, base, width, y, ansi_theme, memo, get_style) for y, row in enumerate(rows)]
     return strips + [Strip.blank(width, base.rich_style)] * (height - len(strips))
