@@ -27,8 +27,9 @@ from plotext import _utility as plotext_utility
 BRAILLE = "braille"
 CELL_DOTS = {BRAILLE: (2, 4)}
 """Points per cell across and down, by marker (any other single-character marker: one)."""
-FARTHEST = 1e4
-"""A coordinate further than this many plot widths from the limits is left to plotext (huge ramps)."""
+FARTHEST = 64.0
+"""A coordinate further than this many plot widths from the limits is left to plotext: a line to it would
+list millions of points (the chart clips its coordinates to the plot, so it never sends one)."""
 
 
 def _braille_chars() -> np.ndarray:
