@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
+import timeit
 from pathlib import Path
 from typing import Callable
 
@@ -37,12 +37,7 @@ SIZES = ((96, 43), (156, 20))
 
 def best_ms(call: Callable[[], object], repeat: int) -> float:
     """The fastest of ``repeat`` calls, in milliseconds."""
-    spent = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        call()
-        spent.append(time.perf_counter() - start)
-    return 1000 * min(spent)
+    return 1000 * min(timeit.repeat(call, number=1, repeat=repeat))
 
 
 def measure(path: Path, repeat: int) -> list[tuple[str, str, float, float, float, float]]:
