@@ -15,7 +15,6 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Text

@@ -4,8 +4,8 @@ without its Python loop over every point of every line.
 plotext draws a line by listing every canvas point between two data points, then, for braille
 markers, grouping the points into cells with a dictionary per cell: pure Python per point. On a
 spiky run, whose min/max envelope runs from the bottom of the chart to the top at every column,
-that was 40-80 ms of a 50-90 ms chart (the update ratio's chart, three lines, 156 x 20 cells), and
-the first visit of a tab draws several charts. Here :func:`take_signals` lifts a figure's lines and
+the update ratio's chart (three series, 96 x 43 cells) took 110 ms, 8 ms here
+(``benchmarks/chart_draw_cost.py``), and the first visit of a tab draws its chart. Here :func:`take_signals` lifts a figure's lines and
 scatters out of its monitor before plotext builds the frame, ticks and marker lines, and
 :func:`draw_signals` puts them on the built matrix, in plotext's order and with plotext's
 arithmetic: the same scaling and rounding to points (``get_matrix_data``), the same points between
@@ -66,6 +66,9 @@ def take_signals(monitor: object) -> list[Signal] | None:
         return None
     if any(label is not None for label in m.label) or m.text:  # type: ignore[attr-defined]  # a legend reads the markers; text goes over signals
         return None
+    if (m.xscale[0] == m.default.xscale[1] or m.yscale[0] == m.default.yscale[1]  # type: ignore[attr-defined]
+            or m.xdirection[0] != 1 or m.ydirection[0] != 1):  # type: ignore[attr-defined]  # log or reversed axes
+        return None
     signals: list[Signal] = []
     for s in range(m.signals):  # type: ignore[attr-defined]
         markers, colors, styles = m.marker[s], m.color[s], m.style[s]  # type: ignore[attr-defined]
@@ -85,9 +88,6 @@ def take_signals(monitor: object) -> list[Signal] | None:
         if x.shape != y.shape or x.ndim != 1 or not all(_near(v, lim) for v, lim in zip((x, y), limits)):
             return None
         signals.append(Signal(x, y, marker, colors[0] if colors else None, styles[0] if styles else None, bool(m.lines[s])))  # type: ignore[attr-defined]
-    if (m.xscale[0] == m.default.xscale[1] or m.yscale[0] == m.default.yscale[1]  # type: ignore[attr-defined]
-            or m.xdirection[0] != 1 or m.ydirection[0] != 1):  # type: ignore[attr-defined]  # log or reversed axes
-        return None
     for s in range(m.signals):  # type: ignore[attr-defined]
         for field in ("x", "y", "marker", "color", "style"):
             getattr(m, field)[s] = []
