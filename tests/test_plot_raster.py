@@ -35,30 +35,39 @@ def coordinate(cells: int) -> st.SearchStrategy[float]:
 
 
 @st.composite
-def figures(draw: st.DrawFn) -> tuple[Plot, Plot]:
-    """A plotext figure with set limits and a few signals, and its deep copy (a figure builds once)."""
+def specs(draw: st.DrawFn) -> dict:
+    """What a figure holds, printable when a test fails: its size, theme, series (kind, points, marker,
+    colour), and the optional threshold and marker lines."""
     width, height = draw(st.integers(4, 40)), draw(st.integers(4, 16))
-    plot = Plot()
-    plot.plotsize(width, height)
-    plot._set_size(width, height)
-    plot.theme(draw(st.sampled_from(["default", "dark", "clear", "pro"])))
+    series = []
     for _ in range(draw(st.integers(1, 4))):
         count = draw(st.integers(1, 30))
         x = draw(st.lists(coordinate(width), min_size=count, max_size=count))
         y = draw(st.lists(coordinate(height), min_size=count, max_size=count))
         if draw(st.booleans()):
             x = sorted(x)  # a chart's line goes left to right; a scatter or a cursor need not
-        kind = plot.plot if draw(st.booleans()) else plot.scatter
-        kind(x, y, marker=draw(st.sampled_from(MARKERS)), color=draw(st.sampled_from(COLORS)))
-    if draw(st.booleans()):
-        plot.horizontal_line(draw(st.floats(0.0, 1.0)), color="red")
-    if draw(st.booleans()):
-        plot.vertical_line(draw(st.floats(0.0, 1.0)), color="green")
+        series.append((draw(st.sampled_from(["plot", "scatter"])), x, y, draw(st.sampled_from(MARKERS)), draw(st.sampled_from(COLORS))))
+    return {"size": (width, height), "theme": draw(st.sampled_from(["default", "dark", "clear", "pro"])), "series": series,
+            "hline": draw(st.one_of(st.none(), st.floats(0.0, 1.0))), "vline": draw(st.one_of(st.none(), st.floats(0.0, 1.0)))}
+
+
+def build(spec: dict) -> Plot:
+    """A plotext figure from ``spec`` (:func:`specs`), with set limits and ticks as a chart sets them."""
+    plot = Plot()
+    plot.plotsize(*spec["size"])
+    plot._set_size(*spec["size"])
+    plot.theme(spec["theme"])
+    for kind, x, y, marker, color in spec["series"]:
+        getattr(plot, kind)(x, y, marker=marker, color=color)
+    if spec["hline"] is not None:
+        plot.horizontal_line(spec["hline"], color="red")
+    if spec["vline"] is not None:
+        plot.vertical_line(spec["vline"], color="green")
     plot.xlim(0.0, 1.0)
     plot.ylim(0.0, 1.0)
     plot.xticks([0.0, 0.5, 1.0], ["", "", ""])
     plot.yticks([0.0, 1.0], ["", ""])
-    return plot, copy.deepcopy(plot)
+    return plot
 
 
 def plotext_rows(figure: Plot) -> list[Text]:
@@ -67,12 +76,11 @@ def plotext_rows(figure: Plot) -> list[Text]:
 
 
 @settings(max_examples=examples(150), deadline=None)
-@given(pair=figures())
-def test_numpy_drawn_signals_are_plotexts_cells(pair: tuple[Plot, Plot]) -> None:
+@given(spec=specs())
+def test_numpy_drawn_signals_are_plotexts_cells(spec: dict) -> None:
     """Every generated figure draws the same rows by numpy as by plotext, and numpy drew its signals."""
-    figure, twin = pair
-    assert take_signals(copy.deepcopy(figure).monitor) is not None  # the numpy path is the one compared
-    assert figure_rows(figure) == plotext_rows(twin)
+    assert take_signals(build(spec).monitor) is not None  # the numpy path is the one compared
+    assert figure_rows(build(spec)) == plotext_rows(build(spec))
 
 
 def test_a_spiky_envelope_draws_every_column_as_plotext_does() -> None:
@@ -134,14 +142,19 @@ def test_the_braille_table_is_plotexts_own() -> None:
 
 
 @settings(max_examples=examples(600), deadline=None)
-@given(values=st.lists(coordinate(200), min_size=1, max_size=50), bins=st.integers(1, 800),
-       lim=st.sampled_from([(0.0, 1.0), (-0.5, 2.0), (1e-3, 3e-3)]))
-def test_points_round_as_plotexts_get_matrix_data(values: list[float], bins: int, lim: tuple[float, float]) -> None:
-    """The scaling to canvas points, rounding edges included, is plotext's ``get_matrix_data``."""
+@given(data=st.data(), bins=st.integers(1, 800), lim=st.sampled_from([(0.0, 1.0), (-0.5, 2.0), (1e-3, 3e-3)]))
+def test_points_round_as_plotexts_get_matrix_data(data: st.DataObject, bins: int, lim: tuple[float, float]) -> None:
+    """The scaling to canvas points is plotext's ``get_matrix_data``, rounding included: values anywhere, on a
+    point, and where the scaled value is a half at the 9th decimal or a hair from one (plotext rounds half up
+    with its own ``round``; Python's rounds to even, and numpy's differs from both)."""
     from plotext import _utility as plotext_utility
 
     from tuidiag.app.widgets.plot_raster import _points
 
+    lo, hi = lim
+    edge = st.builds(lambda k, e: lo + (k - 0.5 + e) * (hi - lo) / max(1, bins - 1), st.integers(-2, bins + 2),
+                     st.sampled_from([0.0, -5e-9, 5e-9, -5e-9 + 1e-17, 5e-9 - 1e-17, 1e-12, -1e-12, 0.5, 0.5 - 5e-9]))
+    values = data.draw(st.lists(st.one_of(coordinate(200).map(lambda v: lo + v * (hi - lo)), edge), min_size=1, max_size=50))
     assert _points(np.array(values), list(lim), bins).tolist() == plotext_utility.get_matrix_data(values, list(lim), bins)
 
 

@@ -32,6 +32,10 @@ FARTHEST = 64.0
 list millions of points (the chart clips its coordinates to the plot, so it never sends one)."""
 
 
+ROUND_UP, ROUND_DOWN = 10 ** 8, 10 ** (-8)
+"""plotext's scaling rounds to 8 decimals with these factors (its ``_utility.round``, not Python's)."""
+
+
 def _braille_chars() -> np.ndarray:
     """plotext's braille character for each 8-bit dot code: bit ``(3 - row) * 2 + column`` is the
     dot ``column`` across and ``row`` up, as plotext orders a cell's dots (its table, quirks kept)."""
@@ -139,15 +143,14 @@ def _near(values: np.ndarray, lim: list[float]) -> bool:
 
 
 def _points(values: np.ndarray, lim: list[float], bins: int) -> np.ndarray:
-    """plotext's ``get_matrix_data``: ``floor(round(0.5 + (bins - 1) * (v - lo) / (hi - lo), 8))``, with
-    Python's rounding wherever numpy's could differ (within 1e-7 of an integer)."""
+    """plotext's ``get_matrix_data``: ``floor(round(0.5 + (bins - 1) * (v - lo) / (hi - lo), 8))`` with
+    plotext's own ``round`` (half up: ``n * 10**8``, its floor or its ceiling, times ``10**-8``), each step
+    the same floating-point operation plotext does."""
     lo, hi = float(lim[0]), float(lim[1])
     scaled = 0.5 + (bins - 1) * (values - lo) / (hi - lo)
-    out = np.floor(np.round(scaled, 8))
-    near = np.flatnonzero(np.abs(scaled - np.rint(scaled)) < 1e-7)
-    for i in near.tolist():
-        out[i] = float(np.floor(round(float(scaled[i]), 8)))
-    return out.astype(np.int64)
+    n = scaled * ROUND_UP
+    f = np.floor(n)
+    return np.floor(np.where(n - f < 0.5, f, np.ceil(n)) * ROUND_DOWN).astype(np.int64)
 
 
 def _joined(px: np.ndarray, py: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
