@@ -10,7 +10,6 @@ metadata text selection reads) are compared too, and a selection is drawn by Tex
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -100,17 +99,23 @@ async def test_every_chart_draws_as_textual_draws_its_text(run: str) -> None:
 
 async def test_a_failed_chart_is_drawn_by_textual_with_its_error_in_its_place() -> None:
     """A chart that cannot be drawn shows its error (a ``Text`` with a style of its own, which the strips
-    leave to Textual): the whole message, never read as markup, and the app stays up."""
+    leave to Textual): the whole message, never read as markup, and the app stays up. The chart is alone
+    in an app of its own, so no refresh of a run replaces what it was given."""
+    from textual.app import App, ComposeResult
+
     from tuidiag.app.widgets.guard import failure_text
+    from tuidiag.viewmodel.snapshot import Chart
 
     assert text_strips(failure_text("this chart", ValueError("x")), TextualStyle(), 60, 3) is None
-    app = TuidiagApp(ROOT / "demo_runs" / "healthy")
+
+    class OneChart(App):
+        def compose(self) -> ComposeResult:
+            yield MetricChart(id="chart")
+
+    app = OneChart()
     async with app.run_test(size=(120, 30)) as pilot:
-        while not (isinstance(app.screen, RunScreen) and app.screen.detail is not None):
-            await pilot.pause(0.05)
-        chart = app.screen.query_one("#chart-loss", MetricChart)
-        chart.chart = replace(chart.chart, lines=(("loss", "[bold]not markup[/]", None),))  # type: ignore[arg-type]
-        chart.redraw()
+        chart = app.query_one("#chart", MetricChart)
+        chart.show(Chart("loss", (("loss", "[bold]not markup[/]", None),)))  # type: ignore[arg-type]
         await pilot.pause()
         shown = "\n".join(chart.render_line(y).text for y in range(chart.size.height))
         assert "this chart could not be drawn: ValueError" in shown and "'[bold]not markup[/]'" in shown.replace("\n", "")
@@ -121,15 +126,24 @@ async def test_a_failed_chart_is_drawn_by_textual_with_its_error_in_its_place() 
 async def test_a_selection_in_a_chart_is_highlighted_as_textual_highlights_it() -> None:
     """While text in a chart is selected, each row is what Textual draws (with the selection's style);
     once the selection is cleared, the chart's own strips again."""
+    import numpy as np
+    from textual.app import App, ComposeResult
     from textual.geometry import Offset
     from textual.selection import Selection
     from textual.widget import Widget
 
-    app = TuidiagApp(ROOT / "demo_runs" / "healthy")
+    from tuidiag.viewmodel.snapshot import Chart
+
+    class OneChart(App):
+        def compose(self) -> ComposeResult:
+            yield MetricChart(id="chart")
+
+    app = OneChart()
     async with app.run_test(size=(100, 30)) as pilot:
-        while not (isinstance(app.screen, RunScreen) and app.screen.detail is not None):
-            await pilot.pause(0.05)
-        chart = app.screen.query_one("#chart-loss", MetricChart)
+        chart = app.query_one("#chart", MetricChart)
+        steps = np.arange(200.0)
+        chart.show(Chart("loss", (("train", steps, np.exp(-steps / 50) + 0.1 * np.sin(steps)),)))
+        await pilot.pause()
         plain = [cells([chart.render_line(y)]) for y in range(chart.size.height)]
         app.screen.selections = {chart: Selection(Offset(0, 2), Offset(20, 4))}
         chart.refresh()
