@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.style import Style
 from rich.text import Text
+from textual.app import App, ComposeResult
 from textual.strip import Strip
 from textual.style import Style as TextualStyle
 from textual.visual import Visual, visualize
@@ -25,6 +26,7 @@ from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.app.widgets.chart import MetricChart, draw_chart
 from tuidiag.app.widgets.line_strips import text_strips
+from tuidiag.viewmodel.snapshot import Chart
 
 COLORS = [None, "red", "#00afd7", "color(240)", "bright_white"]
 styles = st.builds(lambda c, b, bold, dim: Style(color=c, bgcolor=b, bold=bold, dim=dim), st.sampled_from(COLORS),
@@ -97,21 +99,20 @@ async def test_every_chart_draws_as_textual_draws_its_text(run: str) -> None:
         generated()
 
 
+class OneChart(App):
+    """One chart alone in an app: nothing but the test sets what it shows."""
+
+    def compose(self) -> ComposeResult:
+        yield MetricChart(id="chart")
+
+
 async def test_a_failed_chart_is_drawn_by_textual_with_its_error_in_its_place() -> None:
     """A chart that cannot be drawn shows its error (a ``Text`` with a style of its own, which the strips
     leave to Textual): the whole message, never read as markup, and the app stays up. The chart is alone
     in an app of its own, so no refresh of a run replaces what it was given."""
-    from textual.app import App, ComposeResult
-
     from tuidiag.app.widgets.guard import failure_text
-    from tuidiag.viewmodel.snapshot import Chart
 
     assert text_strips(failure_text("this chart", ValueError("x")), TextualStyle(), 60, 3) is None
-
-    class OneChart(App):
-        def compose(self) -> ComposeResult:
-            yield MetricChart(id="chart")
-
     app = OneChart()
     async with app.run_test(size=(120, 30)) as pilot:
         chart = app.query_one("#chart", MetricChart)
@@ -127,16 +128,9 @@ async def test_a_selection_in_a_chart_is_highlighted_as_textual_highlights_it() 
     """While text in a chart is selected, each row is what Textual draws (with the selection's style);
     once the selection is cleared, the chart's own strips again."""
     import numpy as np
-    from textual.app import App, ComposeResult
     from textual.geometry import Offset
     from textual.selection import Selection
     from textual.widget import Widget
-
-    from tuidiag.viewmodel.snapshot import Chart
-
-    class OneChart(App):
-        def compose(self) -> ComposeResult:
-            yield MetricChart(id="chart")
 
     app = OneChart()
     async with app.run_test(size=(100, 30)) as pilot:
