@@ -30,11 +30,14 @@ def fixed_clock() -> float:
     return FIXED_NOW
 
 
-async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 15.0, step: float = 0.1) -> bool:
+async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0, step: float = 0.1) -> bool:
     """Let the app run until ``condition()`` holds or ``timeout`` seconds pass; return whether it held.
 
     The app is let run 10 ms at first, twice as long each time after, up to ``step``: most conditions
-    hold within a frame or two of a key, and a fixed 100 ms poll left the app (and the machine) idle."""
+    hold within a frame or two of a key, and a fixed 100 ms poll left the app (and the machine) idle.
+    The timeout is only a safety net (a test passes as soon as its condition holds): 15 s was once
+    too short for a run view to open on a 2-core machine running four workers, a hypothesis shrink
+    and other suites at once (``test_app_ui_thread``, 1.5 s alone)."""
     deadline = time.monotonic() + timeout
     pause = min(0.01, step)
     while time.monotonic() < deadline:
