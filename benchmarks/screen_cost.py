@@ -206,26 +206,25 @@ def phase_tabs(path: Path) -> dict:
             from tuidiag.app.run_tabs import RUN_TABS
 
             unbound = next(k for k in "90" if k not in {tab.key for tab in RUN_TABS})  # "8" became the dist tab
-            runs: dict[str, list[tuple[float, float, float, float]]] = {"tab": [], "unbound": []}
+            runs: dict[str, list[tuple[float, float, float, float, float]]] = {"tab": [], "unbound": []}
             first: dict[str, float] = {}
             first_shown: dict[str, float] = {}  # a first visit's first frame: the tab is on screen
-            shown_at: list[float] = []
 
             async def switch(key: str, kind: str) -> None:
-                """One key through the pilot: (pilot wall, process CPU, app key-to-frame wall, main-thread CPU)."""
+                """One key through the pilot: (pilot wall, process CPU, app key-to-frame wall, main-thread CPU,
+                app key-to-first-frame wall)."""
                 frames.clear()
                 t, c, tc = time.perf_counter(), time.process_time(), time.thread_time()
                 await pilot.press(key)
                 await pilot.pause()
                 wall, cpu = time.perf_counter() - t, time.process_time() - c
                 end, end_cpu = frames[-1] if frames else (float("nan"), float("nan"))  # no frame: nothing redrawn
-                runs[kind].append((wall, cpu, end - t, end_cpu - tc))
-                shown_at[:] = [frames[0][0] - t if frames else float("nan")]
+                runs[kind].append((wall, cpu, end - t, end_cpu - tc, frames[0][0] - t if frames else float("nan")))
 
             for key in ("2", "3", "4", "5", "6", "1") * 3:
                 await switch(key, "tab")
                 first.setdefault(key, runs["tab"][-1][2])
-                first_shown.setdefault(key, shown_at[0])
+                first_shown.setdefault(key, runs["tab"][-1][4])
                 await switch(unbound, "unbound")
             tabs, floor = runs["tab"][6:], runs["unbound"]
             med = lambda rows, i: statistics.median(r[i] for r in rows)  # noqa: E731
