@@ -1,7 +1,7 @@
 """The numpy drawing of a figure's lines and scatters gives exactly plotext's cells (``plot_raster``).
 
-Each generated figure is built twice: once by ``figure_rows`` (signals drawn by numpy) and once by
-plotext's own ``build`` on a deep copy, parsed back from its ANSI text; the rows must be equal,
+Each generated figure is built twice from one printable spec: once by ``figure_rows`` (signals drawn
+by numpy) and once by plotext's own ``build``, parsed back from its ANSI text; the rows must be equal,
 character, colour and style. The generator aims at what differs between two implementations:
 points exactly on a cell boundary or a rounding edge of plotext's scaling, points off the canvas,
 repeated points, one-point lines, steep and flat segments, braille beside character markers, and
