@@ -99,8 +99,44 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         from _pytest.unraisableexception import gc_collect_iterations_key
     except ImportError:  # another pytest: its own default
+        pass
+    else:
+        config.stash[gc_collect_iterations_key] = 1
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        share_rewritten_tests(config, int(worker["workerid"].removeprefix("gw")), int(worker["workercount"]))
+
+
+def share_rewritten_tests(config: pytest.Config, index: int, count: int, folder: Path = Path(__file__).parent) -> None:
+    """Rewrite each test file's asserts once for all xdist workers, not once in each.
+
+    pytest rewrites a test file's ``assert`` statements when it imports it (3.5 s of each worker's
+    collection here) and keeps the result in ``tests/__pycache__`` only where bytecode may be written;
+    this environment sets ``PYTHONDONTWRITEBYTECODE=1``, so every worker rewrote all 180 files. Here
+    worker ``index`` of ``count`` goes through the files of ``folder`` starting at its own share, rewrites each file
+    no worker has cached yet and caches it, atomically and in pytest's own format; the collection that
+    follows then loads every file from the cache. The files are the same, so a race only repeats work.
+    Uses pytest's private rewrite functions: a pytest without them collects as before."""
+    try:
+        from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _rewrite_test, _write_pyc, assertstate_key, get_cache_dir
+    except ImportError:
         return
-    config.stash[gc_collect_iterations_key] = 1
+    state = config.stash.get(assertstate_key, None)
+    if state is None:  # --assert=plain: nothing is rewritten
+        return
+    files = sorted(folder.glob("test_*.py"))
+    start = index * len(files) // max(count, 1)
+    for path in files[start:] + files[:start]:
+        cache = get_cache_dir(path)
+        pyc = cache / (path.name[:-3] + PYC_TAIL)
+        try:
+            if _read_pyc(path, pyc, state.trace) is not None:
+                continue
+            cache.mkdir(exist_ok=True)
+            source_stat, code = _rewrite_test(path, config)
+            _write_pyc(state, code, source_stat, pyc)
+        except (OSError, SyntaxError):  # a read-only tree, or a file pytest reports at collection
+            continue
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
