@@ -81,6 +81,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # a stable sort: order within a file kept
 
 
+SHARED_IMPORTS = {
+    "test_integrations_transformers.py": "lightning-transformers", "test_integrations_lightning.py": "lightning-transformers",
+    "test_transformers_loss_scale.py": "lightning-transformers", "test_integration_jobs.py": "lightning-transformers",
+    "test_import_files.py": "lightning-transformers", "test_lightning_logger.py": "lightning-transformers",
+    "test_live_action_checks.py": "lightning-transformers",
+}
+"""Test files that import Lightning or transformers' ``Trainer`` in the worker (2.5 s and 2.2 s of CPU, once
+per process), run by one worker as one unit named after the imports they share. Spread over three workers
+they cost 5-6 s of CPU more; the unit (about 45 s) starts where its first file would."""
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadfile``, with the files of :data:`SHARED_IMPORTS` as one unit; any other mode is xdist's own."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedImportScheduling(LoadFileScheduling):
+        """Whole files per worker, the files that share a heavy import together."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return SHARED_IMPORTS.get(Path(scope).name, scope)
+
+    return SharedImportScheduling(config, log)
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """Workers for ``-n auto``: one more than the CPUs. Part of the suite's time is spent waiting (on
     training subprocesses, the monitor's timers and workers), which an extra worker fills; a second extra
