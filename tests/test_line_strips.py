@@ -53,8 +53,14 @@ def look(style: Style | None) -> tuple[object, ...]:
 def cells(strips: list[Strip]) -> list[list[tuple[str, tuple[object, ...], object]]]:
     """Each strip as (character, what its style shows, the offset text selection reads there) per cell; a blank's
     offset aside (Textual moves blanks at the end of a full row into its padding, which has none)."""
-    return [[(char, look(segment.style), segment.style.meta.get("offset") if segment.style and char.strip() else None)
-             for segment in strip for char in segment.text] for strip in strips]
+    rows = []
+    for strip in strips:
+        row = []
+        for segment in strip:  # a segment's style is looked at once, not once per character
+            shown, offset = look(segment.style), segment.style.meta.get("offset") if segment.style else None
+            row.extend((char, shown, offset if char.strip() else None) for char in segment.text)
+        rows.append(row)
+    return rows
 
 
 def textual_strips(widget: MetricChart, text: Text, width: int, height: int) -> list[Strip]:
@@ -67,7 +73,7 @@ def textual_strips(widget: MetricChart, text: Text, width: int, height: int) -> 
 @pytest.mark.parametrize("run", ["lr-too-high", "overfitting"])
 async def test_every_chart_draws_as_textual_draws_its_text(run: str) -> None:
     """Every chart of a demo run, at sizes from the smallest to wide, linear and log, with and without a
-    cursor, and generated rows: the strips are Textual's, cell for cell."""
+    cursor: the strips are Textual's, cell for cell."""
     app = TuidiagApp(ROOT / "demo_runs" / run)
     async with app.run_test(size=(100, 30)) as pilot:
         while not (isinstance(app.screen, RunScreen) and app.screen.detail is not None):
@@ -81,6 +87,22 @@ async def test_every_chart_draws_as_textual_draws_its_text(run: str) -> None:
                 assert cells(text_strips(text, base, width, height, theme, app.console.get_style)) == cells(textual_strips(widget, text, width, height))
                 compared += 1
         assert compared == len(app.screen.detail.charts) * len(CASES)
+
+
+class OneChart(App):
+    """One chart alone in an app: nothing but the test sets what it shows."""
+
+    def compose(self) -> ComposeResult:
+        yield MetricChart(id="chart")
+
+
+async def test_generated_rows_draw_as_textual_draws_them() -> None:
+    """Rows of generated runs of text in string and named styles, wide characters and short rows, drawn in
+    a chart's style: the strips are Textual's, cell for cell."""
+    app = OneChart()
+    async with app.run_test(size=(100, 30)):
+        widget = app.query_one("#chart", MetricChart)
+        base, theme = widget.visual_style, app.ansi_theme
 
         @settings(max_examples=examples(150), deadline=None)
         @given(row_runs=st.lists(runs, min_size=1, max_size=4), extra=st.integers(0, 5))
@@ -97,13 +119,6 @@ async def test_every_chart_draws_as_textual_draws_its_text(run: str) -> None:
             assert cells(text_strips(text, base, width, height, theme, app.console.get_style)) == cells(textual_strips(widget, text, width, height))
 
         generated()
-
-
-class OneChart(App):
-    """One chart alone in an app: nothing but the test sets what it shows."""
-
-    def compose(self) -> ComposeResult:
-        yield MetricChart(id="chart")
 
 
 async def test_a_failed_chart_is_drawn_by_textual_with_its_error_in_its_place() -> None:
