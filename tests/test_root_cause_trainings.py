@@ -15,7 +15,8 @@ seeds and lengths (``tests/rootcause_runs.py``), and healthy controls of the sam
 
 Every evidence line of every diagnosis is also checked against the run
 (``tests/evidence_checker.py``). Trainings are cached once per module. The default run leaves
-out five trainings that repeat what their kind already covers; ``TUIDIAG_FULL_TESTS=1`` trains all 26.
+out ten trainings that repeat what their kind already covers (it keeps each kind on every architecture,
+the issues' examples, every optimizer and every healthy control); ``TUIDIAG_FULL_TESTS=1`` trains all 26.
 """
 
 from __future__ import annotations
@@ -44,16 +45,16 @@ LR_HIGH = [
     T("lr_high", "mlp", "adam", 0.1, steps=200),  # the issue's example: Adam at 0.1 on an MLP
     T("lr_high", "mlp", "sgd", 0.5, steps=200),  # the issue's example: SGD momentum at 0.5
     T("lr_high", "mlp", "sgd", 1.0, seed=1, steps=200, full=True),
-    T("lr_high", "mlp", "adamw", 0.1, seed=1, steps=200),
-    T("lr_high", "mlp", "rmsprop", 0.1, steps=200),
+    T("lr_high", "mlp", "adamw", 0.1, seed=1, steps=200, full=True),
+    T("lr_high", "mlp", "rmsprop", 0.1, steps=200, full=True),
     T("lr_high", "cnn", "adam", 0.1, steps=200, full=True),
     T("lr_high", "cnn", "rmsprop", 0.05, steps=200),
     T("lr_high", "rnn", "sgd", 5.0, seed=1, steps=200),
 ]
 LOSS_NAN = [
     T("loss_nan", "mlp", "adam", 3e-3, loss="poisson"),  # the issue's example: log of a ReLU output, Adam at 3e-3
-    T("loss_nan", "mlp", "adamw", 3e-3, seed=2, loss="poisson"),
-    T("loss_nan", "mlp", "rmsprop", 1e-3, loss="poisson"),
+    T("loss_nan", "mlp", "adamw", 3e-3, seed=2, loss="poisson", full=True),
+    T("loss_nan", "mlp", "rmsprop", 1e-3, loss="poisson", full=True),
     T("loss_nan", "mlp", "sgd", 1e-2, loss="poisson", full=True),
     T("loss_nan", "rnn", "adam", 3e-3, loss="poisson"),
     T("loss_nan", "cnn", "sgd", 0.05, loss="poisson"),
@@ -64,7 +65,7 @@ LR_COLLAPSE = [
     T("lr_collapse", "cnn", "sgd", 0.02, schedule="step30", steps=250, full=True),
     T("lr_collapse", "cnn", "adamw", 1e-3, schedule="exp95", steps=300),
     T("lr_collapse", "rnn", "adam", 1e-3, schedule="exp95", steps=250),
-    T("lr_collapse", "mlp", "rmsprop", 1e-3, schedule="step30", seed=1, steps=250),
+    T("lr_collapse", "mlp", "rmsprop", 1e-3, schedule="step30", seed=1, steps=250, full=True),
 ]
 HEALTHY = [
     T("healthy", "mlp", "adam", 1e-3, steps=250),
@@ -75,8 +76,8 @@ HEALTHY = [
     T("healthy", "mlp", "rmsprop", 1e-3, seed=1, steps=250),
 ]
 ALL = {t.name: t for t in LR_HIGH + LOSS_NAN + LR_COLLAPSE + HEALTHY if FULL_TESTS or not t.full}
-"""The trainings this run records: without ``TUIDIAG_FULL_TESTS=1``, the five marked ``full`` are left out
-(each repeats an architecture, optimizer and schedule that its kind already has; the CNN ones cost the most)."""
+"""The trainings this run records: without ``TUIDIAG_FULL_TESTS=1``, the ten marked ``full`` are left out
+(each repeats an architecture, optimizer or schedule that its kind or another kind already has)."""
 
 
 def _names(trainings: list[Training]) -> list[object]:
