@@ -16,6 +16,7 @@ from textual.widgets import Static, TabPane
 
 import tuidiag
 from tests.app_helpers import DEMO_RUNS, drawn_text, fixed_clock, wait_for
+from tests.conftest import full_only
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.run_tabs import CHART_IDS, CHART_TABS, RUN_TABS
 from tuidiag.app.screens.run_screen import FIRST_TAB, RunScreen
@@ -57,7 +58,7 @@ async def _open(app: TuidiagApp, pilot) -> RunScreen:
     return app.screen
 
 
-@pytest.mark.parametrize("run", ["vanishing-gradients", "lr-too-high"])
+@pytest.mark.parametrize("run", ["vanishing-gradients", pytest.param("lr-too-high", marks=full_only)])
 async def test_each_tab_is_composed_when_first_shown_and_drawn_from_the_data(run: str) -> None:
     """Every tab by its key, in an order that is not the bar's, after settings changed on another tab."""
     app = TuidiagApp(DEMO_RUNS / run, clock=fixed_clock)

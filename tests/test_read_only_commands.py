@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.app_helpers import DEMO_RUNS
+from tests.conftest import full_only
 from tuidiag.cli.main import main
 from tuidiag.format import METRICS_DIR
 from tuidiag.store.discovery import list_shards
@@ -35,7 +36,7 @@ def _commands(run: Path, other: Path) -> list[list[str]]:
             ["act", str(run), "--scale-lr", "0.5", "--wait", "0"], ["act", str(run), "--checkpoint", "--wait", "0"]]
 
 
-@pytest.mark.parametrize("name", RUNS)
+@pytest.mark.parametrize("name", [RUNS[0], *(pytest.param(name, marks=full_only) for name in RUNS[1:])])
 def test_no_command_changes_a_read_only_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setenv("TUIDIAG_CACHE_DIR", str(tmp_path / "cache"))
     runs = tmp_path / "runs"
