@@ -16,7 +16,8 @@ seeds and lengths (``tests/rootcause_runs.py``), and healthy controls of the sam
 Every evidence line of every diagnosis is also checked against the run
 (``tests/evidence_checker.py``). Trainings are cached once per module. The default run leaves
 out ten trainings that repeat what their kind already covers (it keeps each kind on every architecture,
-the issues' examples, every optimizer and every healthy control); ``TUIDIAG_FULL_TESTS=1`` trains all 26.
+the issues' examples, each optimizer in at least one kind, and five of the six healthy controls);
+``TUIDIAG_FULL_TESTS=1`` trains all 26.
 """
 
 from __future__ import annotations
