@@ -92,6 +92,7 @@ per process), run by one worker as one unit named after the imports they share. 
 they cost 5-6 s of CPU more; the unit (about 45 s) starts where its first file would."""
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: a run with ``-p no:xdist`` does not know it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """``--dist loadfile``, with the files of :data:`SHARED_IMPORTS` as one unit; any other mode is xdist's own."""
     if config.getoption("dist", None) != "loadfile":
@@ -108,21 +109,29 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     return SharedImportScheduling(config, log)
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """Workers for ``-n auto``: one more than the CPUs. Part of the suite's time is spent waiting (on
     training subprocesses, the monitor's timers and workers), which an extra worker fills; a second extra
     one only adds CPU: each worker collects every file and imports torch, Lightning and transformers
     itself, and the processes evict each other from the caches. Measured on a 2-core machine, the whole
-    suite: 2 workers 213 s (297 s of CPU), 3 workers 179 s (317 s), 4 workers 185 s (356 s)."""
+    suite: 2 workers 213 s (297 s of CPU), 3 workers 179 s (317 s), 4 workers 185 s (356 s).
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS``, where set, is left to xdist."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
     return (os.cpu_count() or 1) + 1
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """One full garbage collection at the end of the session, not pytest's five. pytest collects at exit to
-    report exceptions raised in ``__del__`` of unreachable objects; the first pass finds them, and each
-    further pass walks the whole heap of a worker that imported torch, Textual and Lightning again
-    (0.3-0.4 s each, 8 s of the suite's CPU over the workers and the controller). The stash key is the
-    knob pytest keeps for its own tests; a pytest without it keeps its five passes."""
+    """One full garbage collection at the end of the session, not pytest's five; and, in an xdist worker,
+    the rewritten test files shared (:func:`share_rewritten_tests`).
+
+    pytest collects at exit to report exceptions raised in ``__del__`` of unreachable objects. Each pass
+    walks the whole heap of a worker that imported torch, Textual and Lightning (0.3-0.4 s each, 8 s of
+    the suite's CPU over the workers and the controller). A trade-off: an object that only a later pass
+    would free (its ``__del__`` makes more garbage) goes unreported at the session's end; every test's
+    own garbage is still collected as the tests run. The stash key is the knob pytest keeps for its own
+    tests; a pytest without it keeps its five passes."""
     try:
         from _pytest.unraisableexception import gc_collect_iterations_key
     except ImportError:  # another pytest: its own default
@@ -131,7 +140,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[gc_collect_iterations_key] = 1
     worker = getattr(config, "workerinput", None)
     if worker is not None:
-        share_rewritten_tests(config, int(worker["workerid"].removeprefix("gw")), int(worker["workercount"]))
+        number = worker["workerid"].removeprefix("gw")
+        share_rewritten_tests(config, int(number) if number.isdigit() else 0, int(worker.get("workercount", 1)))
 
 
 def share_rewritten_tests(config: pytest.Config, index: int, count: int, folder: Path = Path(__file__).parent) -> None:
@@ -139,11 +149,13 @@ def share_rewritten_tests(config: pytest.Config, index: int, count: int, folder:
 
     pytest rewrites a test file's ``assert`` statements when it imports it (3.5 s of each worker's
     collection here) and keeps the result in ``tests/__pycache__`` only where bytecode may be written;
-    this environment sets ``PYTHONDONTWRITEBYTECODE=1``, so every worker rewrote all 180 files. Here
+    this environment sets ``PYTHONDONTWRITEBYTECODE=1``, so every worker rewrote all 177 files. Here
     worker ``index`` of ``count`` goes through the files of ``folder`` starting at its own share, rewrites each file
     no worker has cached yet and caches it, atomically and in pytest's own format; the collection that
     follows then loads every file from the cache. The files are the same, so a race only repeats work.
-    Uses pytest's private rewrite functions: a pytest without them collects as before."""
+    A cached file is taken while its source's size and modification time (to the second) are unchanged,
+    pytest's own rule, and it stays for the next run as pytest's would. Uses pytest's private rewrite
+    functions: a pytest without them, or an error while sharing, leaves the rewriting to collection."""
     try:
         from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _rewrite_test, _write_pyc, assertstate_key, get_cache_dir
     except ImportError:
@@ -159,17 +171,20 @@ def share_rewritten_tests(config: pytest.Config, index: int, count: int, folder:
         try:
             if _read_pyc(path, pyc, state.trace) is not None:
                 continue
-            cache.mkdir(exist_ok=True)
+            cache.mkdir(parents=True, exist_ok=True)
             source_stat, code = _rewrite_test(path, config)
-            _write_pyc(state, code, source_stat, pyc)
-        except (OSError, SyntaxError):  # a read-only tree, or a file pytest reports at collection
+            if not _write_pyc(state, code, source_stat, pyc):  # a read-only tree: collection rewrites each file
+                return
+        except SyntaxError:  # a broken file: collection reports it
             continue
+        except Exception:  # an error in pytest's private code: collection rewrites as it always did
+            return
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Move every object alive after collection (the imported modules of torch, Textual, transformers and
     each test module) out of the garbage collector's sight. A full collection then walks only what
-    tests made since: transformers' Trainer calls ``gc.collect()`` at each start and end, and pytest five
-    times at exit, on heaps of a few hundred thousand objects (18 s of the suite's CPU in one process)."""
+    tests made since: transformers' Trainer calls ``gc.collect()`` at each start and end, and pytest once
+    at exit, on heaps of a few hundred thousand objects (18 s of the suite's CPU in one process)."""
     gc.collect()
     gc.freeze()
