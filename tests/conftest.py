@@ -76,7 +76,7 @@ LONGEST_FILES = (
     "test_integrations_lightning.py", "test_silent_bugs.py", "test_isolated_runs.py", "test_transformers_loss_scale.py",
     "test_resume.py", "test_security_shadowing.py", "test_faults_crash.py", "test_chart_render.py",
 )
-"""The test files that take longest (10-30 s each on a 2-core machine with 3 workers; measured with
+"""The test files that take longest (10-30 s each on a 2-core machine with 4 workers; measured with
 ``--durations=0``), run first. xdist hands each worker whole files (``--dist loadfile``) in collection
 order (``--no-loadscope-reorder``: its own order puts files with most tests first, which are not the slow
 ones): a long file left for last ran alone for its whole length (test_tab_bar_widths.py: the last 17 s of
@@ -119,15 +119,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """Workers for ``-n auto``: one more than the CPUs. Part of the suite's time is spent waiting (on
-    training subprocesses, the monitor's timers and workers), which an extra worker fills; a second extra
-    one only adds CPU: each worker collects every file and imports torch, Lightning and transformers
-    itself, and the processes evict each other from the caches. Measured on a 2-core machine, the whole
-    suite: 2 workers 213 s (297 s of CPU), 3 workers 179 s (317 s), 4 workers 185 s (356 s).
+    """Workers for ``-n auto``: two more than the CPUs. Part of the suite's time is spent waiting (on
+    training subprocesses, the monitor's timers and workers), which the extra workers fill. Each worker
+    also costs CPU of its own (it collects every file and imports torch), which the shared rewriting and
+    the heavy-import unit keep small. Measured on a 2-core machine, whole suite, after those: 3 workers
+    156 s, 4 workers 144-150 s, 5 workers 148 s (before them, 4 workers took 185 s and 3 took 179 s).
     ``PYTEST_XDIST_AUTO_NUM_WORKERS``, where set, is left to xdist."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    return (os.cpu_count() or 1) + 1
+    return (os.cpu_count() or 1) + 2
 
 
 def pytest_configure(config: pytest.Config) -> None:
