@@ -70,13 +70,15 @@ def python() -> str:
 
 
 LONGEST_FILES = (
-    "test_app_resize.py", "test_watch_foreign.py", "test_snapshots.py", "test_root_cause_trainings.py",
-    "test_tab_bar_widths.py", "test_app.py", "test_integrations_transformers.py", "test_snapshots_screens.py",
-    "test_app_jobs.py", "test_keys.py", "test_monitor_idle.py", "test_control_answers.py",
-    "test_integrations_lightning.py", "test_silent_bugs.py", "test_isolated_runs.py", "test_transformers_loss_scale.py",
-    "test_resume.py", "test_security_shadowing.py", "test_faults_crash.py", "test_chart_render.py",
+    "test_integrations_transformers.py",  # first of the SHARED_IMPORTS unit (about 45 s), so it starts first
+    "test_app_resize.py", "test_watch_foreign.py", "test_app_jobs.py", "test_snapshots.py", "test_app.py",
+    "test_snapshots_screens.py", "test_monitor_idle.py", "test_root_cause_trainings.py", "test_keys.py",
+    "test_known_misses.py", "test_control_answers.py", "test_ranks_e2e.py", "test_live_action_target.py",
+    "test_tab_bar_widths.py", "test_explains.py", "test_faults_cli_text.py", "test_silent_bugs.py",
+    "test_screenshots.py", "test_isolated_runs.py", "test_snapshots_overview.py", "test_whole_summary.py",
+    "test_import_tensorboard.py", "test_faults_security.py", "test_tmux_e2e.py",
 )
-"""The test files that take longest (10-30 s each on a 2-core machine with 4 workers; measured with
+"""The test files that take longest (5-20 s each on a 2-core machine with 4 workers; measured with
 ``--durations=0``), run first. xdist hands each worker whole files (``--dist loadfile``) in collection
 order (``--no-loadscope-reorder``: its own order puts files with most tests first, which are not the slow
 ones): a long file left for last ran alone for its whole length (test_tab_bar_widths.py: the last 17 s of
