@@ -43,8 +43,14 @@ def test_a_run_views_data_from_envelopes_imports_no_numpy_ma(tmp_path: Path) -> 
                 rec.flush()
     assert list((run / SUMMARIES_DIR).iterdir())  # read from a summary, not rows
     script = f"""
-import sys
+import sys, traceback
 sys.path[:0] = [{str(ROOT)!r}]
+class Witness:  # where numpy.ma is first imported from, printed for the failure message
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy.ma":
+            traceback.print_stack(limit=30)
+        return None
+sys.meta_path.insert(0, Witness())
 from pathlib import Path
 from tuidiag.viewmodel.model import RunsModel
 run = Path({str(run)!r})
@@ -57,4 +63,4 @@ print('numpy.ma' in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False", out.stderr[-6000:]  # the stack that imported it
