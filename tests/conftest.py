@@ -92,15 +92,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # a stable sort: order within a file kept
 
 
-SHARED_IMPORTS = {
-    "test_integrations_transformers.py": "lightning-transformers", "test_integrations_lightning.py": "lightning-transformers",
-    "test_transformers_loss_scale.py": "lightning-transformers", "test_integration_jobs.py": "lightning-transformers",
-    "test_import_files.py": "lightning-transformers", "test_lightning_logger.py": "lightning-transformers",
-    "test_live_action_checks.py": "lightning-transformers",
-}
+SHARED_IMPORTS = frozenset({
+    "test_integrations_transformers.py", "test_integrations_lightning.py", "test_transformers_loss_scale.py",
+    "test_integration_jobs.py", "test_import_files.py", "test_lightning_logger.py", "test_live_action_checks.py",
+})
 """Test files that import Lightning or transformers' ``Trainer`` in the worker (2.5 s and 2.2 s of CPU, once
-per process), run by one worker as one unit named after the imports they share. Spread over three workers
+per process), run by one worker as one unit (:data:`SHARED_IMPORTS_UNIT`). Spread over three workers
 they cost 5-6 s of CPU more; the unit (about 45 s) starts where its first file would."""
+
+SHARED_IMPORTS_UNIT = "lightning-transformers"
+"""The name xdist schedules the files of :data:`SHARED_IMPORTS` under."""
 
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: a run with ``-p no:xdist`` does not know it
@@ -115,7 +116,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
-            return SHARED_IMPORTS.get(Path(scope).name, scope)
+            return SHARED_IMPORTS_UNIT if Path(scope).name in SHARED_IMPORTS else scope
 
     return SharedImportScheduling(config, log)
 
