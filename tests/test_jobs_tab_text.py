@@ -58,3 +58,33 @@ async def test_every_word_and_chart_line_of_a_result_is_drawn(run_dir: Path) -> 
             assert text[text.index("lr") + 2:][: len(words)] == words, f"{width}: a word is missing or cut"
             if widget.size.width >= max(len(c) for c in charts):  # a chart wider than the pane is cropped, not wrapped
                 assert [line.rstrip() for line in drawn if is_chart_line(line)] == charts
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_the_keys_scroll_a_result_longer_than_the_pane_to_its_last_line(run_dir: Path, size: tuple[int, int]) -> None:
+    """The pane takes the keys as soon as its tab is shown: the end key and the page keys bring the result's last
+    line into view, and home brings back its first."""
+    app = TuidiagApp(run_dir, clock=fixed_clock)
+    async with app.run_test(size=(80, 12)) as pilot:  # a result taller than the pane
+        assert await wait_for(pilot, lambda: getattr(app.screen, "detail", None) is not None, timeout=60)
+        await pilot.resize_terminal(*size)
+        await pilot.resize_terminal(size[0], 12)
+        await pilot.press("7")
+        pane = app.screen.query_one("#jobs-tab")
+        text = app.screen.query_one("#jobs-text", Static)
+        assert await wait_for(pilot, lambda: pane.max_scroll_y > 0 and any("lr find" in line for line in _drawn(text)))
+        assert app.focused is pane
+        last = next(line for line in reversed(_drawn(text)) if line.strip())
+        await pilot.press("end")
+        assert await wait_for(pilot, lambda: pane.scroll_y == pane.max_scroll_y)
+        await pilot.press("home")
+        assert await wait_for(pilot, lambda: pane.scroll_y == 0)
+        for _ in range(40):
+            if pane.scroll_y == pane.max_scroll_y:
+                break
+            await pilot.press("pagedown")
+            await pilot.pause()
+        assert pane.scroll_y == pane.max_scroll_y
+        region = pane.content_region
+        shown = ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()[region.y:region.bottom]]
+        assert any(last.strip()[:40] in line for line in shown), (last, shown)

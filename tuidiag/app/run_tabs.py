@@ -8,7 +8,9 @@ through here; adding a tab is one entry there plus the widget its pane holds.
 from __future__ import annotations
 
 from textual.binding import Binding
+from textual.containers import ScrollableContainer
 from textual.content import Content
+from textual.widgets import TabPane
 
 from tuidiag.monitor_keys import RUN_TABS, Key, RunTab
 
@@ -16,6 +18,14 @@ CHART_TABS: tuple[RunTab, ...] = tuple(tab for tab in RUN_TABS if tab.chart)
 """The tabs that hold a metric chart."""
 CHART_IDS: frozenset[str] = frozenset(tab.id for tab in CHART_TABS)
 """The ids of :data:`CHART_TABS`."""
+SCROLLING_TABS: frozenset[str] = frozenset({"jobs-tab"})
+"""The tabs whose pane scrolls what it holds (:class:`ScrollingPane`): text that may be longer than the pane."""
+
+
+class ScrollingPane(TabPane, ScrollableContainer, can_focus=True):
+    """A tab pane that scrolls its content, focusable so that the arrow and page keys scroll it. The pane itself
+    scrolls, not a container inside it: a widget mounted into a pane that is already running is laid out in the next
+    frame, while one inside a container mounted with it joined the layout two frames later (a blank pane till then)."""
 
 
 def tab_of(tab_id: str) -> RunTab:

@@ -24,7 +24,8 @@ RunScreen.diagnosis-full #diagnosis { width: 1fr; height: 1fr; min-width: 0; }
 #cursor-bar { height: 1; }
 TabPane { padding: 0; }
 LayerHeatmap { height: 1fr; }
-#jobs-scroll { overflow-x: hidden; overflow-y: auto; }
+#jobs-tab { overflow-x: hidden; overflow-y: scroll; height: 1fr;  /* always: one that came with a long result came a frame late */
+            scrollbar-background: $background; scrollbar-background-hover: $background; scrollbar-background-active: $background; }
 #jobs-text { width: 100%; }
 #dist-note { height: auto; padding: 1 1; color: $text-muted; }
 """

@@ -13,14 +13,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.css.query import NoMatches
 from textual.binding import Binding
-from textual.containers import Horizontal, ScrollableContainer
+from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
 from tuidiag import job_kinds
-from tuidiag.app.run_tabs import CHART_IDS, RUN_TABS, bindings, tab_bindings, tab_title
+from tuidiag.app.run_tabs import CHART_IDS, RUN_TABS, SCROLLING_TABS, ScrollingPane, bindings, tab_bindings, tab_title
 from tuidiag.app.screens.event_detail import EventDetailScreen
 from tuidiag.app.screens.run_chart_views import DEFAULT_SMOOTHING, RunChartViews
 from tuidiag.app.screens.run_navigation import RunNavigation
@@ -133,15 +133,14 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         yield Static(id="system-strip")
         with Horizontal(id="run-main"):
             with TabbedContent(id="charts", initial=FIRST_TAB):
-                for tab in RUN_TABS:
-                    yield TabPane(tab_title(tab), id=tab.id)  # its widgets come when it is first shown (_fill)
+                for tab in RUN_TABS:  # its widgets come when it is first shown (_fill)
+                    yield (ScrollingPane if tab.id in SCROLLING_TABS else TabPane)(tab_title(tab), id=tab.id)
             yield DiagnosisPanel(id="diagnosis")
         yield JobBar(CANCEL_KEY, id="job-bar")
         yield Static(id="cursor-bar")
         yield SteadyFooter(compact=True)
 
-    @staticmethod
-    def _pane(tab_id: str) -> list[Widget]:
+    def _pane(self, tab_id: str) -> list[Widget]:
         """What the pane of tab ``tab_id`` holds."""
         if tab_id == DIST_CHART:  # a run without distributions says how to record them, in place of a chart
             return [Static(id="dist-note"), MetricChart(id=f"chart-{tab_id}")]
@@ -151,8 +150,8 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
             return [LayerHeatmap(id="layer-grid")]
         if tab_id == "events-tab":
             return [EventsPanel(id="events")]
-        if tab_id == "jobs-tab":  # sentences wrap to the pane; charts are drawn as they are
-            return [ScrollableContainer(id="jobs-scroll")]
+        if tab_id == "jobs-tab":  # sentences wrap to the pane (which scrolls); charts are drawn as they are
+            return [Static(self._jobs_content(), id="jobs-text")]
         raise ValueError(f"no pane for the run view's tab {tab_id!r} (tuidiag.app.run_tabs)")
 
     def _fill(self, tab_id: str) -> None:
@@ -164,8 +163,6 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
             return
         self.filled.add(tab_id)
         self.query_one(f"#{tab_id}", TabPane).mount(*self._pane(tab_id))  # in the DOM now: queries find them at once
-        if tab_id == "jobs-tab":  # its text inside its scroll container (children given to a container come later)
-            self.query_one("#jobs-scroll", ScrollableContainer).mount(Static(id="jobs-text"))
         if self.detail is not None:
             self._draw_pane(tab_id, self.detail)
             if tab_id in CHART_IDS:
@@ -236,14 +233,17 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         assert self.detail is not None
         if "jobs-tab" not in self.filled:
             return
-        shown = (self.detail.jobs, self.job_failure)
-        if shown == getattr(self, "_jobs_shown", None):
-            return
-        self._jobs_shown = shown
+        if (self.detail.jobs, self.job_failure) != getattr(self, "_jobs_shown", None):
+            self.query_one("#jobs-text", Static).update(self._jobs_content())
+
+    def _jobs_content(self) -> Group | Text:
+        """What the Jobs tab shows now (nothing before the view has data): the last failure, then every result."""
+        if self.detail is None:
+            return Text("")
+        self._jobs_shown = (self.detail.jobs, self.job_failure)
         results = jobs_text(self.detail.jobs)
-        failure = shown[1]
-        self.query_one("#jobs-text", Static).update(
-            Group(literal(f"Last job: {failure}", "bold red"), Text(""), results) if failure else results)
+        failure = self.job_failure
+        return Group(literal(f"Last job: {failure}", "bold red"), Text(""), results) if failure else results
 
     def show_job(self, view: JobView | None) -> None:
         """Show the progress of this run's job (None: no job); kept for ``on_mount``."""
@@ -312,8 +312,9 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         self._fill(tab)
         tabs.active = tab
         _underline_at_once(tabs, tab)
-        target = next((widget for widget in self.query_one(f"#{tab}", TabPane).query("*") if widget.can_focus), None)
-        if target is not None:  # the events table, the jobs text: their keys work at once
+        pane = self.query_one(f"#{tab}", TabPane)
+        target = next((widget for widget in pane.query("*") if widget.can_focus), pane if pane.can_focus else None)
+        if target is not None:  # the events table, the jobs pane: their keys work at once
             self.set_focus(target)
 
     def chart_points(self) -> int:
