@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from rich.text import Text
 from textual import events
+from textual.app import RenderResult
 from textual.binding import Binding
 from textual.widgets import Static
 
@@ -51,31 +52,46 @@ class LayerHeatmap(Static, can_focus=True):
                 Binding("pageup", "scroll_rows(-10)", "Layers up", show=False, tooltip="ten layers up"),
                 Binding("pagedown", "scroll_rows(10)", "Layers down", show=False, tooltip="ten layers down")]
 
+    _shown: tuple[LayerGrid, str] | None = None
+    """The grid last given to :meth:`show`, with the run's kind (None: none yet, or it failed to draw)."""
     _drawn: tuple[LayerGrid, int, str, int, int] | None = None
+    """What the drawing is of: (grid, width, kind, height, first layer)."""
+    _text: Text | None = None
+    """The drawing (or why the grid could not be drawn)."""
     top = 0
     """The first layer shown."""
 
-    @guarded("the layer heatmap")
     def show(self, grid: LayerGrid, source: str = KIND_TUIDIAG) -> None:
-        """Render ``grid`` to fit the widget (nothing to do when neither changed); ``source``: the run's kind."""
+        """Show ``grid`` (``source``: the run's kind), drawn at the next paint for the size the widget has then: on a
+        tab's first visit the widget has no size until it is laid out, and a drawing for a guessed width showed for a
+        frame before the right one (nothing to do when the grid is the one shown)."""
+        if self._shown is not None and self._shown[0] is grid and self._shown[1] == source:
+            return
+        self._shown = (grid, source)
+        self.refresh()
+
+    def render(self) -> RenderResult:
+        """The grid drawn to fit the widget's size now (drawn again only when the grid, size or scroll changed)."""
+        if self._shown is not None:
+            self._fit(*self._shown)
+        return self._text if self._text is not None else super().render()
+
+    @guarded("the layer heatmap")
+    def _fit(self, grid: LayerGrid, source: str) -> None:
         width = max(10, self.size.width - 2)
         height = self.size.height or 1000
         if self._drawn is not None and self._drawn[0] is grid and self._drawn[1:] == (width, source, height, self.top):
             return
         self.top = clamp_top(len(grid.layers), self.top, width, height)
         self._drawn = (grid, width, source, height, self.top)
-        self.update(render_grid(grid, width, source, height, self.top), layout=False)  # its size is set by the layout (1fr)
-
-    def on_resize(self) -> None:
-        """Fit the grid to the new size."""
-        if self._drawn is not None:
-            self.show(self._drawn[0], self._drawn[2])
+        self._text = render_grid(grid, width, source, height, self.top)
 
     def action_scroll_rows(self, by: int) -> None:
         """Show the layers ``by`` rows further down (negative: up)."""
-        if self._drawn is not None:
-            self.top = max(0, self.top + by)
-            self.show(self._drawn[0], self._drawn[2])
+        if self._shown is not None:
+            grid = self._shown[0]
+            self.top = clamp_top(len(grid.layers), max(0, self.top + by), max(10, self.size.width - 2), self.size.height or 1000)
+            self.refresh()
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
         """The wheel scrolls the layers."""
@@ -89,8 +105,9 @@ class LayerHeatmap(Static, can_focus=True):
 
     def show_error(self, text: Text) -> None:
         """Show why the grid could not be drawn (the next ``show`` tries again)."""
-        self._drawn = None
-        self.update(text)
+        self._shown = self._drawn = None
+        self._text = text
+        self.refresh()
 
 
 def legend(width: int) -> list[Text]:
