@@ -8,6 +8,7 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import DataTable
 
 from tuidiag.app.widgets.guard import guarded
@@ -65,8 +66,17 @@ class EventsPanel(DataTable):
     def _message_width(self, step_width: int, kind_width: int) -> int:
         """What the message column may take: the panel's width less the other columns, all padding and a scrollbar."""
         padding = 2 * self.cell_padding * 3
-        room = self.content_region.width - self.styles.scrollbar_size_vertical - step_width - kind_width - padding
+        room = self._content_width() - self.styles.scrollbar_size_vertical - step_width - kind_width - padding
         return max(MIN_MESSAGE_WIDTH, room)
+
+    def _content_width(self) -> int:
+        """The panel's width inside its border. Before its first layout (its tab's first visit) it has none yet; the
+        width it gets is that of the nearest container laid out, less its own border and padding: its first frame is
+        drawn for that width, not wrapped to the narrowest and drawn again a frame later."""
+        if self.content_region.width:
+            return self.content_region.width
+        laid_out = next((node for node in self.ancestors if isinstance(node, Widget) and node.content_region.width), None)
+        return max(0, laid_out.content_region.width - self.styles.gutter.width) if laid_out is not None else 0
 
     def _fill(self, events: tuple[Event, ...]) -> None:
         keep = self.cursor_row
