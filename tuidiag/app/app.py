@@ -1,12 +1,11 @@
 """``TuidiagApp``: screens, keys and the data path (watcher -> worker -> message -> screen).
 
-Disk work happens only in thread workers, which report back with ``post_message``;
-handlers on the UI thread hand the frozen snapshots to the screens. The UI thread reads
-no file: starting the file watcher (a walk of the tree), the manifest a job confirmation
-needs and every run's data are read in workers; only whether the root is itself a run is
-looked up when the app is made, before its event loop runs. Jobs and live actions are the
-app's mixins :class:`~tuidiag.app.app_jobs.MonitorJobs` and
-:class:`~tuidiag.app.app_live_actions.MonitorLiveActions`, which keep the same rule.
+Disk work happens only in thread workers, which report back with ``post_message``; handlers on the UI thread hand
+the frozen snapshots to the screens. The UI thread reads no file: starting the file watcher (a walk of the tree), the
+manifest a job confirmation needs and every run's data are read in workers; only whether the root is itself a run is
+looked up when the app is made, before its event loop runs. Its mixins keep the same rule: jobs
+(:class:`~tuidiag.app.app_jobs.MonitorJobs`), live actions (:class:`~tuidiag.app.app_live_actions.MonitorLiveActions`)
+and full garbage collections when idle (:class:`~tuidiag.app.idle_collection.IdleCollecting`).
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from textual.timer import Timer
 
 from tuidiag.app.app_jobs import MonitorJobs
 from tuidiag.app.app_live_actions import MonitorLiveActions
+from tuidiag.app.idle_collection import IdleCollecting
 from tuidiag.app.commands import RunCommands
 from tuidiag.app.run_tabs import bindings
 from tuidiag.app.screens.compare import CompareScreen
@@ -61,7 +61,7 @@ READ_WAIT = 0.5
 (or as ``reading``), the others at once, and it shows when its read ends."""
 
 
-class TuidiagApp(MonitorJobs, MonitorLiveActions, App):
+class TuidiagApp(MonitorJobs, MonitorLiveActions, IdleCollecting, App):
     """The monitor over the runs at or below ``root``."""
 
     TITLE = "tuidiag"

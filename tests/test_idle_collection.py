@@ -1,0 +1,128 @@
+"""Full garbage collections while the monitor is idle (``tuidiag.app.idle_collection``).
+
+The policy changes process-wide settings, so these tests check what a user's process and this suite rely on: while
+an app runs, the oldest generation is collected only by the app, when no input came for a while, and cyclic garbage
+still goes; once every app has stopped, the thresholds are the ones from before and nothing stays frozen, whatever
+the order in which apps start and stop.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.app_helpers import DEMO_RUNS, fixed_clock, wait_for
+from tests.conftest import examples
+from tuidiag.app import idle_collection
+from tuidiag.app.app import TuidiagApp
+from tuidiag.app.idle_collection import OUT_OF_REACH, IdleCollection
+
+
+class Cycle:
+    """An object that refers to itself: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _old_cyclic_garbage() -> weakref.ref[Cycle]:
+    """A cycle moved to the oldest generation while alive, then dropped: young collections never reach it."""
+    cycle = Cycle()
+    gc.collect(1)  # it survives the young generations: it is in the oldest one now
+    ref = weakref.ref(cycle)
+    del cycle
+    return ref
+
+
+@contextmanager
+def nothing_frozen() -> Iterator[tuple[int, int, int]]:
+    """As in a user's process: nothing frozen when the app starts (this suite freezes its heap after collection,
+    ``tests/conftest.py``: frozen again after). Yields the thresholds from before; checks they are back after."""
+    gc.unfreeze()
+    before = gc.get_threshold()
+    try:
+        yield before
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0  # the policy is not left held
+    finally:
+        gc.freeze()
+
+
+@pytest.fixture
+def settings_before() -> Iterator[tuple[int, int, int]]:
+    with nothing_frozen() as before:
+        yield before
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_old_cyclic_garbage_goes_at_the_first_quiet_tick_and_not_before(settings_before) -> None:
+    clock = Clock()
+    collection = IdleCollection(every=5.0, quiet=1.0, now=clock)
+    assert not collection.tick()  # not started: nothing to do
+    collection.start()
+    try:
+        assert gc.get_threshold() == (*settings_before[:2], OUT_OF_REACH) and gc.get_freeze_count() > 0
+        ref = _old_cyclic_garbage()
+        for _ in range(3):
+            gc.collect(1)  # what allocation runs now: young collections only
+        assert ref() is not None
+        collection.input_seen()
+        clock.now += 0.5
+        assert not collection.tick() and ref() is not None  # a key half a second ago: not now
+        clock.now += 0.6
+        assert collection.tick() and ref() is None
+    finally:
+        collection.stop()
+    collection.stop()  # twice: no effect
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans()), max_size=24))
+def test_any_order_of_starts_and_stops_restores_the_settings(moves: list[tuple[int, bool]]) -> None:
+    """Four apps' collections started and stopped in any order (twice in a row too): held while any one is started,
+    and the settings from before once none is."""
+    with nothing_frozen() as before:
+        apps = [IdleCollection() for _ in range(4)]
+        try:
+            for index, start in moves:
+                (apps[index].start if start else apps[index].stop)()
+                held = any(app._held for app in apps)
+                assert (gc.get_threshold()[2] == OUT_OF_REACH) == held == (gc.get_freeze_count() > 0), moves
+                assert held or gc.get_threshold() == before, moves
+        finally:
+            for app in apps:
+                app.stop()
+        assert idle_collection._users == 0
+
+
+def test_objects_the_process_froze_itself_stay_frozen() -> None:
+    """A process that froze its own heap before (as this suite does) finds it frozen after the app stops."""
+    gc.freeze()
+    collection = IdleCollection()
+    collection.start()
+    collection.stop()
+    assert gc.get_freeze_count() > 0
+
+
+async def test_the_monitor_holds_the_policy_while_it_runs_and_collects_when_idle(settings_before) -> None:
+    app = TuidiagApp(DEMO_RUNS / "vanishing-gradients", clock=fixed_clock)
+    app.idle_collection.every = 0.05  # ticks often, so the test need not wait five seconds
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert gc.get_threshold()[2] == OUT_OF_REACH
+        assert await wait_for(pilot, lambda: getattr(app.screen, "detail", None) is not None)
+        await pilot.press("2")
+        assert app.idle_collection.last_input > 0  # a key counts as input
+        ref = _old_cyclic_garbage()
+        assert await wait_for(pilot, lambda: ref() is None, timeout=30)  # by the app's own tick: none other is due
