@@ -53,6 +53,16 @@ def text_strip(row: Text, base: Style, width: int, y: int = 0, ansi_theme: Any =
     return Strip(segments).adjust_cell_length(width, base.rich_style)
 
 
+def _overlapping(row: Text) -> bool:
+    """Whether two of ``row``'s spans cover the same character."""
+    end = 0
+    for span in sorted(row.spans, key=lambda s: s.start):
+        if span.start < end and span.end > span.start:
+            return True
+        end = max(end, span.end)
+    return False
+
+
 @lru_cache(maxsize=1 << 15)
 def _offset(x: int, y: int) -> RichStyle:
     """The metadata Textual puts on a run at cell ``x`` of line ``y`` of a widget."""
@@ -68,11 +78,13 @@ def _textual(style: object, ansi_theme: Any, get_style: Callable[[str], RichStyl
 def text_strips(text: Text, base: Style, width: int, height: int, ansi_theme: Any = None,
                 get_style: Callable[[str], RichStyle] = RichStyle.parse) -> list[Strip] | None:
     """``text`` as exactly ``height`` strips of ``width`` cells (blank strips below its last line);
-    None for a ``Text`` with a style of its own (Textual nests it under the spans its own way: an
-    error message, not a chart, so it is left to Textual)."""
+    None for a ``Text`` with a style of its own, or with spans that overlap on a row (Textual nests
+    them its own way: an error message, a line appended with a style of its own; left to Textual)."""
     if text.style:
         return None
     rows = text.split("\n", allow_blank=True)[:height]
+    if any(_overlapping(row) for row in rows):
+        return None
     memo: dict[object, RichStyle] = {}
     strips = [text_strip(row, base, width, y, ansi_theme, memo, get_style) for y, row in enumerate(rows)]
     return strips + [Strip.blank(width, base.rich_style)] * (height - len(strips))
