@@ -35,7 +35,8 @@ def test_scrolling_down_reaches_every_layer_in_the_lines_there_are(width: int, h
         text = render_grid(grid, width, height=height, top=top).plain
         lines = text.split("\n")
         assert len(lines) <= max(height, 4 + len(legend(width))), (top, lines)  # one row and both "more" lines at least
-        assert "log10 |grad|" in text and (("more layer" in text and "below" in text) == after)
+        assert "log10 |grad|" in text and (("more" in text and "below" in text) == after)
+        assert all(len(line) <= width for line in lines), lines  # one line each, as window() counts them
         assert ("above" in text) == above
         seen |= set(grid.layers[first:end])
         top = first + 1

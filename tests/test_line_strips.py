@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -25,6 +26,7 @@ from tests.conftest import ROOT, examples
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.app.widgets.chart import MetricChart, draw_chart
+from tuidiag.app.widgets.layers import LayerHeatmap, render_grid
 from tuidiag.app.widgets.line_strips import text_strips
 from tuidiag.viewmodel.snapshot import Chart
 
@@ -87,6 +89,50 @@ async def test_every_chart_draws_as_textual_draws_its_text(run: str) -> None:
                 assert cells(text_strips(text, base, width, height, theme, app.console.get_style)) == cells(textual_strips(widget, text, width, height))
                 compared += 1
         assert compared == len(app.screen.detail.charts) * len(CASES)
+
+
+@pytest.mark.parametrize("run", ["vanishing-gradients", "lr-too-high"])
+async def test_every_layer_heatmap_draws_as_textual_draws_its_text(run: str) -> None:
+    """The layers tab's heatmap of a demo run, drawn as the widget draws it (two columns narrower than itself), at
+    sizes from narrow (the legend on several lines, layers scrolled) to wide: the strips are Textual's, cell for
+    cell. (Below about 30 columns a layer's name and four cells no longer fit: Textual wraps such a row, the
+    strips cut it.)"""
+    app = TuidiagApp(ROOT / "demo_runs" / run)
+    async with app.run_test(size=(100, 30)) as pilot:
+        while not (isinstance(app.screen, RunScreen) and app.screen.detail is not None):
+            await pilot.pause(0.05)
+        await pilot.press("5")
+        widget = app.screen.query_one("#layer-grid", LayerHeatmap)
+        base, theme = widget.visual_style, app.ansi_theme
+        for width, height in ((30, 8), (50, 12), (77, 18), (160, 40)):
+            for top in (0, 2):
+                text = render_grid(app.screen.detail.layers, max(10, width - 2), height=height, top=top)
+                strips = text_strips(text, base, width, height, theme, app.console.get_style)
+                assert strips is not None, (width, height)  # the heatmap takes the fast path
+                assert cells(strips) == cells(textual_strips(widget, text, width, height)), (width, height, top)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(row_runs=st.lists(runs, min_size=1, max_size=4), own=st.lists(st.tuples(styles, st.integers(0, 3)), max_size=3))
+def test_rows_whose_spans_overlap_are_left_to_textual(row_runs: list[list[tuple[str, object]]],
+                                                      own: list[tuple[Style, int]]) -> None:
+    """A row appended as a ``Text`` with a style of its own carries a span over its other spans: made into strips run
+    by run, one of the two styles would be lost, so such text is left to Textual (None); text without overlaps is not."""
+    rows = []
+    for parts in row_runs:
+        row = Text()
+        for part, style in parts:
+            row.append(part, style)
+        rows.append(row)
+    overlapping = False
+    for style, index in own:
+        if index < len(rows) and len(rows[index].spans) > 0 and rows[index].plain:
+            rows[index] = Text().append(Text(rows[index].plain, style=style, spans=list(rows[index].spans)))
+            overlapping |= bool(style)  # a null style adds no span
+    text = Text("\n").join(rows)
+    width = max(1, max(row.cell_len for row in rows))
+    drawn = text_strips(text, TextualStyle(), width, len(rows), get_style=Console().get_style)  # named styles too
+    assert (drawn is None) == overlapping
 
 
 class OneChart(App):

@@ -15,9 +15,11 @@ from rich.text import Text
 from textual import events
 from textual.app import RenderResult
 from textual.binding import Binding
+from textual.strip import Strip
 from textual.widgets import Static
 
 from tuidiag.app.widgets.guard import guarded
+from tuidiag.app.widgets.line_strips import text_strips
 from tuidiag.sources import KIND_TUIDIAG
 from tuidiag.viewmodel.snapshot import LayerGrid
 from tuidiag.text.safe import clean
@@ -58,6 +60,8 @@ class LayerHeatmap(Static, can_focus=True):
     """What the drawing is of: (grid, width, kind, height, first layer)."""
     _text: Text | None = None
     """The drawing (or why the grid could not be drawn)."""
+    _strips: tuple[tuple[object, ...], list[Strip] | None] | None = None
+    """The drawing's rows as strips, and what they were made for (:meth:`render_line`)."""
     top = 0
     """The first layer shown."""
 
@@ -75,6 +79,23 @@ class LayerHeatmap(Static, can_focus=True):
         if self._shown is not None:
             self._fit(*self._shown)
         return self._text if self._text is not None else super().render()
+
+    def render_line(self, y: int) -> Strip:
+        """Row ``y`` of the drawing, its rows made strips directly (:mod:`~tuidiag.app.widgets.line_strips`, as the
+        charts do): Textual's conversion of a grid's thousand coloured cells took half the tab's first frame. While
+        text in it is selected, or before it has a drawing, Textual draws it."""
+        text = self.render()
+        if self.text_selection is not None or not isinstance(text, Text):
+            return super().render_line(y)
+        base = self.visual_style
+        key = (text, self.size.width, self.size.height, self.app.theme, base)
+        if self._strips is None or self._strips[0] != key:
+            self._strips = (key, text_strips(text, base, self.size.width, self.size.height, self.app.ansi_theme,
+                                             self.app.console.get_style))
+        strips = self._strips[1]
+        if strips is None:  # a Text with a style of its own (an error message): Textual draws it
+            return super().render_line(y)
+        return strips[y] if 0 <= y < len(strips) else Strip.blank(self.size.width, base.rich_style)
 
     @guarded("the layer heatmap")
     def _fit(self, grid: LayerGrid, source: str) -> None:
@@ -112,7 +133,7 @@ class LayerHeatmap(Static, can_focus=True):
 
 def legend(width: int) -> list[Text]:
     """The colour scale, wrapped to ``width`` columns."""
-    lines = [Text("log10 |grad|:", style="dim")]
+    lines = [Text().append("log10 |grad|:", style="dim")]  # a span, not the line's own style (a span over the others)
     entries = [(glyph, colour, f"<{bound}") for bound, colour, glyph in LEVELS[:-1]]
     entries.append((LEVELS[-1][2], LEVELS[-1][1], f">={LEVELS[-2][0]}"))
     for glyph, colour, label in entries:
@@ -143,6 +164,15 @@ def clamp_top(count: int, top: int, width: int, height: int) -> int:
     return window(count, top, width, height)[0]
 
 
+def _note(text: str, short: str, label_width: int, width: int) -> str:
+    """A line under the layers: ``text`` in line with their cells, or moved left, or ``short``, or cut: one line of at
+    most ``width`` cells, as :func:`window` counts it (a longer one was wrapped, and pushed the legend out of view)."""
+    for words in (text, short):
+        if len(words) <= width:
+            return " " * min(label_width, width - len(words)) + words
+    return short[:width]
+
+
 def render_grid(grid: LayerGrid, width: int, source: str = KIND_TUIDIAG, height: int | None = None, top: int = 0) -> Text:
     """The heatmap as literal text (layer names come from run files) in ``height`` lines (None: every layer)."""
     out = Text()
@@ -158,7 +188,8 @@ def render_grid(grid: LayerGrid, width: int, source: str = KIND_TUIDIAG, height:
     count = len(grid.layers)
     first, end, above, more_after = window(count, top, width, height if height is not None else count + 10)
     if above:
-        out.append(f"{'':>{label_width}}^ {first} more layer{'s' * (first != 1)} above (up/wheel)\n", style="bold")
+        out.append(_note(f"^ {first} more layer{'s' * (first != 1)} above (up/wheel)", f"^ {first} more above", label_width,
+                         width) + "\n", style="bold")
     for name, row in zip(grid.layers[first:end], grid.log_norms[first:end]):
         out.append(clean(name, label_width - 1).rjust(label_width - 1) + " ")
         for value in row[pick]:
@@ -167,7 +198,9 @@ def render_grid(grid: LayerGrid, width: int, source: str = KIND_TUIDIAG, height:
         out.append("\n")
     if more_after:
         more = count - end
-        out.append(f"{'':>{label_width}}v {more} more layer{'s' * (more != 1)} below (down/wheel)\n", style="bold")
-    out.append(f"{'':>{label_width}}step 0 .. {int(grid.step_edges[-1]) - 1}  ({count} layers)\n", style="dim")
+        out.append(_note(f"v {more} more layer{'s' * (more != 1)} below (down/wheel)", f"v {more} more below", label_width,
+                         width) + "\n", style="bold")
+    last = int(grid.step_edges[-1]) - 1
+    out.append(_note(f"step 0 .. {last}  ({count} layers)", f"step 0 .. {last}", label_width, width) + "\n", style="dim")
     out.append(Text("\n").join(legend(width)))
     return out
