@@ -22,7 +22,7 @@ from tuidiag.diagnosis.distributions import no_distributions
 from tuidiag.monitor_keys import NEXT_DIST_KEY, PREVIOUS_DIST_KEY
 from tuidiag.viewmodel.distributions import DIST_CHART, next_distribution, shown_distribution
 from tuidiag.viewmodel.ranks import DEFAULT, chart_for_mode, rank_modes
-from tuidiag.viewmodel.snapshot import RunDetail
+from tuidiag.viewmodel.snapshot import Chart, RunDetail
 
 SMOOTHED_TABS = tuple(tab.id for tab in CHART_TABS if tab.smoothed)
 """Charts the smoothing key smooths (:attr:`tuidiag.app.run_tabs.RunTab.smoothed`)."""
@@ -46,6 +46,8 @@ class RunChartViews:
     """Sets a ``Static``'s text when it changed (``RunScreen._update``)."""
     _toasts: dict[str, float]
     """When each message of :meth:`_notify_once` was last shown."""
+    _plan_ahead: Callable[[], None]
+    """Draws the charts not yet shown once the view stays as it is (``RunChartsAhead._plan_ahead``)."""
 
     def _notify_once(self, message: str) -> None:
         """Show ``message`` as a toast unless the same one is still on screen (a key pressed again)."""
@@ -62,14 +64,22 @@ class RunChartViews:
                 self._show_chart(tab.id, detail)
         self._chart_views()
 
-    def _show_chart(self, tab_id: str, detail: RunDetail) -> None:
-        """The chart of tab ``tab_id`` (composed) drawn from ``detail`` in the current rank mode."""
+    def _chart_of(self, tab_id: str, detail: RunDetail) -> Chart:
+        """The chart tab ``tab_id`` shows of ``detail``, in the current rank mode."""
         modes = rank_modes(detail.ranks.ranks) if detail.ranks else (DEFAULT,)
         mode = modes[self.rank_mode % len(modes)]
         chart = chart_for_mode(detail.charts[tab_id], detail.ranks, tab_id, mode)
         if tab_id == DIST_CHART and len(detail.dists) > 1:
             chart = replace(chart, title=f"{chart.title}  {NEXT_DIST_KEY}/{PREVIOUS_DIST_KEY}: next/previous")
-        self.query_one(f"#chart-{tab_id}", MetricChart).show(chart, self._marker())
+        return chart
+
+    def _smoothed(self, tab_id: str) -> float:
+        """The smoothing of tab ``tab_id``'s chart (0: a chart that is never smoothed)."""
+        return self.smoothing if tab_id in SMOOTHED_TABS else 0.0
+
+    def _show_chart(self, tab_id: str, detail: RunDetail) -> None:
+        """The chart of tab ``tab_id`` (composed) drawn from ``detail`` in the current rank mode."""
+        self.query_one(f"#chart-{tab_id}", MetricChart).show(self._chart_of(tab_id, detail), self._marker())
         if tab_id == DIST_CHART:
             self.query_one("#dist-note", Static).display = not detail.dists
             self.query_one(f"#chart-{DIST_CHART}", MetricChart).display = bool(detail.dists)
@@ -92,8 +102,9 @@ class RunChartViews:
         for tab in CHART_TABS:
             if tab.id not in self.filled:
                 continue
-            self.query_one(f"#chart-{tab.id}", MetricChart).view(
-                smoothing=self.smoothing if tab.id in SMOOTHED_TABS else 0.0, time_axis=self.time_axis, cursor=self.cursor)
+            self.query_one(f"#chart-{tab.id}", MetricChart).view(smoothing=self._smoothed(tab.id), time_axis=self.time_axis,
+                                                                 cursor=self.cursor)
+        self._plan_ahead()
 
     def action_smoothing(self) -> None:
         """Cycle the EMA smoothing of the loss, grad-norm and update charts: off, 0.6, 0.9, 0.99."""

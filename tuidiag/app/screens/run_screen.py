@@ -16,6 +16,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
@@ -23,8 +24,10 @@ from tuidiag import job_kinds
 from tuidiag.app.run_tabs import CHART_IDS, RUN_TABS, SCROLLING_TABS, ScrollingPane, bindings, tab_bindings, tab_title
 from tuidiag.app.screens.event_detail import EventDetailScreen
 from tuidiag.app.screens.run_chart_views import DEFAULT_SMOOTHING, RunChartViews
+from tuidiag.app.screens.run_charts_ahead import RunChartsAhead
 from tuidiag.app.screens.run_navigation import RunNavigation
 from tuidiag.app.widgets.chart import MetricChart
+from tuidiag.app.widgets.chart_drawing import ChartDrawing
 from tuidiag.app.widgets.diagnosis_panel import DiagnosisPanel
 from tuidiag.app.widgets.events_panel import EventsPanel
 from tuidiag.app.widgets.job_bar import JobBar
@@ -46,7 +49,7 @@ _JOBS_AFTER = next(i for i, key in enumerate(RUN_VIEW_KEYS) if key.action == "go
 """Help lists the tab keys after back, diagnosis and log y, and the job keys after the replay keys."""
 
 
-class RunScreen(RunNavigation, RunChartViews, Screen):
+class RunScreen(RunNavigation, RunChartViews, RunChartsAhead, Screen):
     """One run, live or replayed; ``show(detail)`` redraws it."""
 
     BINDINGS = [
@@ -127,6 +130,8 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         """The distribution the distribution tab shows (None: the run's first); ``h``/``H`` cycle it."""
         self.filled: set[str] = set()
         """The tabs whose panes are composed (:meth:`_fill`): the first one on mount, and each one shown since."""
+        self._ahead: dict[str, ChartDrawing] = {}
+        self._ahead_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
@@ -167,11 +172,13 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
             self._draw_pane(tab_id, self.detail)
             if tab_id in CHART_IDS:
                 self._chart_views()  # its smoothing, x axis and cursor
+                self._adopt_ahead(tab_id)
 
     def on_tabbed_content_tab_activated(self, message: TabbedContent.TabActivated) -> None:
         """A tab shown by a click on the tab bar: its pane is composed as by its key."""
         if message.pane.id is not None:
             self._fill(message.pane.id)
+            self._plan_ahead()
 
     def on_mount(self) -> None:
         self._fill(FIRST_TAB)
@@ -185,6 +192,7 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
 
     def on_resize(self) -> None:
         self._apply_width(self.size.width)
+        self._plan_ahead()
         if self.detail is not None:  # the header's name and figures fit the new width
             try:
                 self._title(self.detail)
@@ -311,6 +319,7 @@ class RunScreen(RunNavigation, RunChartViews, Screen):
         tabs = self.query_one("#charts", TabbedContent)
         self._fill(tab)
         tabs.active = tab
+        self._plan_ahead()
         _underline_at_once(tabs, tab)
         pane = self.query_one(f"#{tab}", TabPane)
         target = next((widget for widget in pane.query("*") if widget.can_focus), pane if pane.can_focus else None)

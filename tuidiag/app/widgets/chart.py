@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from rich.cells import cell_len
@@ -24,10 +26,12 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import RenderResult
 from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 from plotext._dict import themes as plotext_themes
 
+from tuidiag.app.widgets.chart_drawing import ChartDrawing, ChartInputs
 from tuidiag.app.widgets.guard import failure_text
 from tuidiag.app.widgets.line_strips import text_strips
 from tuidiag.app.widgets.plot_rows import figure_rows
@@ -80,6 +84,18 @@ class MetricChart(PlotextPlot):
         """Bumped on every change of data, marker, scale or view: the drawing is reused until it or the size changes."""
         self._rendered: tuple[tuple[object, ...], RenderResult] | None = None
         self._strips: tuple[tuple[object, ...], list[Strip] | None] | None = None
+        self._ahead: ChartDrawing | None = None
+        """A drawing made before this chart was composed (:meth:`adopt`): used at the first paint if it fits."""
+
+    def adopt(self, drawing: ChartDrawing) -> None:
+        """Keep ``drawing`` (made ahead, in a worker): the first paint uses it in place of drawing, if it was made
+        from exactly what this chart then shows, at its size (:meth:`ChartInputs.same_as`)."""
+        self._ahead = drawing
+
+    def inputs(self, base: VisualStyle) -> ChartInputs:
+        """What a drawing of this chart now depends on (``base``: the widget's base style)."""
+        return ChartInputs(self.chart, self.chart is not None and self._use_log(self.chart), self.marker, self.smoothing,
+                           self.time_axis, self.cursor, self.size.width, self.size.height, self.app.theme, base)
 
     def show(self, chart: Chart, marker: int | None = None) -> None:
         """Draw ``chart`` (and a vertical marker at step ``marker``); nothing to do when both are unchanged."""
@@ -117,6 +133,9 @@ class MetricChart(PlotextPlot):
             return super().render_line(y)
         base = self.visual_style
         key = (self._version, self.size.width, self.size.height, self.app.theme, base)
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead.inputs.same_as(self.inputs(base)):
+            self._rendered, self._strips = (key[:4], ahead.text), (key, ahead.strips)
         if self._strips is None or self._strips[0] != key:
             text = self.render()
             self._strips = (key, text_strips(text, base, self.size.width, self.size.height, self.app.ansi_theme,
@@ -185,6 +204,14 @@ def draw_chart(chart: Chart | None, *, log: bool, marker: int | None, width: int
     if bottom:
         lines.append(_words(one_cell_each(_bottom_row(chart, data, cursor, width), width).ljust(width), style))
     return Text("\n").join(lines)
+
+
+def drawing_of(inputs: ChartInputs, plotext_theme: str, ansi_theme: Any, get_style: Callable[[str], Style]) -> ChartDrawing:
+    """The drawing a :class:`MetricChart` would make from ``inputs`` (``plotext_theme``: its plotext theme's name;
+    ``ansi_theme``, ``get_style``: its app's); pure, so a worker can make it. Raises what drawing raises."""
+    text = draw_chart(inputs.chart, log=inputs.log, marker=inputs.marker, width=inputs.width, height=inputs.height,
+                      theme=plotext_theme, smoothing=inputs.smoothing, time_axis=inputs.time_axis, cursor=inputs.cursor)
+    return ChartDrawing(inputs, text, text_strips(text, inputs.base, inputs.width, inputs.height, ansi_theme, get_style))
 
 
 def _words(text: str, style: Style, word_style: Style | None = None) -> Text:
