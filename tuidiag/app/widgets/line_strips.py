@@ -78,12 +78,13 @@ def _textual(style: object, ansi_theme: Any, get_style: Callable[[str], RichStyl
 def text_strips(text: Text, base: Style, width: int, height: int, ansi_theme: Any = None,
                 get_style: Callable[[str], RichStyle] = RichStyle.parse) -> list[Strip] | None:
     """``text`` as exactly ``height`` strips of ``width`` cells (blank strips below its last line);
-    None for a ``Text`` with a style of its own, or with spans that overlap on a row (Textual nests
-    them its own way: an error message, a line appended with a style of its own; left to Textual)."""
+    None, to leave it to Textual, for a ``Text`` with a style of its own or spans that overlap on a
+    row (Textual nests them its own way: an error message, a line appended with a style of its own),
+    or a row wider than ``width`` (Textual wraps it; cut here, its end would be lost: a sentence)."""
     if text.style:
         return None
     rows = text.split("\n", allow_blank=True)[:height]
-    if any(_overlapping(row) for row in rows):
+    if any(row.cell_len > width or _overlapping(row) for row in rows):
         return None
     memo: dict[object, RichStyle] = {}
     strips = [text_strip(row, base, width, y, ansi_theme, memo, get_style) for y, row in enumerate(rows)]
