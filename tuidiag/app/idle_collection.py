@@ -12,8 +12,9 @@ While the app runs, :class:`IdleCollection`:
   before: those it leaves as they are);
 - stops collecting the oldest generation on allocation (its threshold set out of reach; the two young
   generations are collected as before, in well under a millisecond);
-- collects every generation itself every :data:`COLLECT_EVERY` seconds once no key or mouse event came for
-  :data:`QUIET_FOR` seconds, so cyclic garbage still goes within seconds.
+- looks every :data:`COLLECT_EVERY` seconds whether CPython would have run a full collection by now (as many young
+  collections since the last one as its threshold asks for) and, once no key or mouse event came for
+  :data:`QUIET_FOR` seconds, runs it: cyclic garbage still goes within seconds, and never more often than before.
 
 The collector's settings are process-wide: the first app to start saves them, the last one to stop puts them
 back and unfreezes what it froze.
@@ -72,6 +73,13 @@ def release() -> None:
             _saved, _froze = None, False
 
 
+def full_collection_after() -> int:
+    """Young collections after which CPython collects the oldest generation: its threshold from before the first
+    hold (the one in force when none is held)."""
+    with _lock:
+        return (_saved or gc.get_threshold())[2]
+
+
 class IdleCollection:
     """One app's share of the policy: :meth:`start` on mount, :meth:`stop` on unmount, :meth:`input_seen` on each key
     or mouse event, :meth:`tick` every :attr:`every` seconds (``now``: the clock, for tests)."""
@@ -102,8 +110,11 @@ class IdleCollection:
         self.last_input = self._now()
 
     def tick(self) -> bool:
-        """Run a full collection if no input came for :attr:`quiet` seconds; whether it ran."""
-        if not self._held or self._now() - self.last_input < self.quiet:
+        """Run the full collection CPython would have run by now, if no input came for :attr:`quiet` seconds (nothing
+        while collection is disabled); whether it ran."""
+        if not self._held or not gc.isenabled() or self._now() - self.last_input < self.quiet:
+            return False
+        if gc.get_count()[2] < full_collection_after():
             return False
         gc.collect()
         return True
