@@ -16,6 +16,7 @@ import pytest
 from textual.screen import Screen
 
 from tests.app_helpers import DEMO_RUNS, fixed_clock, wait_for
+from tests.conftest import full_only
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.run_tabs import RUN_TABS
 from tuidiag.app.screens.run_screen import RunScreen
@@ -45,8 +46,10 @@ def _nothing_to_paint(screen: Screen) -> bool:
 SAVED_JOBS = Path(__file__).resolve().parent.parent / "docs" / "screenshot_inputs" / "lr-too-high" / "jobs"
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("run", ["vanishing-gradients", "lr-too-high with a job result"])
+@pytest.mark.parametrize(("run", "size"), [
+    ("vanishing-gradients", (160, 48)), ("lr-too-high with a job result", (80, 24)),
+    pytest.param("vanishing-gradients", (80, 24), marks=full_only),
+    pytest.param("lr-too-high with a job result", (160, 48), marks=full_only)], ids=str)
 async def test_each_tab_shows_whole_in_the_first_frame_of_its_first_visit(run: str, size: tuple[int, int], tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Two demo runs: one whose layers tab shows a vanished layer; one with an LR finder's result in its Jobs tab."""

@@ -15,6 +15,7 @@ from textual.geometry import Region
 from textual.widgets import Static
 
 from tests.app_helpers import DEMO_RUNS, fixed_clock, wait_for
+from tests.conftest import full_only
 from tuidiag.app.app import TuidiagApp
 from tuidiag.store.job_results import read_result
 from tuidiag.text.jobs import render
@@ -60,7 +61,7 @@ async def test_every_word_and_chart_line_of_a_result_is_drawn(run_dir: Path) -> 
                 assert [line.rstrip() for line in drawn if is_chart_line(line)] == charts
 
 
-@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("size", [(80, 24), pytest.param((200, 50), marks=full_only)], ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_the_keys_scroll_a_result_longer_than_the_pane_to_its_last_line(run_dir: Path, size: tuple[int, int]) -> None:
     """The pane takes the keys as soon as its tab is shown: the end key and the page keys bring the result's last
     line into view, and home brings back its first."""
