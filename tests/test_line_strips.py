@@ -22,7 +22,7 @@ from textual.strip import Strip
 from textual.style import Style as TextualStyle
 from textual.visual import Visual, visualize
 
-from tests.conftest import ROOT, examples
+from tests.conftest import ROOT, examples, full_only
 from tuidiag.app.app import TuidiagApp
 from tuidiag.app.screens.run_screen import RunScreen
 from tuidiag.app.widgets.chart import MetricChart, draw_chart
@@ -91,7 +91,7 @@ async def test_every_chart_draws_as_textual_draws_its_text(run: str) -> None:
         assert compared == len(app.screen.detail.charts) * len(CASES)
 
 
-@pytest.mark.parametrize("run", ["vanishing-gradients", "lr-too-high"])
+@pytest.mark.parametrize("run", ["vanishing-gradients", pytest.param("lr-too-high", marks=full_only)])
 async def test_every_layer_heatmap_draws_as_textual_draws_its_text(run: str) -> None:
     """The layers tab's heatmap of a demo run, drawn as the widget draws it (two columns narrower than itself), at
     sizes from narrow (the legend on several lines, layers scrolled) to wide: the strips are Textual's, cell for
