@@ -112,6 +112,17 @@ async def test_every_layer_heatmap_draws_as_textual_draws_its_text(run: str) -> 
                 assert cells(strips) == cells(textual_strips(widget, text, width, height)), (width, height, top)
 
 
+def _rows_of(row_runs: list[list[tuple[str, object]]]) -> list[Text]:
+    """One ``Text`` per generated row, each run appended in its style."""
+    rows = []
+    for parts in row_runs:
+        row = Text()
+        for part, style in parts:
+            row.append(part, style)
+        rows.append(row)
+    return rows
+
+
 @settings(max_examples=examples(100), deadline=None)
 @given(row_runs=st.lists(runs, min_size=1, max_size=4), own=st.lists(st.tuples(styles, st.integers(0, 3)), max_size=3),
        narrower=st.integers(0, 3))
@@ -120,12 +131,7 @@ def test_rows_whose_spans_overlap_or_that_do_not_fit_are_left_to_textual(
     """A row appended as a ``Text`` with a style of its own carries a span over its other spans: made into strips run
     by run, one of the two styles would be lost. A row wider than the widget would be cut (Textual wraps it). Such
     text is left to Textual (None); any other is made into strips."""
-    rows = []
-    for parts in row_runs:
-        row = Text()
-        for part, style in parts:
-            row.append(part, style)
-        rows.append(row)
+    rows = _rows_of(row_runs)
     overlapping = False
     for style, index in own:
         if index < len(rows) and len(rows[index].spans) > 0 and rows[index].plain:
@@ -155,12 +161,7 @@ async def test_generated_rows_draw_as_textual_draws_them() -> None:
         @settings(max_examples=examples(150), deadline=None)
         @given(row_runs=st.lists(runs, min_size=1, max_size=4), extra=st.integers(0, 5))
         def generated(row_runs: list[list[tuple[str, object]]], extra: int) -> None:
-            rows = []
-            for parts in row_runs:
-                row = Text()
-                for part, style in parts:
-                    row.append(part, style)
-                rows.append(row)
+            rows = _rows_of(row_runs)
             text = Text("\n").join(rows)
             width = max(1, max(row.cell_len for row in rows)) + extra  # a chart's rows fit it (Textual wraps longer ones)
             height = len(rows) + 1
