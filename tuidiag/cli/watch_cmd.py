@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def watch(args: argparse.Namespace) -> int:
-    """Run the monitor on PATH; exit 2 when PATH does not exist."""
+    """Run the monitor on PATH; exit 2 when PATH is a file, or without a terminal (:func:`terminal_problem`)."""
     root = Path(args.path)
     if root.exists() and not root.is_dir():
         return fail("watch", f"{root} is a file; give a directory of runs or a run directory")
@@ -33,10 +34,26 @@ def watch(args: argparse.Namespace) -> int:
         print(f"tuidiag watch: {root} does not exist yet; waiting for runs to appear (Ctrl-C to stop)", file=sys.stderr)
     if args.web:
         return _serve(args)
+    if (problem := terminal_problem()) is not None:
+        return fail("watch", problem)
     from tuidiag.app.app import TuidiagApp
 
     TuidiagApp(root, poll=args.poll).run()
     return 0
+
+
+def terminal_problem() -> str | None:
+    """Why the monitor cannot run here (None: it can). Without a terminal on its input it read end-of-file in a loop,
+    a core busy for as long as it ran, and without one on its output it wrote escape codes into a file or pipe.
+    Under ``--web`` (textual-serve names Textual's web driver in ``TEXTUAL_DRIVER``) pipes are its terminal."""
+    if os.environ.get("TEXTUAL_DRIVER"):
+        return None
+    for name, stream in (("input", sys.stdin), ("output", sys.stdout)):
+        if stream is None or not stream.isatty():
+            return (f"the monitor needs a terminal, and its {name} is not one: run it in a terminal or a tmux pane, "
+                    "serve it to a browser with `tuidiag watch --web`, or print text with `tuidiag ls PATH` and "
+                    "`tuidiag diagnose RUN`")
+    return None
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -45,6 +62,8 @@ def replay(args: argparse.Namespace) -> int:
         load_run(args.run)
     except RunNotReadable as exc:
         return fail("replay", str(exc))
+    if (problem := terminal_problem()) is not None:
+        return fail("replay", problem)
     from tuidiag.app.app import TuidiagApp
 
     TuidiagApp(Path(args.run), replay=True).run()
