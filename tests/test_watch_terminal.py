@@ -16,11 +16,13 @@ import sys
 import pytest
 
 from tests.app_helpers import DEMO_RUNS
-from tests.conftest import ROOT
+from tests.conftest import ROOT, full_only
 
 
-@pytest.mark.parametrize("command", [["watch", str(DEMO_RUNS)], ["replay", str(DEMO_RUNS / "healthy")]], ids=lambda c: c[0])
-@pytest.mark.parametrize("missing", ["input", "output"])
+@pytest.mark.parametrize(("command", "missing"), [
+    (["watch", str(DEMO_RUNS)], "input"), (["replay", str(DEMO_RUNS / "healthy")], "output"),
+    pytest.param(["watch", str(DEMO_RUNS)], "output", marks=full_only),
+    pytest.param(["replay", str(DEMO_RUNS / "healthy")], "input", marks=full_only)], ids=str)
 def test_without_a_terminal_the_monitor_says_why_and_exits(command: list[str], missing: str) -> None:
     leader, follower = pty.openpty()
     try:
