@@ -175,7 +175,7 @@ class RunScreen(RunNavigation, RunChartViews, RunChartsAhead, Screen):
                 self._adopt_ahead(tab_id)
 
     def on_tabbed_content_tab_activated(self, message: TabbedContent.TabActivated) -> None:
-        """A tab shown by a click on the tab bar: its pane is composed as by its key."""
+        """A tab shown (by its key, or by a click on the tab bar: its pane is composed as by its key)."""
         if message.pane.id is not None:
             self._fill(message.pane.id)
             self._plan_ahead()
@@ -318,8 +318,7 @@ class RunScreen(RunNavigation, RunChartViews, RunChartsAhead, Screen):
             self.action_toggle_diagnosis()
         tabs = self.query_one("#charts", TabbedContent)
         self._fill(tab)
-        tabs.active = tab
-        self._plan_ahead()
+        tabs.active = tab  # its TabActivated plans the drawings ahead, as a click's does
         _underline_at_once(tabs, tab)
         pane = self.query_one(f"#{tab}", TabPane)
         target = next((widget for widget in pane.query("*") if widget.can_focus), pane if pane.can_focus else None)
