@@ -1,9 +1,9 @@
 """Full garbage collections while the monitor is idle (``tuidiag.app.idle_collection``).
 
 The policy changes process-wide settings, so these tests check what a user's process and this suite rely on: while
-an app runs, the oldest generation is collected only by the app, when no input came for a while, and cyclic garbage
-still goes; once every app has stopped, the thresholds are the ones from before and nothing stays frozen, whatever
-the order in which apps start and stop.
+an app runs, the oldest generation is collected only by the app, when a full collection is due and no input came
+for a while, and cyclic garbage still goes; once every app has stopped, the thresholds are the ones from before,
+whatever the order in which apps start and stop.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 from hypothesis import given, settings
@@ -46,23 +45,11 @@ def _young_collections(count: int) -> None:
         gc.collect(1)
 
 
-@contextmanager
-def nothing_frozen() -> Iterator[tuple[int, int, int]]:
-    """As in a user's process: nothing frozen when the app starts (this suite freezes its heap after collection,
-    ``tests/conftest.py``: frozen again after). Yields the thresholds from before; checks they are back after."""
-    gc.unfreeze()
-    before = gc.get_threshold()
-    try:
-        yield before
-        assert gc.get_threshold() == before and gc.get_freeze_count() == 0  # the policy is not left held
-    finally:
-        gc.freeze()
-
-
 @pytest.fixture
 def settings_before() -> Iterator[tuple[int, int, int]]:
-    with nothing_frozen() as before:
-        yield before
+    before = gc.get_threshold()
+    yield before
+    assert gc.get_threshold() == before  # the policy is not left held
 
 
 class Clock:
@@ -79,7 +66,7 @@ def test_old_cyclic_garbage_goes_at_the_first_quiet_tick_and_not_before(settings
     assert not collection.tick()  # not started: nothing to do
     collection.start()
     try:
-        assert gc.get_threshold() == (*settings_before[:2], OUT_OF_REACH) and gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (*settings_before[:2], OUT_OF_REACH)
         ref = _old_cyclic_garbage()
         clock.now += 5
         assert not collection.tick() and ref() is not None  # quiet, but CPython would not have collected yet
@@ -101,29 +88,18 @@ def test_old_cyclic_garbage_goes_at_the_first_quiet_tick_and_not_before(settings
 def test_any_order_of_starts_and_stops_restores_the_settings(moves: list[tuple[int, bool]]) -> None:
     """Four apps' collections started and stopped in any order (twice in a row too): held while any one is started,
     and the settings from before once none is."""
-    with nothing_frozen() as before:
-        apps = [IdleCollection() for _ in range(4)]
-        try:
-            for index, start in moves:
-                (apps[index].start if start else apps[index].stop)()
-                held = any(app._held for app in apps)
-                assert (gc.get_threshold()[2] == OUT_OF_REACH) == held, moves
-                assert held or gc.get_threshold() == before, moves
-            # frozen while held (counting frozen objects walks them all: once per example, not per move)
-            assert (gc.get_freeze_count() > 0) == any(app._held for app in apps), moves
-        finally:
-            for app in apps:
-                app.stop()
-        assert idle_collection._users == 0
-
-
-def test_objects_the_process_froze_itself_stay_frozen() -> None:
-    """A process that froze its own heap before (as this suite does) finds it frozen after the app stops."""
-    gc.freeze()
-    collection = IdleCollection()
-    collection.start()
-    collection.stop()
-    assert gc.get_freeze_count() > 0
+    before = gc.get_threshold()
+    apps = [IdleCollection() for _ in range(4)]
+    try:
+        for index, start in moves:
+            (apps[index].start if start else apps[index].stop)()
+            held = any(app._held for app in apps)
+            assert (gc.get_threshold()[2] == OUT_OF_REACH) == held, moves
+            assert held or gc.get_threshold() == before, moves
+    finally:
+        for app in apps:
+            app.stop()
+    assert gc.get_threshold() == before and idle_collection._users == 0
 
 
 async def test_the_monitor_holds_the_policy_while_it_runs_and_collects_when_idle(settings_before) -> None:

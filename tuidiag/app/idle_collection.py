@@ -7,9 +7,6 @@ six and took the switch past 50 ms.
 
 While the app runs, :class:`IdleCollection`:
 
-- freezes the objects that exist when it starts (``gc.freeze``): modules, classes, functions and the app itself,
-  which live as long as the process, are left out of every later walk (unless the process froze objects of its own
-  before: those it leaves as they are);
 - stops collecting the oldest generation on allocation (its threshold set out of reach; the two young
   generations are collected as before, in well under a millisecond);
 - looks every :data:`COLLECT_EVERY` seconds whether CPython would have run a full collection by now (as many young
@@ -17,7 +14,8 @@ While the app runs, :class:`IdleCollection`:
   :data:`QUIET_FOR` seconds, runs it: cyclic garbage still goes within seconds, and never more often than before.
 
 The collector's settings are process-wide: the first app to start saves them, the last one to stop puts them
-back and unfreezes what it froze.
+back. Nothing is frozen (``gc.freeze``): the collections run while the user is idle, so their length matters less
+than leaving a process's heap as it was (frozen garbage is never collected; counting the frozen walks them all).
 """
 
 from __future__ import annotations
@@ -41,36 +39,29 @@ OUT_OF_REACH = 1 << 30
 _lock = threading.Lock()
 _users = 0
 _saved: tuple[int, int, int] | None = None
-_froze = False
 
 
 def hold() -> None:
-    """Freeze what exists now (if nothing is frozen yet) and take full collections off allocation (the first holder
-    saves the settings)."""
-    global _users, _saved, _froze
+    """Take full collections off allocation (the first holder saves the thresholds)."""
+    global _users, _saved
     with _lock:
         if _users == 0:
             _saved = gc.get_threshold()
-            _froze = gc.get_freeze_count() == 0
-            if _froze:
-                gc.freeze()
             young, middle, _ = _saved
             gc.set_threshold(young, middle, OUT_OF_REACH)
         _users += 1
 
 
 def release() -> None:
-    """Undo :func:`hold` once its last holder releases: the saved thresholds back, what it froze unfrozen."""
-    global _users, _saved, _froze
+    """Undo :func:`hold` once its last holder releases: the saved thresholds back."""
+    global _users, _saved
     with _lock:
         if _users == 0:
             return
         _users -= 1
         if _users == 0 and _saved is not None:
             gc.set_threshold(*_saved)
-            if _froze:
-                gc.unfreeze()
-            _saved, _froze = None, False
+            _saved = None
 
 
 def full_collection_after() -> int:
