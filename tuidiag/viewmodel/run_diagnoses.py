@@ -222,14 +222,13 @@ class RunDiagnoses:
         """Seconds between diagnoses of a growing run: all growing runs' diagnoses within budget; the run whose
         view is open is never left more than :data:`DIAGNOSIS_MAX_AGE` behind, the others :data:`BADGE_MAX_AGE`.
         While a run's view is open the other runs' badges are not on screen: they wait the full
-        :data:`BADGE_MAX_AGE` (an event is still diagnosed at once), and the open run has the budget to itself."""
+        :data:`BADGE_MAX_AGE` (an event is still diagnosed at once); the open run keeps its pace."""
         diagnosed = dict(self._diagnoses)  # copies: other runs are diagnosed on other threads
         open_view = self._focus[0] is not None and now - self._focus[1] < DIAGNOSIS_MAX_AGE
         if open_view and path != self._focus[0]:
             return BADGE_MAX_AGE
-        cost = sum(diagnosed[p].cost for p, t in list(self._growing.items())
-                   if now - t < DIAGNOSIS_MAX_AGE and p in diagnosed and (not open_view or p == self._focus[0]))
-        return min(DIAGNOSIS_MAX_AGE if open_view else BADGE_MAX_AGE, cost / DIAGNOSIS_BUDGET)
+        cost = sum(diagnosed[p].cost for p, t in list(self._growing.items()) if now - t < DIAGNOSIS_MAX_AGE and p in diagnosed)
+        return min(DIAGNOSIS_MAX_AGE if open_view and path is not None else BADGE_MAX_AGE, cost / DIAGNOSIS_BUDGET)
 
 
 def _cached_health(entry: dict[str, Any]) -> Health:
