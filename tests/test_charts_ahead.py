@@ -20,6 +20,7 @@ from tuidiag.app.run_tabs import CHART_TABS
 from tuidiag.app.screens import run_charts_ahead
 from tuidiag.app.screens.run_screen import FIRST_TAB, RunScreen
 from tuidiag.app.widgets.chart import MetricChart, drawing_of
+from tuidiag.format import STATUS_RUNNING
 from tuidiag.viewmodel.distributions import DIST_CHART
 
 AHEAD = [tab for tab in CHART_TABS if tab.id not in {FIRST_TAB, DIST_CHART}]
@@ -72,7 +73,7 @@ async def test_a_live_run_draws_nothing_ahead(tmp_path: Path) -> None:
         async with app.run_test(size=(120, 36)) as pilot:
             assert await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.detail is not None)
             screen = app.screen
-            assert screen.detail.summary.status == run_charts_ahead.LIVE_STATUS
+            assert screen.detail.summary.status == STATUS_RUNNING
             await pilot.press("e")  # a setting changed: the view is drawn again, and plans nothing
             await pilot.pause()
             assert screen._ahead_timer is None and not screen._ahead

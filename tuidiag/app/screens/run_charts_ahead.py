@@ -28,13 +28,12 @@ from textual.worker import get_current_worker
 from tuidiag.app.run_tabs import CHART_IDS, CHART_TABS
 from tuidiag.app.widgets.chart import MetricChart, drawing_of
 from tuidiag.app.widgets.chart_drawing import ChartDrawing, ChartInputs
+from tuidiag.format import STATUS_RUNNING
 from tuidiag.viewmodel.distributions import DIST_CHART
 from tuidiag.viewmodel.snapshot import Chart, RunDetail
 
 AHEAD_AFTER = 1.0
 """Seconds the view must stay as it is (no new data, setting, size or tab) before charts are drawn ahead."""
-LIVE_STATUS = "running"
-"""The status of a run whose data still changes: nothing is drawn ahead for it."""
 
 
 class RunChartsAhead:
@@ -65,7 +64,7 @@ class RunChartsAhead:
         if self._ahead_timer is not None:
             self._ahead_timer.stop()
             self._ahead_timer = None
-        if self.detail is None or (self.detail.summary.status == LIVE_STATUS and not self.replay):
+        if self.detail is None or (self.detail.summary.status == STATUS_RUNNING and not self.replay):
             return
         if all(tab.id in self.filled for tab in CHART_TABS):
             return

@@ -60,8 +60,8 @@ class LayerHeatmap(Static, can_focus=True):
     """What the drawing is of: (grid, width, kind, height, first layer)."""
     _text: Text | None = None
     """The drawing (or why the grid could not be drawn)."""
-    _strips: tuple[tuple[object, ...], list[Strip] | None] | None = None
-    """The drawing's rows as strips, and what they were made for (:meth:`render_line`)."""
+    _strips: tuple[Text, tuple[object, ...], list[Strip] | None] | None = None
+    """The drawing, the size, theme and style its strips were made for, and its rows as strips (:meth:`render_line`)."""
     top = 0
     """The first layer shown."""
 
@@ -88,11 +88,12 @@ class LayerHeatmap(Static, can_focus=True):
         if self.text_selection is not None or not isinstance(text, Text):
             return super().render_line(y)
         base = self.visual_style
-        key = (text, self.size.width, self.size.height, self.app.theme, base)
-        if self._strips is None or self._strips[0] != key:
-            self._strips = (key, text_strips(text, base, self.size.width, self.size.height, self.app.ansi_theme,
-                                             self.app.console.get_style))
-        strips = self._strips[1]
+        key = (self.size.width, self.size.height, self.app.theme, base)
+        # the drawing compared by identity: comparing two by value, at every row, walked all their spans
+        if self._strips is None or self._strips[0] is not text or self._strips[1] != key:
+            self._strips = (text, key, text_strips(text, base, self.size.width, self.size.height, self.app.ansi_theme,
+                                                   self.app.console.get_style))
+        strips = self._strips[2]
         if strips is None:  # a Text with a style of its own (an error message): Textual draws it
             return super().render_line(y)
         return strips[y] if 0 <= y < len(strips) else Strip.blank(self.size.width, base.rich_style)
